@@ -1,0 +1,137 @@
+"""Configuration of the Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
+
+This file travels to the Hub next to the weights (``trust_remote_code``): it imports only transformers.
+"""
+
+from transformers import PreTrainedConfig
+from transformers.activations import ACT2FN
+
+POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
+SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
+
+
+class VanillaTransformerConfig(PreTrainedConfig):
+    r"""
+    Hyper-parameters of the encoder-decoder Transformer. Defaults are the paper's base model (Table 3), except the
+    vocabulary, which depends on the tokenizer.
+
+    Args:
+        vocab_size: size of the vocabulary shared by source and target (§3.4, §5.1).
+        d_model: width of every sub-layer output and of the embeddings (§3.1).
+        encoder_layers, decoder_layers: N, the number of identical layers in each stack (§3.1).
+        num_attention_heads: h, parallel attention heads; d_k = d_v = d_model / h (§3.2.2).
+        ffn_dim: d_ff, inner width of the position-wise feed-forward network (§3.3).
+        dropout: P_drop on each sub-layer output and on embeddings + positions (§5.4).
+        attention_dropout: dropout on the attention probabilities (not in the paper; tensor2tensor has it).
+        activation_dropout: dropout inside the feed-forward network (not in the paper; tensor2tensor has it).
+        activation_function: the FFN non-linearity; "relu" is the paper's max(0, x). Any name of ``ACT2FN``.
+        layer_norm_eps: epsilon of every LayerNorm.
+        scale_embedding: multiply embeddings by sqrt(d_model) (§3.4).
+        share_encoder_decoder_embeddings: one embedding matrix for the encoder and the decoder input (§3.4).
+        tie_word_embeddings: the pre-softmax linear layer reuses the decoder's embedding matrix (§3.4).
+        position_embedding_type: "sinusoidal" (§3.5) or "learned" (Table 3, row E).
+        sinusoidal_layout: "interleaved" (sin, cos, sin, cos, ... as the paper's equations) or "concat"
+            ([all sines, all cosines], as fairseq, tensor2tensor and Marian lay out the same frequencies).
+        max_position_embeddings: initial size of the sinusoid table (it grows on demand); the hard limit of the
+            learned table.
+        label_smoothing: epsilon_ls of the training loss (the paper trains with 0.1, §5.4; 0.0 keeps the model's
+            loss a plain cross-entropy, training sets it).
+        init_std: standard deviation of learned position embeddings; the shared token embedding uses
+            d_model^-0.5 as tensor2tensor does.
+        final_logits_bias: a fixed bias added to the logits; off in the paper, on for converted Marian checkpoints.
+    """
+
+    model_type = "vanilla_transformer"
+    keys_to_ignore_at_inference = ["past_key_values"]
+    attribute_map = {
+        "hidden_size": "d_model",
+        "num_hidden_layers": "decoder_layers",
+        "encoder_attention_heads": "num_attention_heads",
+        "decoder_attention_heads": "num_attention_heads",
+    }
+
+    vocab_size: int = 37000
+    d_model: int = 512
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    num_attention_heads: int = 8
+    ffn_dim: int = 2048
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    activation_function: str = "relu"
+    layer_norm_eps: float = 1e-5
+    scale_embedding: bool = True
+    share_encoder_decoder_embeddings: bool = True
+    tie_word_embeddings: bool = True
+    position_embedding_type: str = "sinusoidal"
+    sinusoidal_layout: str = "interleaved"
+    max_position_embeddings: int = 1024
+    label_smoothing: float = 0.0
+    init_std: float = 0.02
+    final_logits_bias: bool = False
+    use_cache: bool = True
+    is_encoder_decoder: bool = True
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = None
+    eos_token_id: int | list[int] | None = 2
+    decoder_start_token_id: int | None = 0
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        self._check_values()
+
+    def _check_values(self) -> None:
+        """Raise ValueError naming the first invalid field; the model would otherwise fail deep inside torch."""
+        for name in (
+            "vocab_size",
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "num_attention_heads",
+            "ffn_dim",
+            "max_position_embeddings",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+        if self.d_model % self.num_attention_heads:
+            raise ValueError(
+                f"`d_model` ({self.d_model}) must be divisible by `num_attention_heads` ({self.num_attention_heads})"
+            )
+        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1), got {value!r}")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"`layer_norm_eps` must be > 0, got {self.layer_norm_eps!r}")
+        if self.activation_function not in ACT2FN:
+            raise ValueError(
+                f"`activation_function` {self.activation_function!r} is unknown; use one of {sorted(ACT2FN)}"
+            )
+        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            raise ValueError(
+                f"`position_embedding_type` must be one of {POSITION_EMBEDDING_TYPES}, "
+                f"got {self.position_embedding_type!r}"
+            )
+        if self.sinusoidal_layout not in SINUSOIDAL_LAYOUTS:
+            raise ValueError(f"`sinusoidal_layout` must be one of {SINUSOIDAL_LAYOUTS}, got {self.sinusoidal_layout!r}")
+        if self.position_embedding_type == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"`d_model` must be even for sinusoidal positions (sin/cos pairs), got {self.d_model}")
+        for name in ("pad_token_id", "decoder_start_token_id", "bos_token_id"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < self.vocab_size:
+                raise ValueError(f"`{name}` ({value}) must lie in [0, vocab_size={self.vocab_size})")
+
+    @classmethod
+    def base(cls, **overrides) -> "VanillaTransformerConfig":
+        """Table 3, "base": N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1 (about 65M parameters with 37k tokens)."""
+        return cls(**overrides)
+
+    @classmethod
+    def big(cls, **overrides) -> "VanillaTransformerConfig":
+        """Table 3, "big": N=6, d_model=1024, d_ff=4096, h=16, P_drop=0.3 (about 213M parameters with 37k tokens)."""
+        return cls(**{"d_model": 1024, "ffn_dim": 4096, "num_attention_heads": 16, "dropout": 0.3, **overrides})
+
+
+__all__ = ["VanillaTransformerConfig"]

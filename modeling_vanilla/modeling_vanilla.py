@@ -1,0 +1,718 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as a transformers model.
+
+The classes follow the paper's sections: 3.2.1 scaled dot-product attention, 3.2.2 multi-head attention,
+3.3 position-wise feed-forward networks, 3.4 embeddings and softmax, 3.5 positional encoding, and 3.1 for the
+encoder and decoder stacks built from them. Sub-layers are post-LN, ``LayerNorm(x + Dropout(Sublayer(x)))``,
+with no LayerNorm after the stacks.
+
+This file travels to the Hub next to the weights (``trust_remote_code``): it imports only torch, transformers and
+``configuration_vanilla``.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import can_return_tuple, is_torchdynamo_compiling
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_vanilla import VanillaTransformerConfig
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Input checks: a wrong id or mask must fail here with a message, not as an index error deep inside torch.
+# ----------------------------------------------------------------------------------------------------------------
+def check_token_ids(ids: torch.Tensor | None, vocab_size: int, name: str) -> None:
+    """Raise ValueError if ``ids`` is an empty batch or holds an id outside [0, vocab_size)."""
+    if ids is None:
+        return
+    if ids.dim() != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise ValueError(f"`{name}` must be a non-empty (batch, length) tensor, got shape {tuple(ids.shape)}")
+    if is_torchdynamo_compiling():  # a data-dependent branch would break the graph; eager runs check it
+        return
+    bad = (ids < 0) | (ids >= vocab_size)
+    if bad.any():
+        raise ValueError(f"`{name}` holds token id {int(ids[bad][0])}, outside [0, vocab_size={vocab_size})")
+
+
+def check_mask_shape(mask: torch.Tensor | None, like: torch.Tensor | None, name: str, like_name: str) -> None:
+    if mask is not None and like is not None and mask.shape != like.shape[:2]:
+        raise ValueError(f"`{name}` has shape {tuple(mask.shape)} but `{like_name}` has shape {tuple(like.shape[:2])}")
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Teacher forcing: the decoder reads ``<start> y_1 ... y_{n-1}`` to predict ``y_1 ... y_n``."""
+    shifted = labels.new_full(labels.shape, decoder_start_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    return shifted.masked_fill_(shifted == -100, pad_token_id)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# §3.5 Positional encoding
+# ----------------------------------------------------------------------------------------------------------------
+def sinusoid_table(num_positions: int, dim: int, layout: str) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    ``layout="interleaved"`` places the pair (sin, cos) of frequency i at columns (2i, 2i+1) as the equations read;
+    ``"concat"`` places all sines first, then all cosines (fairseq, tensor2tensor, Marian). Computed in float64 so
+    that the float32 table is exact to rounding at any position.
+    """
+    pos = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    inv_freq = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (d/2,)
+    angles = pos * inv_freq  # (P, d/2)
+    if layout == "interleaved":
+        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)
+    else:
+        table = torch.cat((angles.sin(), angles.cos()), dim=-1)
+    return table.float()  # (P, d)
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """§3.5: fixed sinusoids added to the embeddings. Not learned, so it extends to lengths never seen in training:
+    the table is a non-persistent buffer (never saved) that grows when a longer sequence arrives."""
+
+    def __init__(self, num_positions: int, dim: int, layout: str):
+        super().__init__()
+        self.dim, self.layout = dim, layout
+        self.register_buffer("table", sinusoid_table(num_positions, dim, layout), persistent=False)
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        # position_ids: (L,) or (B, L) -> (..., d_model)
+        if not is_torchdynamo_compiling():
+            needed = int(position_ids.max()) + 1
+            if needed > self.table.shape[0]:
+                self.table = sinusoid_table(max(needed, 2 * self.table.shape[0]), self.dim, self.layout).to(
+                    self.table.device
+                )
+        return self.table[position_ids]
+
+
+class LearnedPositionalEmbedding(nn.Embedding):
+    """Table 3, row (E): learned positional embeddings instead of sinusoids (a fixed maximum length)."""
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        if not is_torchdynamo_compiling() and int(position_ids.max()) >= self.num_embeddings:
+            raise ValueError(
+                f"position {int(position_ids.max())} is beyond max_position_embeddings={self.num_embeddings} of the "
+                "learned position embeddings; use position_embedding_type='sinusoidal' for unbounded lengths"
+            )
+        return super().forward(position_ids)
+
+
+def build_position_encoding(config: VanillaTransformerConfig) -> nn.Module:
+    if config.position_embedding_type == "learned":
+        return LearnedPositionalEmbedding(config.max_position_embeddings, config.d_model)
+    return SinusoidalPositionalEncoding(config.max_position_embeddings, config.d_model, config.sinusoidal_layout)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# §3.2.1 Scaled dot-product attention
+# ----------------------------------------------------------------------------------------------------------------
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, per head.
+
+    query (B, h, Lq, d_k), key/value (B, h, Lk, d_k); attention_mask is boolean (True = may attend) or additive,
+    broadcastable to (B, h, Lq, Lk). Returns the output (B, Lq, h, d_k) and the weights (B, h, Lq, Lk).
+    Masked scores get the dtype's lowest finite value rather than -inf, so a query with no visible key gets a
+    uniform (finite) distribution instead of NaN.
+    """
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, h, Lq, Lk)
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores + attention_mask[..., : key.shape[-2]]
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, Lq, h, d_k)
+    return output, weights
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# §3.2.2 Multi-head attention
+# ----------------------------------------------------------------------------------------------------------------
+def _rows(tensor: torch.Tensor | None, start: int, stop: int) -> torch.Tensor | None:
+    return None if tensor is None else tensor[start:stop]
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,  head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
+
+    When keys and values have the model's width, W^Q, W^K, W^V of all heads are stacked in one ``in_proj``
+    (3 d_model x d_model, as ``nn.MultiheadAttention``), so self-attention projects with one matrix product and
+    encoder-decoder attention projects keys and values with one. Keys/values of other widths (``kdim``, ``vdim``)
+    get their own ``q_proj``, ``k_proj``, ``v_proj``.
+
+    The core attention is dispatched through transformers' attention interface: ``config._attn_implementation``
+    picks "sdpa" (default), "eager" (the only one that returns weights), "flash_attention_2" or "flex_attention".
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        kdim: int | None = None,
+        vdim: int | None = None,
+        dropout: float = 0.0,
+        bias: bool = True,
+        is_causal: bool = False,
+        layer_idx: int | None = None,
+        config: VanillaTransformerConfig | None = None,
+    ):
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
+            raise ValueError(f"embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads})")
+        self.embed_dim, self.num_heads = embed_dim, num_heads
+        self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
+        self.head_dim = embed_dim // num_heads  # d_k = d_v = d_model / h
+        self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
+        self.dropout = dropout
+        self.is_causal = is_causal  # read by the sdpa/flash interfaces
+        self.layer_idx = layer_idx
+        self.config = config
+        if self.kdim == embed_dim and self.vdim == embed_dim:
+            self.in_proj = nn.Linear(embed_dim, 3 * embed_dim, bias=bias)  # [W^Q; W^K; W^V]
+        else:
+            self.in_proj = None
+            self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+            self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias)
+            self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # W^O
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, L, d) -> (B, h, L, d_k)
+
+    def _project_query(self, query: torch.Tensor) -> torch.Tensor:
+        if self.in_proj is None:
+            return self.q_proj(query)
+        d = self.embed_dim
+        return F.linear(query, self.in_proj.weight[:d], _rows(self.in_proj.bias, 0, d))
+
+    def _project_key_value(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.in_proj is None:
+            return self.k_proj(key), self.v_proj(value)
+        d, w, b = self.embed_dim, self.in_proj.weight, self.in_proj.bias
+        if value is key:  # encoder-decoder attention: K and V from one product
+            return F.linear(key, w[d:], _rows(b, d, 3 * d)).chunk(2, dim=-1)
+        return F.linear(key, w[d : 2 * d], _rows(b, d, 2 * d)), F.linear(value, w[2 * d :], _rows(b, 2 * d, 3 * d))
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """query (B, Lq, d_model); key (B, Lk, kdim) and value (B, Lk, vdim) default to query (self-attention).
+
+        With an ``EncoderDecoderCache``, self-attention appends this step's keys/values to the self-attention
+        cache; encoder-decoder attention (``key`` given) projects the encoder output once and reuses it after.
+        Returns (B, Lq, d_model) and the attention weights (eager only, else None).
+        """
+        is_cross = key is not None
+        key = query if key is None else key
+        value = key if value is None else value
+
+        cache, cached_cross = (None if is_cross else past_key_values), False  # a plain Cache holds self-attention
+        if isinstance(past_key_values, EncoderDecoderCache):
+            if is_cross:
+                cached_cross = bool(past_key_values.is_updated.get(self.layer_idx))
+                cache = past_key_values.cross_attention_cache
+            else:
+                cache = past_key_values.self_attention_cache
+
+        if not is_cross and self.in_proj is not None:  # self-attention: Q, K, V from one product
+            q, k, v = (self._split_heads(t) for t in self.in_proj(query).chunk(3, dim=-1))
+        else:
+            q = self._split_heads(self._project_query(query))
+            if cached_cross:
+                k, v = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+            else:
+                k, v = (self._split_heads(t) for t in self._project_key_value(key, value))
+        if cache is not None and not cached_cross:
+            k, v = cache.update(k, v, self.layer_idx)
+            if is_cross and isinstance(past_key_values, EncoderDecoderCache):
+                past_key_values.is_updated[self.layer_idx] = True
+
+        implementation = self.config._attn_implementation if self.config is not None else "sdpa"
+        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        output, weights = attention(
+            self,
+            q,
+            k,
+            v,
+            attention_mask,
+            dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )  # (B, Lq, h, d_k)
+        return self.out_proj(output.reshape(*query.shape[:-1], self.embed_dim)), weights  # Concat(heads) W^O
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# §3.3 Position-wise feed-forward networks
+# ----------------------------------------------------------------------------------------------------------------
+class PositionWiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, the same two linear maps at every position (d_model -> d_ff -> d_model).
+    ``config.activation_function`` may swap ReLU for another activation (Marian checkpoints use swish)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, config.ffn_dim)  # W_1, b_1
+        self.fc2 = nn.Linear(config.ffn_dim, config.d_model)  # W_2, b_2
+        self.activation = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.activation(self.fc1(x))  # (B, L, d_ff)
+        hidden = F.dropout(hidden, p=self.activation_dropout, training=self.training)
+        return self.fc2(hidden)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# §3.1 Encoder and decoder stacks
+# ----------------------------------------------------------------------------------------------------------------
+class SublayerConnection(nn.Module):
+    """§3.1 / §5.4: the output of each sub-layer is LayerNorm(x + Dropout(Sublayer(x))) (post-LN)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = config.dropout
+
+    def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + F.dropout(sublayer_output, p=self.dropout, training=self.training))
+
+
+class EncoderLayer(GradientCheckpointingLayer):
+    """Encoder layer: self-attention over the source, then the feed-forward network, each post-LN."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(
+            config.d_model,
+            config.num_attention_heads,
+            dropout=config.attention_dropout,
+            layer_idx=layer_idx,
+            config=config,
+        )
+        self.self_attn_sublayer = SublayerConnection(config)
+        self.ffn = PositionWiseFeedForward(config)
+        self.ffn_sublayer = SublayerConnection(config)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs) -> torch.Tensor:
+        attended, _ = self.self_attn(hidden_states, attention_mask=attention_mask, **kwargs)
+        hidden_states = self.self_attn_sublayer(hidden_states, attended)
+        return self.ffn_sublayer(hidden_states, self.ffn(hidden_states))
+
+
+class DecoderLayer(GradientCheckpointingLayer):
+    """Decoder layer: masked self-attention, encoder-decoder attention (queries from the decoder, keys and values
+    from the encoder output, §3.2.3), then the feed-forward network, each post-LN."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
+        super().__init__()
+        heads, dropout = config.num_attention_heads, config.attention_dropout
+        self.self_attn = MultiHeadAttention(
+            config.d_model, heads, dropout=dropout, is_causal=True, layer_idx=layer_idx, config=config
+        )
+        self.self_attn_sublayer = SublayerConnection(config)
+        self.cross_attn = MultiHeadAttention(config.d_model, heads, dropout=dropout, layer_idx=layer_idx, config=config)
+        self.cross_attn_sublayer = SublayerConnection(config)
+        self.ffn = PositionWiseFeedForward(config)
+        self.ffn_sublayer = SublayerConnection(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        attended, _ = self.self_attn(
+            hidden_states, attention_mask=attention_mask, past_key_values=past_key_values, **kwargs
+        )
+        hidden_states = self.self_attn_sublayer(hidden_states, attended)
+        attended, _ = self.cross_attn(
+            hidden_states,
+            encoder_hidden_states,
+            attention_mask=encoder_attention_mask,
+            past_key_values=past_key_values,
+            **kwargs,
+        )
+        hidden_states = self.cross_attn_sublayer(hidden_states, attended)
+        return self.ffn_sublayer(hidden_states, self.ffn(hidden_states))
+
+
+class VanillaTransformerPreTrainedModel(PreTrainedModel):
+    config: VanillaTransformerConfig
+    config_class = VanillaTransformerConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["EncoderLayer", "DecoderLayer"]
+    _supports_flash_attn = True
+    _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
+
+    def save_pretrained(self, *args, **kwargs):
+        # A remote-code checkpoint names both classes, so AutoModel and AutoModelForSeq2SeqLM can each load it.
+        module = __name__.rsplit(".", 1)[-1]
+        auto_map = {
+            "AutoModel": f"{module}.VanillaTransformerModel",
+            "AutoModelForSeq2SeqLM": f"{module}.VanillaTransformerForSeq2Seq",
+        }
+        self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **auto_map}
+        return super().save_pretrained(*args, **kwargs)
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """tensor2tensor's initialisation: Xavier-uniform linear weights with zero biases; the shared token embedding
+        ~ N(0, d_model^-0.5), so that after the sqrt(d_model) scale (§3.4) embeddings have unit variance; LayerNorm
+        at identity; learned positions ~ N(0, init_std); sinusoids recomputed (they are never saved)."""
+        if isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, LearnedPositionalEmbedding):
+            init.normal_(module.weight, mean=0.0, std=self.config.init_std)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, SinusoidalPositionalEncoding):
+            init.copy_(module.table, sinusoid_table(module.table.shape[0], module.dim, module.layout))
+        elif isinstance(module, VanillaTransformerForSeq2Seq) and module.final_logits_bias is not None:
+            init.zeros_(module.final_logits_bias)
+
+
+class _Stack(VanillaTransformerPreTrainedModel):
+    """What both stacks share: §3.4 scaled embeddings plus §3.5 positions, with dropout on the sum (§5.4)."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+        super().__init__(config)
+        self.embed_tokens = embed_tokens
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions = build_position_encoding(config)
+        self.dropout = config.dropout
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed_tokens = value
+
+    def embed(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, past_length: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns (token embeddings * sqrt(d_model), Dropout(that + PE)), both (B, L, d_model)."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Give exactly one of input_ids and inputs_embeds")
+        check_token_ids(input_ids, self.config.vocab_size, "input_ids")
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        inputs_embeds = inputs_embeds * self.embed_scale
+        positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
+        hidden = inputs_embeds + self.embed_positions(positions).to(inputs_embeds.dtype)
+        return inputs_embeds, F.dropout(hidden, p=self.dropout, training=self.training)
+
+
+class VanillaTransformerEncoder(_Stack):
+    """§3.1 Encoder: N identical layers of self-attention and feed-forward over the embedded source."""
+
+    _can_record_outputs = {"hidden_states": EncoderLayer, "attentions": MultiHeadAttention}
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+        super().__init__(config, embed_tokens)
+        self.layers = nn.ModuleList(EncoderLayer(config, i) for i in range(config.encoder_layers))
+        self.post_init()
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        check_mask_shape(
+            attention_mask, input_ids if input_ids is not None else inputs_embeds, "attention_mask", "input_ids"
+        )
+        inputs_embeds, hidden_states = self.embed(input_ids, inputs_embeds)
+        # Padding keys are masked (§3.2.3); the mask's form depends on the attention implementation.
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, mask, **kwargs)
+        return BaseModelOutput(last_hidden_state=hidden_states)
+
+
+class VanillaTransformerDecoder(_Stack):
+    """§3.1 Decoder: N identical layers of masked self-attention, encoder-decoder attention and feed-forward."""
+
+    _can_record_outputs = {
+        "hidden_states": DecoderLayer,
+        "attentions": OutputRecorder(MultiHeadAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(MultiHeadAttention, index=1, layer_name="cross_attn"),
+    }
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+        super().__init__(config, embed_tokens)
+        self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.decoder_layers))
+        self.post_init()
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        if encoder_hidden_states is None:
+            raise ValueError("The decoder needs `encoder_hidden_states` (the encoder output)")
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        inputs_embeds, hidden_states = self.embed(input_ids, inputs_embeds, past_length)
+
+        self_cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else None
+        # Future positions are masked (§3.2.3), plus padding if a decoder mask is given.
+        causal_mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=attention_mask,
+            past_key_values=self_cache,
+        )
+        encoder_mask = create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=inputs_embeds,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
+        for layer in self.layers:
+            hidden_states = layer(
+                hidden_states,
+                causal_mask,
+                encoder_hidden_states,
+                encoder_attention_mask=encoder_mask,
+                past_key_values=past_key_values,
+                **kwargs,
+            )
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states, past_key_values=past_key_values if use_cache else None
+        )
+
+
+class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
+    """The encoder-decoder without the output layer; returns the decoder's last hidden states."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        # §3.4: one embedding matrix for the source and target tokens (with a shared vocabulary).
+        self.shared = nn.Embedding(config.vocab_size, config.d_model)
+        if config.share_encoder_decoder_embeddings:
+            decoder_embeddings = self.shared
+            self._tied_weights_keys = {
+                "encoder.embed_tokens.weight": "shared.weight",
+                "decoder.embed_tokens.weight": "shared.weight",
+            }
+        else:
+            decoder_embeddings = nn.Embedding(config.vocab_size, config.d_model)
+            self._tied_weights_keys = {"encoder.embed_tokens.weight": "shared.weight"}
+        self.encoder = VanillaTransformerEncoder(config, self.shared)
+        self.decoder = VanillaTransformerDecoder(config, decoder_embeddings)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.shared
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.shared = value
+        self.encoder.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.decoder.embed_tokens = value
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            raise ValueError("Give `decoder_input_ids` (or `labels` to the ForSeq2Seq model, which shifts them)")
+        check_token_ids(decoder_input_ids, self.config.vocab_size, "decoder_input_ids")
+        check_mask_shape(decoder_attention_mask, decoder_input_ids, "decoder_attention_mask", "decoder_input_ids")
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, GenerationMixin):
+    """The full model of the paper: encoder-decoder plus the pre-softmax linear layer (§3.4), tied to the shared
+    embedding. ``labels`` give the (label-smoothed, §5.4) cross-entropy loss."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.model = VanillaTransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self._tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
+        if config.share_encoder_decoder_embeddings:
+            self._tied_weights_keys = {
+                "lm_head.weight": "model.shared.weight",
+                "model.encoder.embed_tokens.weight": "model.shared.weight",
+                "model.decoder.embed_tokens.weight": "model.shared.weight",
+            }
+        # A constant added to the logits; only converted Marian checkpoints carry one (it is not in the paper).
+        self.final_logits_bias = nn.Buffer(torch.zeros(1, config.vocab_size)) if config.final_logits_bias else None
+        self.post_init()
+        # §6.1 decoding: beam 4, length penalty 0.6 (transformers divides by len^alpha; see the README).
+        self.generation_config.update(num_beams=4, length_penalty=0.6, early_stopping=True, max_length=256)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def resize_token_embeddings(self, *args, **kwargs) -> nn.Embedding:
+        embeddings = super().resize_token_embeddings(*args, **kwargs)
+        if self.final_logits_bias is not None:
+            old = self.final_logits_bias
+            new = old.new_zeros(1, embeddings.num_embeddings)
+            new[:, : min(old.shape[1], new.shape[1])] = old[:, : new.shape[1]]
+            self.final_logits_bias = nn.Buffer(new)
+        return embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        check_mask_shape(attention_mask, input_ids, "attention_mask", "input_ids")
+        outputs = self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)  # (B, L, vocab); softmax lives in the loss / generate()
+        if self.final_logits_bias is not None:
+            logits = logits + self.final_logits_bias
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(
+                logits.float().view(-1, logits.shape[-1]),
+                labels.to(logits.device).view(-1),
+                ignore_index=-100,
+                label_smoothing=self.config.label_smoothing,
+            )
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+
+__all__ = [
+    "MultiHeadAttention",
+    "VanillaTransformerForSeq2Seq",
+    "VanillaTransformerModel",
+    "VanillaTransformerPreTrainedModel",
+]

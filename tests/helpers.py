@@ -1,0 +1,63 @@
+"""Tiny, seeded models and batches shared by the tests."""
+
+import torch
+
+from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
+
+PAD, EOS, VOCAB = 0, 2, 61
+
+
+def tiny_config(**overrides) -> VanillaTransformerConfig:
+    values = dict(
+        vocab_size=VOCAB,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        num_attention_heads=4,
+        ffn_dim=48,
+        dropout=0.0,
+        max_position_embeddings=16,
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        decoder_start_token_id=PAD,
+    )
+    return VanillaTransformerConfig(**{**values, **overrides})
+
+
+def tiny_model(seed: int = 0, **overrides) -> VanillaTransformerForSeq2Seq:
+    torch.manual_seed(seed)
+    return VanillaTransformerForSeq2Seq(tiny_config(**overrides)).eval()
+
+
+def padded_batch(seed: int = 0, batch: int = 3, length: int = 7, vocab: int = VOCAB):
+    """Random source ids (no special tokens) with right padding of different lengths, and its mask."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab, (batch, length), generator=g)
+    lengths = torch.tensor([length - 2 * i % length for i in range(batch)]).clamp(min=1)
+    mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
+    return ids.masked_fill(mask == 0, PAD), mask
+
+
+def copy_task_batch(generator: torch.Generator, batch: int = 32):
+    """Sources of 3-8 random tokens; the target is the source followed by EOS (labels padded with -100)."""
+    lengths = torch.randint(3, 9, (batch,), generator=generator)
+    ids = torch.randint(3, VOCAB, (batch, 8), generator=generator)
+    mask = (torch.arange(8)[None, :] < lengths[:, None]).long()
+    src = ids.masked_fill(mask == 0, PAD)
+    labels = torch.full((batch, 9), -100)
+    labels[:, :8] = src.masked_fill(mask == 0, -100)
+    labels[torch.arange(batch), lengths] = EOS
+    return src, mask, labels
+
+
+def train_copy_model(steps: int = 300) -> VanillaTransformerForSeq2Seq:
+    """A tiny model trained for a few seconds to copy its input: its outputs end with EOS, as real ones do."""
+    model = tiny_model(seed=0).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        src, mask, labels = copy_task_batch(generator)
+        model(input_ids=src, attention_mask=mask, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return model.eval()

@@ -1,0 +1,142 @@
+"""Decoding through generate() with transformers' EncoderDecoderCache (§6.1: beam 4, length penalty 0.6)."""
+
+import pytest
+import torch
+from helpers import EOS, VOCAB, copy_task_batch, padded_batch, tiny_model
+from transformers import EncoderDecoderCache
+
+
+def sharpened_model(seed: int = 0, **overrides):
+    """A random model whose logits are peaked enough that beams and greedy paths differ and end with EOS."""
+    model = tiny_model(seed, **overrides)
+    with torch.no_grad():
+        model.model.shared.weight.mul_(4.0)
+    return model
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_cache_gives_the_same_tokens(num_beams):
+    model = sharpened_model()
+    ids, mask = padded_batch()
+    kwargs = dict(num_beams=num_beams, max_new_tokens=12, do_sample=False, length_penalty=0.6)
+    with_cache = model.generate(ids, attention_mask=mask, use_cache=True, **kwargs)
+    without = model.generate(ids, attention_mask=mask, use_cache=False, **kwargs)
+    assert with_cache.shape[1] > 3
+    assert torch.equal(with_cache, without)
+
+
+def test_incremental_decoding_equals_a_full_forward():
+    """Step-by-step logits with the cache equal the logits of one teacher-forced pass."""
+    model = tiny_model()
+    ids, mask = padded_batch()
+    dec = torch.randint(3, VOCAB, (3, 6))
+    full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits
+    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+    cache, steps = None, []
+    for t in range(dec.shape[1]):
+        out = model(
+            encoder_outputs=encoder_outputs,
+            attention_mask=mask,
+            decoder_input_ids=dec[:, t : t + 1],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        cache = out.past_key_values
+        steps.append(out.logits)
+    assert isinstance(cache, EncoderDecoderCache)
+    assert cache.self_attention_cache.get_seq_length() == 6  # grows one position a step
+    assert cache.cross_attention_cache.get_seq_length() == 7  # the source, projected once
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+
+
+def test_cross_attention_keys_are_projected_once(monkeypatch):
+    model = tiny_model()
+    ids, mask = padded_batch()
+    cross = model.model.decoder.layers[0].cross_attn
+    calls = []
+    original = cross._project_key_value
+    monkeypatch.setattr(cross, "_project_key_value", lambda k, v: calls.append(k.shape) or original(k, v))
+    model.generate(ids, attention_mask=mask, num_beams=1, max_new_tokens=6, min_new_tokens=6)
+    assert len(calls) == 1
+
+
+def test_saved_generation_config_is_the_papers_decoding(tmp_path):
+    model = tiny_model()
+    assert (model.generation_config.num_beams, model.generation_config.length_penalty) == (4, 0.6)
+    model.save_pretrained(tmp_path)
+    saved = (tmp_path / "generation_config.json").read_text()
+    assert '"num_beams": 4' in saved and '"length_penalty": 0.6' in saved
+
+
+def test_beam_search_options(copy_model):
+    src, mask, labels = copy_task_batch(torch.Generator().manual_seed(5), batch=3)
+    out = copy_model.generate(
+        src,
+        attention_mask=mask,
+        num_beams=4,
+        num_return_sequences=3,
+        early_stopping=True,
+        length_penalty=0.6,
+        max_new_tokens=10,
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
+    assert out.sequences.shape[0] == 9
+    assert out.sequences_scores.shape == (9,)
+    scores = out.sequences_scores.view(3, 3)
+    assert torch.all(scores[:, :-1] >= scores[:, 1:])  # returned best first
+    best = out.sequences.view(3, 3, -1)[:, 0]
+    for row, target in zip(best.tolist(), labels.tolist(), strict=True):
+        expected = [t for t in target if t != -100]
+        assert row[1 : 1 + len(expected)] == expected  # the trained model copies, then stops with EOS
+
+
+def test_greedy_and_beam_stop_at_eos(copy_model):
+    src, mask, labels = copy_task_batch(torch.Generator().manual_seed(6), batch=8)
+    for num_beams in (1, 4):
+        out = copy_model.generate(src, attention_mask=mask, num_beams=num_beams, max_new_tokens=20)
+        assert out.shape[1] < 21  # stopped early: every row reached EOS
+        assert all(EOS in row for row in out.tolist())
+
+
+def test_default_generate_uses_beam_4():
+    model = sharpened_model()
+    ids, mask = padded_batch()
+    default = model.generate(ids, attention_mask=mask, max_new_tokens=10)
+    explicit = model.generate(
+        ids, attention_mask=mask, max_new_tokens=10, num_beams=4, length_penalty=0.6, early_stopping=True
+    )
+    assert torch.equal(default, explicit)
+
+
+def test_sampling_is_seeded_and_respects_top_k():
+    model = tiny_model()
+    ids, mask = padded_batch()
+    kwargs = dict(do_sample=True, num_beams=1, temperature=0.7, top_k=5, top_p=0.9, max_new_tokens=8)
+    torch.manual_seed(3)
+    first = model.generate(ids, attention_mask=mask, **kwargs)
+    torch.manual_seed(3)
+    second = model.generate(ids, attention_mask=mask, **kwargs)
+    assert torch.equal(first, second)
+    # top_k=1 sampling is greedy
+    greedy = model.generate(ids, attention_mask=mask, num_beams=1, do_sample=False, max_new_tokens=8)
+    top1 = model.generate(ids, attention_mask=mask, num_beams=1, do_sample=True, top_k=1, max_new_tokens=8)
+    assert torch.equal(greedy, top1)
+
+
+def test_no_repeat_ngram_size_and_max_new_tokens():
+    model = tiny_model()
+    ids, mask = padded_batch()
+    out = model.generate(
+        ids,
+        attention_mask=mask,
+        num_beams=1,
+        do_sample=False,
+        max_new_tokens=15,
+        min_new_tokens=15,
+        no_repeat_ngram_size=2,
+    )
+    assert out.shape == (3, 16)  # decoder start + 15 new tokens
+    for row in out.tolist():
+        bigrams = list(zip(row[1:], row[2:], strict=False))
+        assert len(bigrams) == len(set(bigrams))

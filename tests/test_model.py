@@ -1,0 +1,193 @@
+"""The model's forward contract: §3.4/§3.5 embeddings, the loss, outputs, and clear errors for bad input."""
+
+import math
+
+import pytest
+import torch
+from helpers import VOCAB, padded_batch, tiny_config, tiny_model
+from torch.nn import functional as F
+
+from modeling_vanilla import VanillaTransformerModel
+from modeling_vanilla.modeling_vanilla import SinusoidalPositionalEncoding, shift_tokens_right, sinusoid_table
+
+
+def test_sinusoid_table_follows_the_equations():
+    table = sinusoid_table(50, 8, "interleaved")
+    for pos in (0, 1, 7, 49):
+        for i in range(4):
+            angle = pos / 10000 ** (2 * i / 8)
+            assert table[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-7)
+            assert table[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-7)
+    concat = sinusoid_table(50, 8, "concat")
+    torch.testing.assert_close(concat[:, :4], table[:, 0::2])
+    torch.testing.assert_close(concat[:, 4:], table[:, 1::2])
+
+
+def test_positions_beyond_the_table_grow_it():
+    """Sinusoids are not learned, so a sequence longer than max_position_embeddings works (§3.5)."""
+    model = tiny_model()  # max_position_embeddings=16
+    encoding = model.model.encoder.embed_positions
+    assert isinstance(encoding, SinusoidalPositionalEncoding) and encoding.table.shape == (16, 32)
+    ids = torch.randint(3, VOCAB, (2, 40))
+    out = model(input_ids=ids, decoder_input_ids=ids[:, :30])
+    assert out.logits.shape == (2, 30, VOCAB) and torch.isfinite(out.logits).all()
+    assert encoding.table.shape[0] >= 40
+    torch.testing.assert_close(encoding.table[:40], sinusoid_table(40, 32, "interleaved"))
+    assert "table" not in "".join(model.state_dict())  # never saved
+
+
+def test_learned_positions_have_a_hard_limit():
+    model = tiny_model(position_embedding_type="learned")
+    ids = torch.randint(3, VOCAB, (1, 16))
+    assert model(input_ids=ids, decoder_input_ids=ids).logits.shape == (1, 16, VOCAB)
+    with pytest.raises(ValueError, match="max_position_embeddings=16"):
+        model(input_ids=torch.randint(3, VOCAB, (1, 17)), decoder_input_ids=ids)
+
+
+def test_embeddings_are_scaled_and_shared():
+    model = tiny_model()
+    shared = model.model.shared
+    assert model.model.encoder.embed_tokens is shared and model.model.decoder.embed_tokens is shared
+    assert model.lm_head.weight is shared.weight  # §3.4: one matrix, three uses
+    ids = torch.randint(3, VOCAB, (1, 5))
+    scaled, hidden = model.model.encoder.embed(ids, None)
+    torch.testing.assert_close(scaled, shared(ids) * math.sqrt(32))
+    torch.testing.assert_close(hidden, scaled + sinusoid_table(5, 32, "interleaved"))
+
+
+def test_initialisation_is_tensor2tensor():
+    torch.manual_seed(0)
+    model = tiny_model(d_model=64, num_attention_heads=4, vocab_size=4000)
+    std = model.model.shared.weight.std().item()
+    assert std == pytest.approx(64**-0.5, rel=0.05)
+    fc1 = model.model.encoder.layers[0].ffn.fc1
+    bound = math.sqrt(6 / (64 + 48))  # Xavier-uniform
+    assert fc1.weight.abs().max().item() <= bound and fc1.weight.abs().max().item() > 0.9 * bound
+    assert fc1.bias.abs().max() == 0
+    norm = model.model.encoder.layers[0].ffn_sublayer.norm
+    assert torch.equal(norm.weight, torch.ones(64)) and torch.equal(norm.bias, torch.zeros(64))
+
+
+def test_loss_is_label_smoothed_cross_entropy_ignoring_minus_100():
+    model = tiny_model(label_smoothing=0.1)
+    ids, mask = padded_batch()
+    labels = torch.randint(3, VOCAB, (3, 6))
+    labels[0, 4:] = -100
+    out = model(input_ids=ids, attention_mask=mask, labels=labels)
+    expected = F.cross_entropy(
+        out.logits.reshape(-1, VOCAB), labels.reshape(-1), ignore_index=-100, label_smoothing=0.1
+    )
+    torch.testing.assert_close(out.loss, expected)
+    assert out.loss.item() > 0
+
+
+def test_labels_are_shifted_into_decoder_inputs():
+    labels = torch.tensor([[5, 6, 7, 2], [8, 2, -100, -100]])
+    assert shift_tokens_right(labels, 0, 0).tolist() == [[0, 5, 6, 7], [0, 8, 2, 0]]
+    model = tiny_model()
+    ids, mask = padded_batch(batch=2)
+    a = model(input_ids=ids, attention_mask=mask, labels=labels).logits
+    b = model(input_ids=ids, attention_mask=mask, decoder_input_ids=shift_tokens_right(labels, 0, 0)).logits
+    torch.testing.assert_close(a, b)
+
+
+def test_post_ln_output_of_every_layer_is_normalised():
+    model = tiny_model()
+    ids, mask = padded_batch()
+    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3], output_hidden_states=True)
+    assert len(out.encoder_hidden_states) == 3 and len(out.decoder_hidden_states) == 3
+    for hidden in (*out.encoder_hidden_states[1:], *out.decoder_hidden_states[1:]):
+        torch.testing.assert_close(hidden.mean(-1), torch.zeros(hidden.shape[:2]), atol=1e-5, rtol=0)
+    torch.testing.assert_close(out.encoder_last_hidden_state, out.encoder_hidden_states[-1])
+
+
+def test_base_model_returns_seq2seq_model_output_and_tuples():
+    torch.manual_seed(0)
+    model = VanillaTransformerModel(tiny_config()).eval()
+    ids, mask = padded_batch()
+    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4])
+    assert type(out).__name__ == "Seq2SeqModelOutput"
+    assert out.last_hidden_state.shape == (3, 4, 32) and out.encoder_last_hidden_state.shape == (3, 7, 32)
+    as_tuple = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :4], return_dict=False)
+    assert isinstance(as_tuple, tuple)
+    torch.testing.assert_close(as_tuple[0], out.last_hidden_state)
+
+
+def test_return_dict_false_gives_loss_then_logits():
+    model = tiny_model()
+    ids, mask = padded_batch()
+    labels = torch.randint(3, VOCAB, (3, 4))
+    out = model(input_ids=ids, attention_mask=mask, labels=labels)
+    loss, logits = model(input_ids=ids, attention_mask=mask, labels=labels, return_dict=False)[:2]
+    torch.testing.assert_close(loss, out.loss)
+    torch.testing.assert_close(logits, out.logits)
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    ids, mask = padded_batch()
+    labels = torch.randint(3, VOCAB, (3, 5))
+    grads = []
+    for checkpointing in (False, True):
+        model = tiny_model(dropout=0.0).train()
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+            layers = [*model.model.encoder.layers, *model.model.decoder.layers]
+            assert all(layer.gradient_checkpointing for layer in layers)
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 10
+    for name in grads[0]:
+        torch.testing.assert_close(grads[0][name], grads[1][name], msg=name)
+
+
+def test_no_split_modules_name_real_layers():
+    model = tiny_model()
+    names = {type(m).__name__ for m in model.modules()}
+    assert set(model._no_split_modules) <= names
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "swish"])
+def test_activation_is_configurable(activation):
+    model = tiny_model(activation_function=activation)
+    ids, mask = padded_batch()
+    assert torch.isfinite(model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits).all()
+
+
+# ---- bad input ------------------------------------------------------------------------------------------------
+def test_token_id_out_of_range_names_the_id_and_vocab_size():
+    model = tiny_model()
+    ids, mask = padded_batch()
+    bad = ids.clone()
+    bad[1, 2] = VOCAB + 5
+    with pytest.raises(ValueError, match=rf"token id {VOCAB + 5}.*vocab_size={VOCAB}"):
+        model(input_ids=bad, attention_mask=mask, decoder_input_ids=ids)
+    bad[1, 2] = -3
+    with pytest.raises(ValueError, match=r"token id -3"):
+        model(input_ids=bad, attention_mask=mask, decoder_input_ids=ids)
+    with pytest.raises(ValueError, match=r"decoder_input_ids.*token id 999"):
+        model(input_ids=ids, decoder_input_ids=torch.full((3, 2), 999))
+
+
+def test_attention_mask_shape_mismatch():
+    model = tiny_model()
+    ids, mask = padded_batch()
+    with pytest.raises(ValueError, match=r"attention_mask.*\(3, 6\).*input_ids.*\(3, 7\)"):
+        model(input_ids=ids, attention_mask=mask[:, :6], decoder_input_ids=ids)
+    with pytest.raises(ValueError, match="decoder_attention_mask"):
+        model(input_ids=ids, decoder_input_ids=ids[:, :4], decoder_attention_mask=mask)
+
+
+def test_missing_decoder_inputs():
+    model = tiny_model()
+    ids, mask = padded_batch()
+    with pytest.raises(ValueError, match="decoder_input_ids.*labels"):
+        model(input_ids=ids, attention_mask=mask)
+
+
+def test_empty_batch():
+    model = tiny_model()
+    empty = torch.zeros(0, 5, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"non-empty.*\(0, 5\)"):
+        model(input_ids=empty, decoder_input_ids=empty)
+    with pytest.raises(ValueError, match="non-empty"):
+        model.generate(torch.zeros(0, 3, dtype=torch.long), max_new_tokens=2)
