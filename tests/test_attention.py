@@ -125,3 +125,14 @@ def test_mismatched_widths_need_heads_to_divide():
     with pytest.raises(ValueError, match="num_heads"):
         MultiHeadAttention(10, 3)
     assert tiny_config().num_attention_heads == 4
+
+
+def test_flex_attention_plugs_in():
+    """Any implementation registered with transformers' attention interface works (flex runs forward-only on CPU)."""
+    ids, mask = padded_batch()
+    with torch.no_grad():
+        expected = tiny_model(attn_implementation="eager")(input_ids=ids, attention_mask=mask, decoder_input_ids=ids)
+        got = tiny_model(attn_implementation="flex_attention")(
+            input_ids=ids, attention_mask=mask, decoder_input_ids=ids
+        )
+    torch.testing.assert_close(got.logits, expected.logits, atol=1e-5, rtol=1e-5)
