@@ -666,6 +666,7 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         use_cache: bool | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
@@ -688,12 +689,7 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
             logits = logits + self.final_logits_bias
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(
-                logits.float().view(-1, logits.shape[-1]),
-                labels.to(logits.device).view(-1),
-                ignore_index=-100,
-                label_smoothing=self.config.label_smoothing,
-            )
+            loss = self.loss(logits, labels, num_items_in_batch)
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
@@ -705,6 +701,22 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
             encoder_hidden_states=outputs.encoder_hidden_states,
             encoder_attentions=outputs.encoder_attentions,
         )
+
+    def loss(
+        self, logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: int | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Cross-entropy with label smoothing epsilon_ls = ``config.label_smoothing`` (§5.4); -100 labels ignored.
+
+        Averaged over the batch's target tokens, or summed and divided by ``num_items_in_batch`` when Trainer passes
+        the token count of the whole (accumulated, all-device) step, so the gradient does not depend on how the
+        step is split into micro-batches or devices."""
+        labels = labels.to(logits.device).view(-1)
+        logits = logits.float().view(-1, logits.shape[-1])
+        smoothing = self.config.label_smoothing
+        if num_items_in_batch is None:
+            return F.cross_entropy(logits, labels, ignore_index=-100, label_smoothing=smoothing)
+        total = F.cross_entropy(logits, labels, ignore_index=-100, label_smoothing=smoothing, reduction="sum")
+        return total / num_items_in_batch
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

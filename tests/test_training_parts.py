@@ -1,0 +1,197 @@
+"""The training recipe's parts: tokenizer (§5.1), data reading, token batches (§5.1), schedule (§5.3), metrics."""
+
+import gzip
+import logging
+
+import datasets
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from training.batching import TokenBatchSampler, make_batches
+from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
+from training.metrics import score_translations
+from training.tokenizer import train_tokenizer
+from training.trainer import NoamSchedule, complete_checkpoints, resolve_checkpoint
+
+GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
+ENGLISH = ["A dog runs across the meadow.", "Two men play football.", "A woman reads a book."]
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer((ENGLISH + GERMAN) * 20, vocab_size=200, min_frequency=1)
+
+
+def test_tokenizer_is_shared_and_round_trips(tokenizer, tmp_path):
+    assert (tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.eos_token_id) == (0, 1, 2)
+    batch = tokenizer(ENGLISH, text_target=GERMAN)
+    assert all(ids[-1] == 2 for ids in batch["input_ids"] + batch["labels"])  # every sequence ends with </s>
+    assert tokenizer.batch_decode(batch["labels"], skip_special_tokens=True) == GERMAN  # detokenized, cased
+    tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert loaded(ENGLISH)["input_ids"] == batch["input_ids"]
+    assert len(loaded) <= 200
+
+
+def test_tokenizer_rejects_a_vocabulary_smaller_than_its_specials():
+    with pytest.raises(ValueError, match="vocab_size"):
+        train_tokenizer(ENGLISH, vocab_size=3)
+
+
+def test_bundled_multi30k_has_its_published_sizes():
+    data = load_parallel_data(DataArguments())
+    assert {split: len(d) for split, d in data.items()} == {"train": 29000, "validation": 1014, "test": 1000}
+    assert data["train"][0] == {
+        "source": "Two young, White males are outside near many bushes.",
+        "target": "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
+    }
+
+
+def write(path, lines: list[bytes]):
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return str(path)
+
+
+def test_bad_lines_are_dropped_as_pairs_and_counted(tmp_path, caplog):
+    source = write(tmp_path / "s.en", [b"one", b"", b"three \xff bad", b"four", b"five"])
+    target = write(tmp_path / "t.de", [b"eins", b"zwei", b"drei", b"   ", "fünf".encode()])
+    columns, report = read_parallel_files([source, target], "en", "de")
+    assert columns == {"source": ["one", "five"], "target": ["eins", "fünf"]}  # never misaligned
+    assert report.kept == 2 and report.dropped == {"empty": 2, "invalid UTF-8": 1}
+    with caplog.at_level(logging.INFO, logger="training.data"):
+        report.log("train")
+    assert "kept 2 pairs; dropped: 2 empty, 1 invalid UTF-8" in caplog.text
+
+
+def test_mismatched_line_counts_stop_before_training(tmp_path):
+    source = write(tmp_path / "s.en", [b"a", b"b", b"c"])
+    target = write(tmp_path / "t.de", [b"x", b"y"])
+    with pytest.raises(ValueError, match="has 3 lines but .* has 2"):
+        read_parallel_files([source, target], "en", "de")
+
+
+def test_tsv_jsonl_and_gzip(tmp_path):
+    tsv = write(tmp_path / "d.tsv", [b"hello\thallo", b"bye\ttschuess"])
+    assert read_parallel_files([tsv], "en", "de")[0] == {"source": ["hello", "bye"], "target": ["hallo", "tschuess"]}
+    bad_tsv = write(tmp_path / "bad.tsv", [b"hello\thallo", b"no tab here"])
+    with pytest.raises(ValueError, match="bad.tsv:2: expected 2 tab-separated columns"):
+        read_parallel_files([bad_tsv], "en", "de")
+    jsonl = write(
+        tmp_path / "d.jsonl", [b'{"en": "cat", "de": "Katze"}', b'{"translation": {"en": "dog", "de": "Hund"}}']
+    )
+    assert read_parallel_files([jsonl], "en", "de")[0] == {"source": ["cat", "dog"], "target": ["Katze", "Hund"]}
+    with pytest.raises(ValueError, match="needs keys 'en' and 'fr'"):
+        read_parallel_files([jsonl], "en", "fr")
+    with gzip.open(tmp_path / "s.en.gz", "wb") as f:
+        f.write(b"a\nb\n")
+    with gzip.open(tmp_path / "t.de.gz", "wb") as f:
+        f.write(b"x\ny\n")
+    pairs = read_parallel_files([str(tmp_path / "s.en.gz"), str(tmp_path / "t.de.gz")], "en", "de")[0]
+    assert pairs == {"source": ["a", "b"], "target": ["x", "y"]}
+
+
+def test_hub_dataset_offline_fails_clearly(monkeypatch):
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # as HF_HUB_OFFLINE=1 at start-up
+    with pytest.raises(RuntimeError, match="could not load Hub dataset 'wmt14'.*--dataset multi30k"):
+        load_parallel_data(DataArguments(dataset="wmt14", dataset_config="de-en"))
+
+
+def test_tokenization_truncates_keeping_eos_and_counts(tokenizer, tmp_path, caplog):
+    long_source = " ".join(ENGLISH * 4)
+    source = write(tmp_path / "s.en", [long_source.encode(), b"A dog."])
+    target = write(tmp_path / "t.de", [b"Ein Hund.", b"Ein Hund."])
+    args = DataArguments(dataset="files", train_files=[source, target], max_source_length=8, cache_dir=str(tmp_path))
+    with caplog.at_level(logging.INFO, logger="training.data"):
+        data = tokenize_splits(load_parallel_data(args), tokenizer, args)
+    first = data["train"][0]
+    assert len(first["input_ids"]) == 8 and first["input_ids"][-1] == tokenizer.eos_token_id
+    assert data["train"]["truncated"] == [True, False]
+    assert "2 pairs tokenized, 1 truncated" in caplog.text
+    assert list(tmp_path.glob("train-*.arrow"))  # datasets.map cache, keyed by content
+
+
+# ---- §5.1 token-count batches ----------------------------------------------------------------------------------
+def lengths(n: int, seed: int = 0) -> tuple[list[int], list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, 40, (n,), generator=g).tolist(), torch.randint(3, 45, (n,), generator=g).tolist()
+
+
+def test_batches_respect_the_token_budget_on_both_sides():
+    src, tgt = lengths(500)
+    batches = make_batches(src, tgt, 300, sorted(range(500), key=lambda i: (src[i], tgt[i])))
+    assert sorted(i for b in batches for i in b) == list(range(500))
+    for b in batches:
+        assert len(b) * max(src[i] for i in b) <= 300 and len(b) * max(tgt[i] for i in b) <= 300
+
+
+def test_sampler_shuffles_per_epoch_with_a_fixed_batch_count():
+    src, tgt = lengths(400)
+    sampler = TokenBatchSampler(src, tgt, 256, seed=3)
+    epoch0 = list(sampler)
+    assert len(epoch0) == len(sampler) and sorted(i for b in epoch0 for i in b) == list(range(400))
+    sampler.set_epoch(1)
+    epoch1 = list(sampler)
+    assert len(epoch1) == len(epoch0) and epoch1 != epoch0
+    sampler.set_epoch(0)
+    assert list(sampler) == epoch0  # a resumed run sees the same batches
+
+
+def test_length_sorted_batches_carry_little_padding():
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(3, 40, (2000,), generator=g)
+    tgt = (src * 1.1 + torch.randint(-2, 3, (2000,), generator=g)).clamp(min=2)  # correlated, as translations are
+    assert TokenBatchSampler(src.tolist(), tgt.tolist(), 1024).padding() < 0.10
+
+
+def test_ranks_split_each_global_batch():
+    src, tgt = lengths(300)
+    single = list(TokenBatchSampler(src, tgt, 512, num_replicas=1, seed=1))
+    ranks = [list(TokenBatchSampler(src, tgt, 256, num_replicas=2, rank=r, seed=1)) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == len(single)
+    for whole, part0, part1 in zip(single, *ranks, strict=True):
+        assert sorted(part0 + part1) == sorted(whole) and part0 and part1
+
+
+def test_sampler_rejects_a_budget_below_the_longest_sentence():
+    with pytest.raises(ValueError, match="max_tokens_per_batch=10 is smaller than the longest sequence"):
+        TokenBatchSampler([5, 12], [4, 6], 10)
+
+
+# ---- §5.3 schedule and checkpoints ------------------------------------------------------------------------------
+def test_noam_schedule_is_the_papers_formula():
+    schedule, d_model = NoamSchedule(warmup_steps=4000), 512
+    for step in (1, 100, 3999, 4000, 4001, 10_000, 100_000):
+        expected = d_model**-0.5 * min(step**-0.5, step * 4000**-1.5)
+        assert d_model**-0.5 * schedule(step - 1) == pytest.approx(expected, rel=1e-12)
+    peak = max(range(1, 20_000), key=lambda s: schedule(s - 1))
+    assert peak == 4000 and d_model**-0.5 * schedule(peak - 1) == pytest.approx(6.99e-4, rel=1e-3)
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=d_model**-0.5)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, NoamSchedule(4000))
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(d_model**-0.5 * 4000**-1.5)  # step 1 is not wasted
+    state = scheduler.state_dict()
+    assert state["lr_lambdas"][0] == {"warmup_steps": 4000}  # saved with checkpoints
+
+
+def test_resume_ignores_checkpoints_that_were_not_completely_written(tmp_path):
+    for step, complete in ((2, True), (4, True), (6, False)):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        if complete:
+            (tmp_path / f"checkpoint-{step}" / ".checkpoint-complete").write_text(f"{step}\n")
+    assert [p.name for p in complete_checkpoints(tmp_path)] == ["checkpoint-2", "checkpoint-4"]
+    assert resolve_checkpoint("auto", str(tmp_path)).endswith("checkpoint-4")
+    assert resolve_checkpoint(None, str(tmp_path)) is None
+    with pytest.raises(ValueError, match="checkpoint-6 is not a complete checkpoint"):
+        resolve_checkpoint(str(tmp_path / "checkpoint-6"), str(tmp_path))
+
+
+# ---- metrics -----------------------------------------------------------------------------------------------------
+def test_sacrebleu_scores_and_signature():
+    perfect = score_translations(GERMAN, GERMAN)
+    assert perfect.bleu == 100.0 and perfect.chrf == 100.0 and perfect.length_ratio == 1.0
+    assert perfect.signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    partial = score_translations(["Ein Hund läuft.", "Zwei Männer.", "Eine Frau liest ein Buch."], GERMAN)
+    assert 0 < partial.bleu < 100 and partial.length_ratio < 1.0
+    assert score_translations(["ein hund läuft über die wiese."], GERMAN[:1]).bleu < 100  # cased
+    with pytest.raises(ValueError, match="2 hypotheses but 3 references"):
+        score_translations(GERMAN[:2], GERMAN)

@@ -1,0 +1,59 @@
+"""`vanilla-average-checkpoints RUN_DIR OUT_DIR [-n 5]`: §6.1 "a single model obtained by averaging the last 5
+checkpoints" (base; 20 for big), written as a normal model directory that from_pretrained loads."""
+
+import argparse
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForSeq2SeqLM
+
+from .trainer import complete_checkpoints
+
+
+def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
+    """The ``n`` newest completely written checkpoints of a run, oldest first."""
+    found = complete_checkpoints(run_dir)
+    if len(found) < n:
+        raise ValueError(f"{run_dir} has {len(found)} complete checkpoints, fewer than the {n} to average")
+    return found[-n:]
+
+
+def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path:
+    """Parameter-wise mean of the checkpoints' weights, saved with the newest one's config, code and tokenizer."""
+    total: dict[str, torch.Tensor] = {}
+    for path in checkpoints:
+        for name, tensor in load_file(path / "model.safetensors").items():
+            if name in total and total[name].shape != tensor.shape:
+                raise ValueError(f"{path}: {name} has shape {tuple(tensor.shape)}, others {tuple(total[name].shape)}")
+            total[name] = total.get(name, 0) + tensor.double()
+    newest = checkpoints[-1]
+    model = AutoModelForSeq2SeqLM.from_pretrained(newest)
+    reference = load_file(newest / "model.safetensors")
+    averaged = {name: (t / len(checkpoints)).to(reference[name].dtype) for name, t in total.items()}
+    _, unexpected = model.load_state_dict(averaged, strict=False)
+    if unexpected:
+        raise ValueError(f"unexpected weights in the checkpoints: {unexpected}")
+    model.tie_weights()
+    output_dir = Path(output_dir)
+    model.save_pretrained(output_dir)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (newest / name).is_file():
+            shutil.copy(newest / name, output_dir / name)
+    return output_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("run_dir", help="a vanilla-train output directory holding checkpoint-N folders")
+    parser.add_argument("output_dir", help="where to write the averaged model")
+    parser.add_argument("-n", "--last", type=int, default=5, help="how many of the newest checkpoints (default 5)")
+    args = parser.parse_args(argv)
+    checkpoints = last_checkpoints(args.run_dir, args.last)
+    out = average_checkpoints(checkpoints, args.output_dir)
+    print(f"averaged {', '.join(p.name for p in checkpoints)} into {out}")
+
+
+if __name__ == "__main__":
+    main()

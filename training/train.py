@@ -1,0 +1,236 @@
+"""`vanilla-train`: the paper's recipe through Seq2SeqTrainer, on the bundled Multi30k by default.
+
+    vanilla-train --config demo --output_dir runs/demo
+    vanilla-train --config multi30k --output_dir runs/m30k --num_train_epochs 20
+    torchrun --nproc_per_node 2 -m training.train --config demo ...      (or: accelerate launch ...)
+
+Every Seq2SeqTrainingArguments flag works; ``--config NAME`` loads ``training/configs/NAME.yaml`` as defaults that
+any flag on the command line overrides. ``--resume_from_checkpoint auto`` resumes from the newest complete one.
+"""
+
+import json
+import logging
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+import numpy as np
+import torch
+import yaml
+from transformers import (
+    AutoTokenizer,
+    DataCollatorForSeq2Seq,
+    HfArgumentParser,
+    PreTrainedTokenizerBase,
+    Seq2SeqTrainingArguments,
+    set_seed,
+)
+
+from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
+
+from .batching import TokenBatchSampler
+from .data import DataArguments, load_parallel_data, tokenize_splits
+from .metrics import score_translations
+from .tokenizer import train_tokenizer
+from .trainer import PaperSeq2SeqTrainer, resolve_checkpoint
+
+logger = logging.getLogger("vanilla_train")
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+PRESETS = ("demo", "multi30k", "base", "big")
+
+
+@dataclass
+class ModelArguments:
+    """The model (Table 3 sizes by default) and the parts of the recipe that are not Trainer flags."""
+
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "start from this trained model directory (and its tokenizer)"}
+    )
+    d_model: int = 512
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    num_attention_heads: int = 8
+    ffn_dim: int = 2048
+    dropout: float = field(default=0.1, metadata={"help": "P_drop (§5.4)"})
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    position_embedding_type: str = "sinusoidal"
+    sinusoidal_layout: str = "interleaved"
+    lr_schedule: str = field(
+        default="paper",
+        metadata={
+            "help": "'paper': §5.3 with --warmup_steps, ignoring --learning_rate; 'trainer': --lr_scheduler_type"
+        },
+    )
+    lr_scale: float = field(default=1.0, metadata={"help": "factor on the §5.3 learning rate"})
+    num_beams: int = field(default=4, metadata={"help": "beam size of the final evaluation (§6.1)"})
+    length_penalty: float = field(default=0.6, metadata={"help": "alpha of the final evaluation (§6.1)"})
+    translate_examples: int = field(default=5, metadata={"help": "test sentences to print translated at the end"})
+
+
+def bf16_supported() -> bool:
+    """bf16 autocast is fast and safe here: CUDA with bf16, or a CPU with AVX512-BF16 / AMX."""
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+
+
+def parse_args(argv: list[str] | None = None):
+    """(ModelArguments, DataArguments, Seq2SeqTrainingArguments); a ``--config`` preset gives the defaults."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments))
+    parser.add_argument("--config", default=None, help=f"preset: one of {PRESETS} or a YAML file")
+    known, _ = parser.parse_known_args(argv)
+    defaults = {"bf16": bf16_supported(), "use_cpu": not torch.cuda.is_available()}
+    if known.config:
+        path = CONFIG_DIR / f"{known.config}.yaml" if known.config in PRESETS else Path(known.config)
+        if not path.is_file():
+            raise FileNotFoundError(f"--config {known.config}: no preset of that name and no file {path}")
+        defaults.update(yaml.safe_load(path.read_text()) or {})
+    unknown = set(defaults) - {action.dest for action in parser._actions}
+    if unknown:
+        raise ValueError(f"--config {known.config} sets unknown fields: {sorted(unknown)}")
+    parser.set_defaults(**defaults)
+    *parsed, rest = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True)
+    if rest:
+        raise ValueError(f"unknown arguments: {rest}")
+    return tuple(parsed[:3])  # the fourth is the namespace holding --config
+
+
+def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> VanillaTransformerForSeq2Seq:
+    if args.model_name_or_path:
+        return VanillaTransformerForSeq2Seq.from_pretrained(args.model_name_or_path)
+    config = VanillaTransformerConfig(
+        vocab_size=len(tokenizer),
+        d_model=args.d_model,
+        encoder_layers=args.encoder_layers,
+        decoder_layers=args.decoder_layers,
+        num_attention_heads=args.num_attention_heads,
+        ffn_dim=args.ffn_dim,
+        dropout=args.dropout,
+        attention_dropout=args.attention_dropout,
+        activation_dropout=args.activation_dropout,
+        position_embedding_type=args.position_embedding_type,
+        sinusoidal_layout=args.sinusoidal_layout,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+    )
+    return VanillaTransformerForSeq2Seq(config)
+
+
+class BleuMetric:
+    """compute_metrics for Seq2SeqTrainer: detokenized, cased sacreBLEU and chrF against the raw references."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, references: list[str]):
+        self.tokenizer, self.references = tokenizer, references
+
+    def __call__(self, eval_preds) -> dict:
+        predictions = np.where(eval_preds.predictions < 0, self.tokenizer.pad_token_id, eval_preds.predictions)
+        hypotheses = [h.strip() for h in self.tokenizer.batch_decode(predictions, skip_special_tokens=True)]
+        return score_translations(hypotheses, self.references).as_dict()
+
+
+def by_length(dataset):
+    """Evaluation sets sorted by source length, so generation batches carry little padding."""
+    order = np.argsort([-len(ids) for ids in dataset["input_ids"]], kind="stable")
+    return dataset.select(order.tolist())
+
+
+def build_trainer(
+    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
+) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
+    """Data, tokenizer (trained on the training text unless the run or the start model has one), model, trainer."""
+    set_seed(training_args.seed)
+    output_dir = Path(training_args.output_dir)
+
+    raw = load_parallel_data(data_args)
+    with training_args.main_process_first(desc="tokenizer"):
+        if model_args.model_name_or_path:
+            tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+        elif (output_dir / "tokenizer.json").is_file():  # made by the first process, or by the run being resumed
+            tokenizer = AutoTokenizer.from_pretrained(output_dir)
+        else:
+            train = raw["train"]
+            tokenizer = train_tokenizer(list(train["source"]) + list(train["target"]), data_args.vocab_size)
+            if training_args.should_save:
+                tokenizer.save_pretrained(output_dir)
+    with training_args.main_process_first(desc="tokenize"):
+        data = tokenize_splits(raw, tokenizer, data_args)
+    validation = by_length(data["validation"]) if "validation" in data else None
+    if validation is not None and data_args.max_eval_samples:
+        validation = validation.select(range(min(data_args.max_eval_samples, len(validation))))
+
+    model = build_model(model_args, tokenizer)
+    model.generation_config.update(num_beams=model_args.num_beams, length_penalty=model_args.length_penalty)
+    logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
+    sampler = TokenBatchSampler(
+        [len(x) for x in data["train"]["input_ids"]],
+        [len(x) for x in data["train"]["labels"]],
+        data_args.max_tokens_per_batch,
+        num_replicas=training_args.world_size,
+        seed=training_args.seed,
+    )
+    logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
+
+    if model_args.lr_schedule == "paper":
+        training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
+    trainer = PaperSeq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=data["train"],
+        eval_dataset=validation,
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
+        max_tokens_per_batch=data_args.max_tokens_per_batch,
+        noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
+    )
+    return trainer, data
+
+
+def main(argv: list[str] | None = None) -> dict:
+    model_args, data_args, training_args = parse_args(argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    # Each evaluation batch sets max_new_tokens (§6.1: input length + 50) beside the saved max_length, on purpose.
+    logging.getLogger("transformers.generation.utils").addFilter(
+        lambda r: "seem to have been set" not in r.getMessage()
+    )
+    trainer, data = build_trainer(model_args, data_args, training_args)
+    tokenizer, output_dir = trainer.processing_class, Path(training_args.output_dir)
+    resume = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
+    train_result = trainer.train(resume_from_checkpoint=resume)
+    trainer.save_model()
+    trainer.log_metrics("train", train_result.metrics)
+    trainer.save_metrics("train", train_result.metrics)
+    results = {"train": train_result.metrics}
+
+    final_generation = {"num_beams": model_args.num_beams, "length_penalty": model_args.length_penalty}
+    for split in ("validation", "test"):
+        if split not in data:
+            continue
+        dataset = by_length(data[split])
+        trainer.compute_metrics = BleuMetric(tokenizer, list(dataset["target"]))
+        prediction = trainer.predict(dataset, metric_key_prefix=split, **final_generation)
+        trainer.log_metrics(split, prediction.metrics)
+        trainer.save_metrics(split, prediction.metrics)
+        results[split] = prediction.metrics
+        if split == "test" and trainer.is_world_process_zero():
+            report_test(prediction.metrics, dataset, prediction.predictions, tokenizer, model_args.translate_examples)
+    if trainer.is_world_process_zero():
+        (output_dir / "eval_results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def report_test(metrics: dict, dataset, predictions, tokenizer, examples: int) -> None:
+    print(f"\ntest BLEU = {metrics['test_bleu']:.2f}  chrF = {metrics['test_chrf']:.2f}  ({metrics['test_signature']})")
+    predictions = np.where(predictions < 0, tokenizer.pad_token_id, predictions)
+    for i in np.linspace(0, len(dataset) - 1, num=min(examples, len(dataset)), dtype=int).tolist():
+        print(f"  source:      {dataset[i]['source']}")
+        print(f"  reference:   {dataset[i]['target']}")
+        print(f"  translation: {tokenizer.decode(predictions[i], skip_special_tokens=True).strip()}\n")
+
+
+if __name__ == "__main__":
+    main()

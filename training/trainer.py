@@ -1,0 +1,106 @@
+"""Seq2SeqTrainer with the three things of the paper's recipe that transformers does not have built in:
+token-count batches (§5.1), the exact learning-rate schedule (§5.3), and decoding up to input length + 50 (§6.1).
+It also marks checkpoints complete only once fully written, so resuming never picks up a half-written one."""
+
+import logging
+import os
+import re
+from pathlib import Path
+
+import torch
+from transformers import Seq2SeqTrainer
+
+from .batching import TokenBatchSampler
+
+logger = logging.getLogger(__name__)
+
+COMPLETE_MARKER = ".checkpoint-complete"
+_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
+
+
+class NoamSchedule:
+    """§5.3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5), counting optimizer steps from 1.
+
+    A multiplier for ``LambdaLR`` whose base learning rate is ``lr_scale * d_model^-0.5``. (transformers'
+    ``inverse_sqrt`` schedule has the same shape but returns 0 for the first step, wasting it.)
+    """
+
+    def __init__(self, warmup_steps: int):
+        if warmup_steps <= 0:
+            raise ValueError(f"the paper's schedule needs warmup_steps > 0, got {warmup_steps}")
+        self.warmup_steps = warmup_steps
+
+    def __call__(self, step: int) -> float:
+        step += 1  # LambdaLR counts from 0; the paper's first step is 1
+        return min(step**-0.5, step * self.warmup_steps**-1.5)
+
+
+def complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
+    """The ``checkpoint-N`` folders of ``output_dir`` that were completely written, oldest first."""
+    complete = []
+    for path in Path(output_dir).glob("checkpoint-*"):
+        match = _CHECKPOINT_DIR.match(path.name)
+        if match and (path / COMPLETE_MARKER).is_file():
+            complete.append((int(match.group(1)), path))
+        elif match:
+            logger.warning("ignoring %s: it was not completely written", path)
+    return [path for _, path in sorted(complete)]
+
+
+def resolve_checkpoint(resume: str | bool | None, output_dir: str) -> str | None:
+    """``--resume_from_checkpoint``: a path (must be complete), or True/"auto"/"last" for the newest complete one."""
+    if resume in (None, False, "", "false", "False"):
+        return None
+    if resume in (True, "true", "True", "auto", "last"):
+        found = complete_checkpoints(output_dir)
+        if not found:
+            logger.warning("no complete checkpoint in %s: training from scratch", output_dir)
+        return str(found[-1]) if found else None
+    if not (Path(resume) / COMPLETE_MARKER).is_file():
+        raise ValueError(f"{resume} is not a complete checkpoint (no {COMPLETE_MARKER}); it may have been interrupted")
+    return str(resume)
+
+
+class PaperSeq2SeqTrainer(Seq2SeqTrainer):
+    """Seq2SeqTrainer plus token-count batching, the §5.3 schedule and §6.1's output length."""
+
+    def __init__(self, *args, max_tokens_per_batch: int, noam_warmup_steps: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.max_tokens_per_batch = max_tokens_per_batch
+        self.noam_warmup_steps = noam_warmup_steps
+
+    def _get_train_sampler(self, train_dataset=None) -> TokenBatchSampler:
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        return TokenBatchSampler(
+            [len(ids) for ids in dataset["input_ids"]],
+            [len(ids) for ids in dataset["labels"]],
+            self.max_tokens_per_batch,
+            num_replicas=self.args.world_size,
+            rank=self.args.process_index,
+            seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
+        )
+
+    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
+        if self.noam_warmup_steps is None or self.lr_scheduler is not None:
+            return super().create_scheduler(num_training_steps, optimizer)
+        optimizer = optimizer if optimizer is not None else self.optimizer
+        self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, NoamSchedule(self.noam_warmup_steps))
+        self._created_lr_scheduler = True
+        return self.lr_scheduler
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
+        gen_kwargs = gen_kwargs or dict(getattr(self, "_gen_kwargs", {}))
+        if gen_kwargs.get("max_new_tokens") is None and gen_kwargs.get("max_length") is None:
+            gen_kwargs.pop("max_length", None)
+            gen_kwargs["max_new_tokens"] = inputs["input_ids"].shape[1] + 50  # §6.1: input length + 50
+        return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys, **gen_kwargs)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        super()._save_checkpoint(model, trial)
+        self.accelerator.wait_for_everyone()  # every rank's files (RNG states) are on disk before the marker
+        if self.args.should_save:
+            marker = Path(self._get_output_dir(trial=trial)) / f"checkpoint-{self.state.global_step}" / COMPLETE_MARKER
+            with open(marker, "w") as f:
+                f.write(f"{self.state.global_step}\n")
+                f.flush()
+                os.fsync(f.fileno())
