@@ -82,7 +82,12 @@ def parse_args(argv: list[str] | None = None):
     parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments))
     parser.add_argument("--config", default=None, help=f"preset: one of {PRESETS} or a YAML file")
     known, _ = parser.parse_known_args(argv)
-    defaults = {"bf16": bf16_supported(), "use_cpu": not torch.cuda.is_available()}
+    defaults = {
+        "bf16": bf16_supported(),
+        "use_cpu": not torch.cuda.is_available(),
+        "predict_with_generate": True,
+        "ddp_find_unused_parameters": False,  # every parameter gets a gradient every step
+    }
     if known.config:
         path = CONFIG_DIR / f"{known.config}.yaml" if known.config in PRESETS else Path(known.config)
         if not path.is_file():
@@ -127,6 +132,8 @@ class BleuMetric:
         self.tokenizer, self.references = tokenizer, references
 
     def __call__(self, eval_preds) -> dict:
+        if isinstance(eval_preds.predictions, tuple):
+            raise ValueError("BLEU needs generated translations: run with --predict_with_generate true")
         predictions = np.where(eval_preds.predictions < 0, self.tokenizer.pad_token_id, eval_preds.predictions)
         hypotheses = [h.strip() for h in self.tokenizer.batch_decode(predictions, skip_special_tokens=True)]
         return score_translations(hypotheses, self.references).as_dict()
@@ -200,6 +207,8 @@ def main(argv: list[str] | None = None) -> dict:
     trainer, data = build_trainer(model_args, data_args, training_args)
     tokenizer, output_dir = trainer.processing_class, Path(training_args.output_dir)
     resume = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
+    if resume:
+        logger.info("resuming from %s", resume)
     train_result = trainer.train(resume_from_checkpoint=resume)
     trainer.save_model()
     trainer.log_metrics("train", train_result.metrics)

@@ -1,0 +1,104 @@
+"""vanilla-train end to end on a tiny model: outputs, loading, evaluation, translation, checkpoint averaging."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from training_helpers import train_argv, write_corpus
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from training.average import average_checkpoints, last_checkpoints
+from training.train import main, parse_args
+from training.translate import translate
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("run")
+    corpus = write_corpus(folder / "data")
+    output = folder / "out"
+    argv = train_argv(corpus, output, "--max_steps", "6", "--save_steps", "2", "--eval_strategy", "no",
+                      "--num_beams", "2", "--translate_examples", "2", "--logging_steps", "1")  # fmt: skip
+    results = main(argv)
+    return {"corpus": corpus, "output": output, "results": results}
+
+
+def test_presets_and_overrides():
+    model_args, data_args, training_args = parse_args(["--config", "demo", "--d_model", "64", "--output_dir", "x"])
+    assert model_args.d_model == 64 and model_args.encoder_layers == 3  # flag beats preset beats default
+    assert (training_args.adam_beta1, training_args.adam_beta2, training_args.adam_epsilon) == (0.9, 0.98, 1e-9)
+    assert training_args.label_smoothing_factor == 0.1 and data_args.dataset == "multi30k"
+    for preset in ("multi30k", "base", "big"):
+        assert parse_args(["--config", preset])[2].label_smoothing_factor == 0.1
+    assert parse_args(["--config", "big"])[0].dropout == 0.3
+    with pytest.raises(FileNotFoundError, match="no preset"):
+        parse_args(["--config", "nope"])
+    with pytest.raises(ValueError, match="unknown arguments"):
+        parse_args(["--config", "demo", "--not_a_flag", "1"])
+
+
+def test_run_writes_a_loadable_model_with_results(run):
+    output = run["output"]
+    for name in ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "eval_results.json",
+                 "modeling_vanilla.py", "configuration_vanilla.py"):  # fmt: skip
+        assert (output / name).is_file(), name
+    results = json.loads((output / "eval_results.json").read_text())
+    assert results["train"]["train_loss"] > 0 and results["train"]["epoch"] > 0
+    test = results["test"]
+    assert 0 <= test["test_bleu"] <= 100 and 0 < test["test_chrf"] <= 100
+    assert test["test_signature"].startswith("nrefs:1|case:mixed") and test["test_length_ratio"] > 0
+    model = AutoModelForSeq2SeqLM.from_pretrained(output)
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    assert model.config.d_model == 32 and len(tokenizer) == model.config.vocab_size
+    assert model.generation_config.num_beams == 2  # --num_beams of the run
+
+
+def test_training_reduced_the_loss(run):
+    state = json.loads((run["output"] / "checkpoint-6" / "trainer_state.json").read_text())
+    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
+    learning_rates = [entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry]
+    assert losses[-1] < losses[0]
+    peak = 2.0 * 32**-0.5 * 4**-0.5  # lr_scale * d_model^-0.5 * warmup^-0.5 at step 4
+    assert max(learning_rates) == pytest.approx(peak, rel=1e-6)
+
+
+def test_every_checkpoint_is_marked_complete(run):
+    assert [p.name for p in last_checkpoints(run["output"], 3)] == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+
+
+def test_average_checkpoints(run, tmp_path):
+    checkpoints = last_checkpoints(run["output"], 2)
+    averaged_dir = average_checkpoints(checkpoints, tmp_path / "avg")
+    weights = [load_file(p / "model.safetensors") for p in checkpoints]
+    averaged = load_file(averaged_dir / "model.safetensors")
+    for name, tensor in averaged.items():
+        torch.testing.assert_close(tensor, (weights[0][name] + weights[1][name]) / 2)
+    model = AutoModelForSeq2SeqLM.from_pretrained(averaged_dir)
+    assert model.lm_head.weight is model.model.shared.weight
+    assert AutoTokenizer.from_pretrained(averaged_dir).eos_token_id == 2
+    with pytest.raises(ValueError, match="fewer than the 9"):
+        last_checkpoints(run["output"], 9)
+
+
+def test_translate_function_and_cli(run, tmp_path):
+    output = run["output"]
+    model = AutoModelForSeq2SeqLM.from_pretrained(output)
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    sentences = ["A dog runs.", "Two men are standing outside near a large building with many windows.", ""]
+    out = translate(model, tokenizer, sentences, batch_size=2, progress=False, num_beams=1)
+    assert len(out) == 3 and all(isinstance(t, str) for t in out)
+    source = tmp_path / "in.en"
+    source.write_text("\n".join(sentences[:2]) + "\n", encoding="utf-8")
+    references = tmp_path / "ref.de"
+    references.write_text("Ein Hund rennt.\nZwei Männer stehen draußen.\n", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "training.translate", "--model", str(output), str(source), "--references",
+         str(references), "--num_beams", "2"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert len(result.stdout.splitlines()) == 2
+    assert "BLEU = " in result.stderr and "nrefs:1|case:mixed" in result.stderr
