@@ -15,7 +15,7 @@ $(BIN)/python:
 install: $(BIN)/python
 
 demo: install
-	$(BIN)/python -m training.demo
+	$(BIN)/python -m training.train --config demo
 
 test: install
 	$(BIN)/ruff check .

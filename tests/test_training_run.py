@@ -102,3 +102,17 @@ def test_translate_function_and_cli(run, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(result.stdout.splitlines()) == 2
     assert "BLEU = " in result.stderr and "nrefs:1|case:mixed" in result.stderr
+
+
+@pytest.mark.parametrize(("name", "kind"), [("ddp", "MULTI_GPU"), ("fsdp", "FSDP"), ("deepspeed_zero2", "DEEPSPEED")])
+def test_accelerate_configs_load(name, kind):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    from training.train import CONFIG_DIR
+
+    config = load_config_from_file(str(CONFIG_DIR / "accelerate" / f"{name}.yaml"))
+    assert config.distributed_type.name == kind and config.mixed_precision == "bf16" and config.num_processes == 8
+    if kind == "FSDP":
+        assert config.fsdp_config["fsdp_transformer_layer_cls_to_wrap"] == "EncoderLayer,DecoderLayer"
+    if kind == "DEEPSPEED":
+        assert config.deepspeed_config["zero_stage"] == 2

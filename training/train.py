@@ -57,6 +57,9 @@ class ModelArguments:
     activation_dropout: float = 0.0
     position_embedding_type: str = "sinusoidal"
     sinusoidal_layout: str = "interleaved"
+    attn_implementation: str = field(
+        default="sdpa", metadata={"help": "transformers attention implementation: sdpa, eager, flex_attention, ..."}
+    )
     lr_schedule: str = field(
         default="paper",
         metadata={
@@ -105,7 +108,9 @@ def parse_args(argv: list[str] | None = None):
 
 def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> VanillaTransformerForSeq2Seq:
     if args.model_name_or_path:
-        return VanillaTransformerForSeq2Seq.from_pretrained(args.model_name_or_path)
+        return VanillaTransformerForSeq2Seq.from_pretrained(
+            args.model_name_or_path, attn_implementation=args.attn_implementation
+        )
     config = VanillaTransformerConfig(
         vocab_size=len(tokenizer),
         d_model=args.d_model,
@@ -118,6 +123,7 @@ def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> Van
         activation_dropout=args.activation_dropout,
         position_embedding_type=args.position_embedding_type,
         sinusoidal_layout=args.sinusoidal_layout,
+        attn_implementation=args.attn_implementation,
         pad_token_id=tokenizer.pad_token_id,
         eos_token_id=tokenizer.eos_token_id,
         decoder_start_token_id=tokenizer.pad_token_id,
