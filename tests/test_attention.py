@@ -82,16 +82,35 @@ def test_source_padding_is_masked():
     torch.testing.assert_close(a, b)
 
 
-def test_eager_and_sdpa_agree():
+@pytest.mark.parametrize("grad", [False, True])
+def test_eager_and_sdpa_agree(grad):
+    """Both run torch's SDPA kernel in fp32, with or without gradients (bf16 training on CPU: _math_is_faster)."""
     ids, mask = padded_batch()
     labels = torch.randint(3, 61, (3, 5))
     outputs = {}
     for impl in ("eager", "sdpa"):
         model = tiny_model(attn_implementation=impl)
         assert model.config._attn_implementation == impl
-        outputs[impl] = model(input_ids=ids, attention_mask=mask, labels=labels)
+        with torch.set_grad_enabled(grad):
+            outputs[impl] = model(input_ids=ids, attention_mask=mask, labels=labels)
     torch.testing.assert_close(outputs["eager"].logits, outputs["sdpa"].logits, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(outputs["eager"].loss, outputs["sdpa"].loss, atol=1e-5, rtol=1e-5)
+
+
+def test_cpu_bf16_training_uses_the_math_path_for_short_sequences(monkeypatch):
+    model = tiny_model(attn_implementation="sdpa").train()
+    calls = []
+    real = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(
+        torch.nn.functional, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    ids, mask = padded_batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(input_ids=ids, attention_mask=mask, labels=ids).loss
+    loss.backward()
+    assert calls == []
+    model(input_ids=ids, attention_mask=mask, labels=ids).loss.backward()  # fp32: SDPA
+    assert len(calls) == 2 * 3  # 2 encoder + 2x2 decoder attention blocks
 
 
 def test_output_attentions_with_eager():

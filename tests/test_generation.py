@@ -49,6 +49,22 @@ def test_incremental_decoding_equals_a_full_forward():
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_decoding_in_chunks_equals_a_full_forward(impl):
+    """Several new tokens on top of a cache (queries offset from the keys) are masked causally too."""
+    model = tiny_model(attn_implementation=impl)
+    ids, mask = padded_batch()
+    dec = torch.randint(3, VOCAB, (3, 7))
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits
+        first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :3], use_cache=True)
+        second = model(
+            encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 3:],
+            past_key_values=first.past_key_values, use_cache=True,
+        )  # fmt: skip
+    torch.testing.assert_close(torch.cat([first.logits, second.logits], dim=1), full, atol=1e-5, rtol=1e-5)
+
+
 def test_cross_attention_keys_are_projected_once(monkeypatch):
     model = tiny_model()
     ids, mask = padded_batch()
