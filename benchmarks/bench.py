@@ -1,0 +1,261 @@
+"""`vanilla-bench`: our model against transformers' MarianMTModel on the same weights, in one process.
+
+One seeded random MarianMTModel is converted with ``from_marian``; both must give the same logits and greedy
+tokens before anything is timed. Measurements alternate between the two models (A B A B ...) after a warm-up, and
+the median of the repetitions is reported.
+
+    vanilla-bench --config small --json results/bench-small.json
+"""
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+from transformers import MarianConfig, MarianMTModel
+
+from modeling_vanilla import from_marian
+
+CONFIGS = {  # d_model, layers per stack, heads, d_ff, vocab
+    "tiny": (64, 1, 2, 128, 1000),
+    "small": (256, 3, 4, 1024, 10000),
+    "base": (512, 6, 8, 2048, 37000),
+}
+TRAIN_BATCH, TRAIN_LENGTH = 64, 24  # 1,536 source + 1,536 target tokens a step
+GEN_BATCH, GEN_SOURCE_LENGTH, GEN_NEW_TOKENS = 32, 24, 20
+
+
+def marian_model(name: str, seed: int = 0) -> MarianMTModel:
+    d_model, layers, heads, ffn, vocab = CONFIGS[name]
+    torch.manual_seed(seed)
+    config = MarianConfig(
+        vocab_size=vocab,
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=ffn,
+        decoder_ffn_dim=ffn,
+        activation_function="relu",
+        scale_embedding=True,
+        max_position_embeddings=512,
+        dropout=0.1,
+        pad_token_id=vocab - 1,
+        decoder_start_token_id=vocab - 1,
+        eos_token_id=0,
+        forced_eos_token_id=None,
+    )
+    return MarianMTModel(config)
+
+
+def inputs(vocab: int, batch: int, length: int, seed: int = 1) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, vocab - 1, (batch, length), generator=g)
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "labels": torch.randint(1, vocab - 1, (batch, length), generator=g),
+    }
+
+
+def check_equal(marian, ours, vocab: int) -> None:
+    """The comparison is only meaningful if both compute the same function."""
+    batch = inputs(vocab, 4, 12)
+    marian.eval(), ours.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(ours(**batch).logits, marian(**batch).logits, atol=1e-4, rtol=1e-4)
+    kwargs = dict(attention_mask=batch["attention_mask"], num_beams=1, do_sample=False, max_new_tokens=8)
+    if not torch.equal(ours.generate(batch["input_ids"], **kwargs), marian.generate(batch["input_ids"], **kwargs)):
+        raise AssertionError("greedy tokens differ between the converted model and Marian")
+
+
+def interleaved(functions: dict[str, Callable[[], None]], repeats: int, warmup: int = 1) -> dict[str, float]:
+    """Median seconds per call of each function, calls alternating between them."""
+    for f in functions.values():
+        for _ in range(warmup):
+            f()
+    times: dict[str, list[float]] = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, f in functions.items():
+            start = time.perf_counter()
+            f()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def train_step(model, optimizer, batch, bf16: bool) -> Callable[[], None]:
+    def step():
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def train_flops(config, batch: int, length: int) -> float:
+    """FLOPs of one training step (forward + backward = 3x forward): every matrix product, attention included."""
+    d, ff, layers_e, layers_d, vocab = (
+        config.d_model,
+        config.ffn_dim,
+        config.encoder_layers,
+        config.decoder_layers,
+        config.vocab_size,
+    )
+    tokens = batch * length
+    per_token = layers_e * (4 * d * d + 2 * d * ff) + layers_d * (8 * d * d + 2 * d * ff) + d * vocab
+    attention = (layers_e + 2 * layers_d) * 2 * length * d  # QK^T and AV per query (self + cross in the decoder)
+    return 3 * 2 * tokens * (per_token + attention)
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    seconds = interleaved({"mm": lambda: torch.mm(a, b)}, repeats, warmup=2)["mm"]
+    return 2 * n**3 / seconds
+
+
+def peak_step_memory(model, batch) -> float:
+    """MiB allocated at the peak of one fp32 training step, from the profiler's allocation record (CPU tensors have
+    no allocator counter): running sum of every operator's allocations and frees, in order."""
+    step = train_step(model, torch.optim.AdamW(model.parameters(), lr=1e-5), batch, False)
+    model.train()
+    step()  # optimizer state exists before the measured step, as in any step but the first
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    current = peak = 0
+    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+        current += event.self_cpu_memory_usage
+        peak = max(peak, current)
+    return peak / 2**20
+
+
+def run(config_name: str, repeats: int) -> dict:
+    marian = marian_model(config_name)
+    ours = from_marian(marian)
+    vocab = marian.config.vocab_size
+    check_equal(marian, ours, vocab)
+    models = {"ours": ours, "marian": marian}
+    result: dict = {
+        "config": dict(zip(("d_model", "layers", "heads", "ffn_dim", "vocab"), CONFIGS[config_name], strict=True))
+    }
+    step_tokens = 2 * TRAIN_BATCH * TRAIN_LENGTH
+    batch = inputs(vocab, TRAIN_BATCH, TRAIN_LENGTH)
+    flops = train_flops(ours.config, TRAIN_BATCH, TRAIN_LENGTH)
+    for precision, bf16 in (("fp32", False), ("bf16", True)):
+        steps = {}
+        for name, model in models.items():
+            model.train()
+            steps[name] = train_step(model, torch.optim.AdamW(model.parameters(), lr=1e-5), batch, bf16)
+        seconds = interleaved(steps, repeats)
+        peak = matmul_peak(torch.bfloat16 if bf16 else torch.float32)
+        result[f"train_{precision}"] = {
+            name: {"tokens_per_s": step_tokens / s, "seconds_per_step": s} for name, s in seconds.items()
+        }
+        result[f"mfu_{precision}"] = {
+            "train_flops_per_s": flops / seconds["ours"],
+            "matmul_peak_flops_per_s": peak,
+            "mfu": flops / seconds["ours"] / peak,
+        }
+    source = inputs(vocab, GEN_BATCH, GEN_SOURCE_LENGTH)
+    for label, beams in (("generate_greedy", 1), ("generate_beam4", 4)):
+        calls = {}
+        for name, model in models.items():
+            model.eval()
+            calls[name] = lambda m=model, b=beams: m.generate(
+                source["input_ids"],
+                attention_mask=source["attention_mask"],
+                num_beams=b,
+                do_sample=False,
+                max_new_tokens=GEN_NEW_TOKENS,
+                min_new_tokens=GEN_NEW_TOKENS,
+                length_penalty=0.6,
+            )
+        with torch.no_grad():
+            seconds = interleaved(calls, repeats)
+        result[label] = {name: {"new_tokens_per_s": GEN_BATCH * GEN_NEW_TOKENS / s} for name, s in seconds.items()}
+    one = inputs(vocab, 1, GEN_SOURCE_LENGTH)
+    start = torch.full((1, 1), marian.config.decoder_start_token_id)
+    first_step = {
+        name: lambda m=model: m(
+            input_ids=one["input_ids"], attention_mask=one["attention_mask"], decoder_input_ids=start, use_cache=True
+        )
+        for name, model in models.items()
+    }
+    with torch.no_grad():
+        result["first_step_latency_ms"] = {n: 1000 * s for n, s in interleaved(first_step, repeats * 3).items()}
+    result["peak_memory_mib"] = {name: peak_step_memory(model, batch) for name, model in models.items()}
+    result["ratios"] = {
+        "train_fp32": ratio(result["train_fp32"], "tokens_per_s"),
+        "train_bf16": ratio(result["train_bf16"], "tokens_per_s"),
+        "generate_greedy": ratio(result["generate_greedy"], "new_tokens_per_s"),
+        "generate_beam4": ratio(result["generate_beam4"], "new_tokens_per_s"),
+        "peak_memory": result["peak_memory_mib"]["ours"] / result["peak_memory_mib"]["marian"],
+    }
+    return result
+
+
+def ratio(figures: dict, key: str) -> float:
+    return figures["ours"][key] / figures["marian"][key]
+
+
+def table(results: dict) -> str:
+    rows = ["| config | measure | ours | Marian | ours / Marian |", "| --- | --- | --- | --- | --- |"]
+    for name, r in results["configs"].items():
+        for label, key, unit in (
+            ("train_fp32", "tokens_per_s", "tokens/s"),
+            ("train_bf16", "tokens_per_s", "tokens/s"),
+            ("generate_greedy", "new_tokens_per_s", "new tokens/s"),
+            ("generate_beam4", "new_tokens_per_s", "new tokens/s"),
+        ):
+            ours, marian = r[label]["ours"][key], r[label]["marian"][key]
+            rows.append(f"| {name} | {label} ({unit}) | {ours:,.0f} | {marian:,.0f} | {ours / marian:.2f}x |")
+        latency = r["first_step_latency_ms"]
+        rows.append(
+            f"| {name} | encoder + first step, batch 1 (ms) | {latency['ours']:.2f} | {latency['marian']:.2f} | "
+            f"{latency['marian'] / latency['ours']:.2f}x faster |"
+        )
+        memory = r["peak_memory_mib"]
+        rows.append(
+            f"| {name} | training step peak memory (MiB) | {memory['ours']:.0f} | {memory['marian']:.0f} | "
+            f"{r['ratios']['peak_memory']:.2f} |"
+        )
+        for precision in ("fp32", "bf16"):
+            m = r[f"mfu_{precision}"]
+            rows.append(
+                f"| {name} | MFU {precision} (train FLOP/s / matmul peak) | "
+                f"{m['train_flops_per_s'] / 1e9:.1f} / {m['matmul_peak_flops_per_s'] / 1e9:.0f} GFLOP/s | | "
+                f"{100 * m['mfu']:.1f}% |"
+            )
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", nargs="+", default=["small"], choices=sorted(CONFIGS))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args(argv)
+    results = {
+        "machine": {
+            "processor": platform.processor() or platform.machine(),
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
+        "configs": {name: run(name, args.repeats) for name in args.config},
+    }
+    print(table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""vanilla-bench runs end to end at a tiny size (the figures themselves come from the documented command)."""
+
+import json
+
+from benchmarks.bench import CONFIGS, check_equal, main, marian_model, train_flops
+from modeling_vanilla import from_marian
+
+
+def test_benchmark_writes_ratios_for_each_config(tmp_path):
+    out = tmp_path / "bench.json"
+    main(["--config", "tiny", "--repeats", "1", "--json", str(out)])
+    results = json.loads(out.read_text())
+    tiny = results["configs"]["tiny"]
+    assert set(tiny["ratios"]) == {"train_fp32", "train_bf16", "generate_greedy", "generate_beam4", "peak_memory"}
+    assert all(value > 0 for value in tiny["ratios"].values())
+    for key in ("train_fp32", "train_bf16"):
+        assert tiny[key]["ours"]["tokens_per_s"] > 0 and tiny[key]["marian"]["tokens_per_s"] > 0
+    assert 0 < tiny["mfu_fp32"]["mfu"] < 1 and tiny["peak_memory_mib"]["ours"] > 0
+    assert results["machine"]["torch"]
+
+
+def test_the_compared_models_compute_the_same_function():
+    marian = marian_model("tiny")
+    check_equal(marian, from_marian(marian), CONFIGS["tiny"][-1])  # raises if logits or greedy tokens differ
+
+
+def test_flop_count_of_a_training_step():
+    config = from_marian(marian_model("tiny")).config  # d 64, 1+1 layers, ffn 128, vocab 1000
+    per_token = (4 * 64 * 64 + 2 * 64 * 128) + (8 * 64 * 64 + 2 * 64 * 128) + 64 * 1000
+    attention = 3 * 2 * 10 * 64
+    assert train_flops(config, batch=2, length=10) == 3 * 2 * 20 * (per_token + attention)
