@@ -12,3 +12,19 @@ def copy_model():
     from helpers import train_copy_model
 
     return train_copy_model()
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory):
+    """One tiny vanilla-train run (6 steps, checkpoints every 2, beam-2 evaluation) shared by the tests."""
+    from training_helpers import train_argv, write_corpus
+
+    from training.train import main
+
+    folder = tmp_path_factory.mktemp("run")
+    corpus = write_corpus(folder / "data")
+    output = folder / "out"
+    argv = train_argv(corpus, output, "--max_steps", "6", "--save_steps", "2", "--eval_strategy", "no",
+                      "--num_beams", "2", "--translate_examples", "2", "--logging_steps", "1")  # fmt: skip
+    results = main(argv)
+    return {"corpus": corpus, "output": output, "results": results}

@@ -7,23 +7,11 @@ import sys
 import pytest
 import torch
 from safetensors.torch import load_file
-from training_helpers import train_argv, write_corpus
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from training.average import average_checkpoints, last_checkpoints
-from training.train import main, parse_args
+from training.train import parse_args
 from training.translate import translate
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("run")
-    corpus = write_corpus(folder / "data")
-    output = folder / "out"
-    argv = train_argv(corpus, output, "--max_steps", "6", "--save_steps", "2", "--eval_strategy", "no",
-                      "--num_beams", "2", "--translate_examples", "2", "--logging_steps", "1")  # fmt: skip
-    results = main(argv)
-    return {"corpus": corpus, "output": output, "results": results}
 
 
 def test_presets_and_overrides():
@@ -40,8 +28,8 @@ def test_presets_and_overrides():
         parse_args(["--config", "demo", "--not_a_flag", "1"])
 
 
-def test_run_writes_a_loadable_model_with_results(run):
-    output = run["output"]
+def test_run_writes_a_loadable_model_with_results(trained_run):
+    output = trained_run["output"]
     for name in ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "eval_results.json",
                  "modeling_vanilla.py", "configuration_vanilla.py"):  # fmt: skip
         assert (output / name).is_file(), name
@@ -56,8 +44,8 @@ def test_run_writes_a_loadable_model_with_results(run):
     assert model.generation_config.num_beams == 2  # --num_beams of the run
 
 
-def test_training_reduced_the_loss(run):
-    state = json.loads((run["output"] / "checkpoint-6" / "trainer_state.json").read_text())
+def test_training_reduced_the_loss(trained_run):
+    state = json.loads((trained_run["output"] / "checkpoint-6" / "trainer_state.json").read_text())
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     learning_rates = [entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry]
     assert losses[-1] < losses[0]
@@ -65,12 +53,16 @@ def test_training_reduced_the_loss(run):
     assert max(learning_rates) == pytest.approx(peak, rel=1e-6)
 
 
-def test_every_checkpoint_is_marked_complete(run):
-    assert [p.name for p in last_checkpoints(run["output"], 3)] == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
+def test_every_checkpoint_is_marked_complete(trained_run):
+    assert [p.name for p in last_checkpoints(trained_run["output"], 3)] == [
+        "checkpoint-2",
+        "checkpoint-4",
+        "checkpoint-6",
+    ]
 
 
-def test_average_checkpoints(run, tmp_path):
-    checkpoints = last_checkpoints(run["output"], 2)
+def test_average_checkpoints(trained_run, tmp_path):
+    checkpoints = last_checkpoints(trained_run["output"], 2)
     averaged_dir = average_checkpoints(checkpoints, tmp_path / "avg")
     weights = [load_file(p / "model.safetensors") for p in checkpoints]
     averaged = load_file(averaged_dir / "model.safetensors")
@@ -80,11 +72,11 @@ def test_average_checkpoints(run, tmp_path):
     assert model.lm_head.weight is model.model.shared.weight
     assert AutoTokenizer.from_pretrained(averaged_dir).eos_token_id == 2
     with pytest.raises(ValueError, match="fewer than the 9"):
-        last_checkpoints(run["output"], 9)
+        last_checkpoints(trained_run["output"], 9)
 
 
-def test_translate_function_and_cli(run, tmp_path):
-    output = run["output"]
+def test_translate_function_and_cli(trained_run, tmp_path):
+    output = trained_run["output"]
     model = AutoModelForSeq2SeqLM.from_pretrained(output)
     tokenizer = AutoTokenizer.from_pretrained(output)
     sentences = ["A dog runs.", "Two men are standing outside near a large building with many windows.", ""]

@@ -27,6 +27,7 @@ from transformers import (
     set_seed,
 )
 
+from hub_card import write_model_card
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 
 from .batching import TokenBatchSampler
@@ -106,6 +107,11 @@ def parse_args(argv: list[str] | None = None):
     return tuple(parsed[:3])  # the fourth is the namespace holding --config
 
 
+def final_generation_kwargs(args: ModelArguments) -> dict:
+    """§6.1 decoding for the final evaluation and the saved generation_config (greedy takes no length penalty)."""
+    return {"num_beams": args.num_beams, "length_penalty": args.length_penalty if args.num_beams > 1 else 1.0}
+
+
 def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> VanillaTransformerForSeq2Seq:
     if args.model_name_or_path:
         return VanillaTransformerForSeq2Seq.from_pretrained(
@@ -176,7 +182,7 @@ def build_trainer(
         validation = validation.select(range(min(data_args.max_eval_samples, len(validation))))
 
     model = build_model(model_args, tokenizer)
-    model.generation_config.update(num_beams=model_args.num_beams, length_penalty=model_args.length_penalty)
+    model.generation_config.update(**final_generation_kwargs(model_args), early_stopping=model_args.num_beams > 1)
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     sampler = TokenBatchSampler(
         [len(x) for x in data["train"]["input_ids"]],
@@ -221,7 +227,7 @@ def main(argv: list[str] | None = None) -> dict:
     trainer.save_metrics("train", train_result.metrics)
     results = {"train": train_result.metrics}
 
-    final_generation = {"num_beams": model_args.num_beams, "length_penalty": model_args.length_penalty}
+    final_generation = final_generation_kwargs(model_args)
     for split in ("validation", "test"):
         if split not in data:
             continue
@@ -235,7 +241,44 @@ def main(argv: list[str] | None = None) -> dict:
             report_test(prediction.metrics, dataset, prediction.predictions, tokenizer, model_args.translate_examples)
     if trainer.is_world_process_zero():
         (output_dir / "eval_results.json").write_text(json.dumps(results, indent=2) + "\n")
+        write_recipe(output_dir, model_args, data_args, training_args, trainer.model)
+        write_model_card(output_dir, training_args.hub_model_id)
+    if training_args.push_to_hub:
+        trainer.push_to_hub(commit_message="vanilla-train: final model, tokenizer, results and card")
     return results
+
+
+def write_recipe(output_dir: Path, model_args, data_args, training_args, model) -> None:
+    """training_recipe.json: what the model card reports as the recipe actually used."""
+    schedule = (
+        f"§5.3: d_model^-0.5 * min(step^-0.5, step * {training_args.warmup_steps}^-1.5) x {model_args.lr_scale}"
+        if model_args.lr_schedule == "paper"
+        else f"{training_args.lr_scheduler_type}, peak {training_args.learning_rate}"
+    )
+    recipe = {
+        "source_lang": data_args.source_lang,
+        "target_lang": data_args.target_lang,
+        "dataset": data_args.dataset,
+        "num_beams": model_args.num_beams,
+        "length_penalty": model_args.length_penalty,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "recipe": {
+            "data": f"{data_args.dataset} {data_args.source_lang}->{data_args.target_lang}",
+            "vocabulary": f"shared BPE, {data_args.vocab_size} tokens",
+            "batches": f"{data_args.max_tokens_per_batch} tokens per side per device, x{training_args.world_size} "
+            f"devices, x{training_args.gradient_accumulation_steps} accumulation",
+            "optimizer": f"Adam(beta1={training_args.adam_beta1}, beta2={training_args.adam_beta2}, "
+            f"eps={training_args.adam_epsilon}), weight decay {training_args.weight_decay}",
+            "learning rate": schedule,
+            "label smoothing": training_args.label_smoothing_factor,
+            "dropout": model_args.dropout,
+            "length": f"{training_args.max_steps} steps" if training_args.max_steps > 0
+            else f"{training_args.num_train_epochs} epochs",
+            "precision": "bf16 autocast" if training_args.bf16 else "fp32",
+            "seed": training_args.seed,
+        },
+    }  # fmt: skip
+    (output_dir / "training_recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
 
 
 def report_test(metrics: dict, dataset, predictions, tokenizer, examples: int) -> None:

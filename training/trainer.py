@@ -10,6 +10,8 @@ from pathlib import Path
 import torch
 from transformers import Seq2SeqTrainer
 
+from hub_card import write_model_card
+
 from .batching import TokenBatchSampler
 
 logger = logging.getLogger(__name__)
@@ -94,6 +96,11 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             gen_kwargs.pop("max_length", None)
             gen_kwargs["max_new_tokens"] = inputs["input_ids"].shape[1] + 50  # §6.1: input length + 50
         return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys, **gen_kwargs)
+
+    def create_model_card(self, **kwargs) -> None:
+        """Trainer.push_to_hub writes a card first: ours (hub_card), from the files of the output directory."""
+        if self.is_world_process_zero():
+            write_model_card(self.args.output_dir, self.hub_model_id or self.args.hub_model_id)
 
     def _save_checkpoint(self, model, trial) -> None:
         super()._save_checkpoint(model, trial)

@@ -1,0 +1,97 @@
+"""Build the model card (README.md) of a trained model directory with huggingface_hub's ModelCard API."""
+
+import json
+from pathlib import Path
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+TEMPLATE = Path(__file__).resolve().parent / "template.md"
+LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "ro": "Romanian"}
+DATASETS = {  # vanilla-train's --dataset -> (dataset id for the metadata, display name)
+    "multi30k": ("multi30k", "Multi30k (task 1)"),
+    "files": (None, "local parallel text files"),
+}
+SPLIT_NAMES = {"validation": "validation", "test": "test2016"}
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def build_model_card(model_dir: str | Path, repo_id: str | None = None, license: str = "cc-by-nc-4.0") -> ModelCard:
+    """The card of ``model_dir``: metadata (languages, license, datasets, tags, pipeline tag, library, model-index
+    with BLEU and chrF), architecture, the recipe actually used, how to load it, limitations and citations."""
+    model_dir = Path(model_dir)
+    config = _read_json(model_dir / "config.json")
+    if not config:
+        raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model directory")
+    results = _read_json(model_dir / "eval_results.json")
+    recipe = _read_json(model_dir / "training_recipe.json")
+    source, target = recipe.get("source_lang", "en"), recipe.get("target_lang", "de")
+    dataset = recipe.get("dataset", "multi30k")
+    dataset_id, dataset_name = DATASETS.get(dataset, (dataset, dataset))
+    repo_id = repo_id or model_dir.name
+
+    eval_results, rows = [], []
+    for split, label in SPLIT_NAMES.items():
+        metrics = results.get(split)
+        if not metrics:
+            continue
+        rows.append({"split": label, "bleu": metrics[f"{split}_bleu"], "chrf": metrics[f"{split}_chrf"],
+                     "length_ratio": metrics[f"{split}_length_ratio"]})  # fmt: skip
+        for metric, name in (("bleu", "sacreBLEU"), ("chrf", "chrF")):
+            eval_results.append(
+                EvalResult(
+                    task_type="translation",
+                    task_name=f"Translation {source}-{target}",
+                    dataset_type=dataset_id or "custom",
+                    dataset_name=f"{dataset_name} {label}",
+                    dataset_split=label,
+                    dataset_config=f"{source}-{target}",
+                    metric_type=metric,
+                    metric_name=name,
+                    metric_value=metrics[f"{split}_{metric}"],
+                )  # fmt: skip
+            )
+    card_data = ModelCardData(
+        language=[source, target],
+        license=license,
+        library_name="transformers",
+        pipeline_tag="translation",
+        tags=["translation", "transformer", "attention-is-all-you-need", "vanilla-transformer", "custom_code"],
+        datasets=[dataset_id] if dataset_id else None,
+        metrics=["bleu", "chrf"],
+        model_name=repo_id,
+        eval_results=eval_results or None,
+    )
+    signatures = [metrics.get(f"{split}_signature") for split, metrics in results.items() if split in SPLIT_NAMES]
+    signature = next((s for s in signatures if s), "n/a")
+    return ModelCard.from_template(
+        card_data,
+        template_path=str(TEMPLATE),
+        model_name=repo_id.split("/")[-1],
+        repo_id=repo_id,
+        source_name=LANGUAGE_NAMES.get(source, source),
+        target_name=LANGUAGE_NAMES.get(target, target),
+        dataset_name=dataset_name,
+        results=rows,
+        signature=signature,
+        num_beams=recipe.get("num_beams", 4),
+        length_penalty=recipe.get("length_penalty", 0.6),
+        encoder_layers=config["encoder_layers"],
+        decoder_layers=config["decoder_layers"],
+        d_model=config["d_model"],
+        heads=config["num_attention_heads"],
+        ffn_dim=config["ffn_dim"],
+        vocab_size=config["vocab_size"],
+        parameters=f"{recipe['parameters']:,}" if "parameters" in recipe else "n/a",
+        positions=f"{config['position_embedding_type']} ({config.get('sinusoidal_layout', '')})",
+        recipe=recipe.get("recipe", {}),
+    )
+
+
+def write_model_card(model_dir: str | Path, repo_id: str | None = None, **kwargs) -> Path:
+    """Write ``README.md`` (the card) into ``model_dir``."""
+    path = Path(model_dir) / "README.md"
+    build_model_card(model_dir, repo_id, **kwargs).save(path)
+    return path

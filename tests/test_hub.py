@@ -1,0 +1,214 @@
+"""Push to and load from the Hub through the real huggingface_hub / transformers clients, over HTTP to the test
+server in hub_server.py (127.0.0.1, no network); the model card; the token never leaks."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from hub_server import HubServer
+from huggingface_hub import HfApi, ModelCard, hf_hub_download
+from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+from safetensors.torch import load_file
+
+from hub_card import build_model_card
+
+TESTS = Path(__file__).resolve().parent
+ALICE, BOB = "hf_alice_0123456789abcdefSECRET", "hf_bob_0123456789abcdefSECRET"
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    with HubServer(tmp_path_factory.mktemp("hub"), {ALICE: "alice", BOB: "bob"}) as server:
+        yield server
+
+
+def client_env(hub: HubServer, home: Path, token: str | None, package: bool = True) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(home), HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_DISABLE_XET="1")
+    if token:
+        env["HF_TOKEN"] = token
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS.parent), str(TESTS)]) if package else ""
+    return env
+
+
+def run(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    result = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+BLOCK_PACKAGE = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("modeling_vanilla", "training", "hub_card", "benchmarks"):
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_model_card_round_trips(trained_run, tmp_path):
+    output = tmp_path / "model"
+    shutil.copytree(trained_run["output"], output, ignore=shutil.ignore_patterns("checkpoint-*"))
+    recipe = json.loads((output / "training_recipe.json").read_text())
+    assert recipe["dataset"] == "files" and build_model_card(output).data.datasets is None
+    (output / "training_recipe.json").write_text(json.dumps({**recipe, "dataset": "multi30k"}))
+    card = build_model_card(output, "alice/m30k-tiny")
+    path = output / "card-test.md"
+    card.save(path)
+    loaded = ModelCard.load(path)
+    data = loaded.data
+    assert data.language == ["en", "de"] and data.pipeline_tag == "translation"
+    assert data.library_name == "transformers" and data.license == "cc-by-nc-4.0" and data.datasets == ["multi30k"]
+    results = json.loads((output / "eval_results.json").read_text())
+    values = {(r.dataset_split, r.metric_type): r.metric_value for r in data.eval_results}
+    assert values == {
+        ("validation", "bleu"): results["validation"]["validation_bleu"],
+        ("validation", "chrf"): results["validation"]["validation_chrf"],
+        ("test2016", "bleu"): results["test"]["test_bleu"],
+        ("test2016", "chrf"): results["test"]["test_chrf"],
+    }
+    text = loaded.text
+    assert f"{recipe['parameters']:,}" in text and "1 encoder + 1 decoder" in text and "32 / 2 / 64" in text
+    assert "Adam(beta1=0.9, beta2=0.999" in text and "| label smoothing | 0.1 |" in text
+    assert "trust_remote_code=True" in text and 'revision="<commit sha>"' in text
+    assert "@inproceedings{vaswani2017attention" in text and "@inproceedings{elliott-etal-2016-multi30k" in text
+    assert (trained_run["output"] / "README.md").is_file()  # vanilla-train writes the card next to the final model
+
+
+def test_writes_need_a_valid_token(hub):
+    with pytest.raises(HfHubHTTPError) as anonymous:
+        HfApi(endpoint=hub.endpoint, token=False).create_repo("nobody/x")
+    assert anonymous.value.response.status_code == 401
+    with pytest.raises(HfHubHTTPError) as wrong:
+        HfApi(endpoint=hub.endpoint, token="hf_not_a_real_token").create_repo("x")
+    assert wrong.value.response.status_code == 401
+    HfApi(endpoint=hub.endpoint, token=ALICE).create_repo("alice/owned")
+    with pytest.raises(HfHubHTTPError) as foreign:
+        HfApi(endpoint=hub.endpoint, token=BOB).upload_file(
+            path_or_fileobj=b"x", path_in_repo="x.txt", repo_id="alice/owned"
+        )
+    assert foreign.value.response.status_code in (401, 403, 404)
+
+
+def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_path):
+    """vanilla-push, then model/tokenizer.push_to_hub of changed weights; a fresh process without the package loads
+    both revisions with trust_remote_code, AutoModel and AutoTokenizer, and translates."""
+    model_dir = tmp_path / "model"
+    shutil.copytree(trained_run["output"], model_dir, ignore=shutil.ignore_patterns("checkpoint-*"))
+    push = run([sys.executable, "-m", "training.push", str(model_dir), "m30k"], client_env(hub, tmp_path / "h1", ALICE),
+               TESTS.parent)  # fmt: skip
+    assert "alice/m30k" in push.stdout
+    api = HfApi(endpoint=hub.endpoint, token=ALICE)
+    first = api.model_info("alice/m30k").sha
+    files = set(api.list_repo_files("alice/m30k"))
+    assert {"config.json", "model.safetensors", "generation_config.json", "configuration_vanilla.py",
+            "modeling_vanilla.py", "tokenizer.json", "tokenizer_config.json", "README.md"} <= files  # fmt: skip
+    assert not any(f.startswith("checkpoint-") or f.endswith((".bin", ".pt")) for f in files)
+    config = json.loads(Path(hf_hub_download("alice/m30k", "config.json", endpoint=hub.endpoint,
+                                             cache_dir=tmp_path / "c")).read_text())  # fmt: skip
+    assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_vanilla.VanillaTransformerForSeq2Seq"
+
+    # a second version through the standard Python API: model.push_to_hub / tokenizer.push_to_hub
+    second_version = textwrap.dedent(f"""
+        import torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+        import modeling_vanilla
+        model = AutoModelForSeq2SeqLM.from_pretrained("alice/m30k")  # the package is installed: no remote code
+        with torch.no_grad():
+            model.model.shared.weight.mul_(1.5)
+        model.push_to_hub("alice/m30k", commit_message="scale embeddings")
+        AutoTokenizer.from_pretrained("alice/m30k").push_to_hub("alice/m30k")
+        model.save_pretrained({str(tmp_path / "v2")!r})
+    """)  # fmt: skip
+    run([sys.executable, "-c", second_version], client_env(hub, tmp_path / "h2", ALICE), tmp_path)
+    second = api.model_info("alice/m30k").sha
+    assert second != first
+
+    load = BLOCK_PACKAGE + textwrap.dedent(f"""
+        import json, torch
+        from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+        try:
+            import modeling_vanilla
+            raise SystemExit("modeling_vanilla must not be importable here")
+        except ModuleNotFoundError:
+            pass
+        tokenizer = AutoTokenizer.from_pretrained("alice/m30k", trust_remote_code=True)
+        batch = tokenizer(["Two dogs play in the snow."], return_tensors="pt")
+        out = {{}}
+        for name, revision in (("latest", None), ("first", {first!r})):
+            model = AutoModelForSeq2SeqLM.from_pretrained("alice/m30k", trust_remote_code=True, revision=revision)
+            assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+            out[name] = model.model.shared.weight[:5, :5].tolist()
+        base = AutoModel.from_pretrained("alice/m30k", trust_remote_code=True)
+        out["base"] = type(base).__name__
+        generated = model.generate(**batch, max_new_tokens=8, num_beams=1)
+        out["translation"] = tokenizer.batch_decode(generated, skip_special_tokens=True)[0]
+        try:  # transformers 5 removed the "translation" pipeline task, for every model
+            pipeline("translation", model="alice/m30k", trust_remote_code=True)
+        except KeyError as error:
+            out["pipeline"] = str(error)
+        print("RESULT", json.dumps(out))
+    """)  # fmt: skip
+    result = run([sys.executable, "-c", load], client_env(hub, tmp_path / "h3", None, package=False), tmp_path)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, result.stdout[-3000:] + result.stderr[-3000:]
+    out = json.loads(lines[0][7:])
+    v1 = load_file(model_dir / "model.safetensors")["model.shared.weight"][:5, :5]
+    v2 = load_file(tmp_path / "v2" / "model.safetensors")["model.shared.weight"][:5, :5]
+    torch.testing.assert_close(torch.tensor(out["first"]), v1)
+    torch.testing.assert_close(torch.tensor(out["latest"]), v2)
+    assert out["base"] == "VanillaTransformerModel" and isinstance(out["translation"], str)
+    assert "task translation has been removed from transformers" in out["pipeline"]
+
+
+def test_private_repos_and_branches(hub, trained_run, tmp_path):
+    model_dir = tmp_path / "model"
+    shutil.copytree(trained_run["output"], model_dir, ignore=shutil.ignore_patterns("checkpoint-*"))
+    env = client_env(hub, tmp_path / "h", ALICE)
+    run([sys.executable, "-m", "training.push", str(model_dir), "alice/secret", "--private", "--revision", "exp"],
+        env, TESTS.parent)  # fmt: skip
+    alice = HfApi(endpoint=hub.endpoint, token=ALICE)
+    assert alice.model_info("alice/secret").private
+    assert "model.safetensors" in alice.list_repo_files("alice/secret", revision="exp")
+    assert "model.safetensors" not in alice.list_repo_files("alice/secret")  # main holds only the initial commit
+    for token in (False, BOB):
+        with pytest.raises(RepositoryNotFoundError):
+            HfApi(endpoint=hub.endpoint, token=token).model_info("alice/secret")
+        with pytest.raises(RepositoryNotFoundError):
+            hf_hub_download("alice/secret", "config.json", revision="exp", endpoint=hub.endpoint, token=token,
+                            cache_dir=tmp_path / "c")  # fmt: skip
+    path = hf_hub_download("alice/secret", "config.json", revision="exp", endpoint=hub.endpoint, token=ALICE,
+                           cache_dir=tmp_path / "c")  # fmt: skip
+    assert json.loads(Path(path).read_text())["model_type"] == "vanilla_transformer"
+
+
+def test_train_pushes_and_the_token_never_leaks(hub, tmp_path):
+    """vanilla-train --push_to_hub: the final model and its card reach the Hub; the token is in no log, exception,
+    card or file written on the client side."""
+    from training_helpers import train_argv, write_corpus
+
+    corpus = write_corpus(tmp_path / "data", pairs=60)
+    output = tmp_path / "out"
+    argv = train_argv(corpus, output, "--max_steps", "2", "--save_strategy", "no", "--eval_strategy", "no",
+                      "--num_beams", "1", "--push_to_hub", "true", "--hub_model_id", "alice/trained")  # fmt: skip
+    home = tmp_path / "home"
+    result = run([sys.executable, "-m", "training.train", *argv], client_env(hub, home, ALICE), TESTS.parent)
+    files = set(HfApi(endpoint=hub.endpoint, token=ALICE).list_repo_files("alice/trained"))
+    assert {"README.md", "model.safetensors", "config.json", "tokenizer.json", "modeling_vanilla.py"} <= files
+    card = ModelCard.load(hf_hub_download("alice/trained", "README.md", endpoint=hub.endpoint, token=ALICE,
+                                          cache_dir=tmp_path / "c"))  # fmt: skip
+    assert card.data.pipeline_tag == "translation" and "alice/trained" in card.text
+
+    secret = ALICE.encode()
+    assert secret not in (result.stdout + result.stderr).encode()
+    for folder in (output, home, tmp_path / "c"):
+        for path in folder.rglob("*"):
+            if path.is_file():
+                assert secret not in path.read_bytes(), f"token written to {path}"

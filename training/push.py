@@ -1,0 +1,57 @@
+"""`vanilla-push DIR REPO_ID [--private] [--revision BRANCH]`: upload a trained model directory to the Hub.
+
+Weights (safetensors), config.json with its auto_map, the model's code files, generation_config.json, tokenizer
+files, results and the model card (regenerated for REPO_ID) travel; checkpoints, optimizer states and training
+arguments do not. The token comes from ``--token``, ``HF_TOKEN`` or ``hf auth login``; it is never printed.
+"""
+
+import argparse
+from pathlib import Path
+
+from huggingface_hub import CommitInfo, HfApi
+
+from hub_card import write_model_card
+
+REQUIRED = ("config.json", "model.safetensors")
+IGNORE = ["checkpoint-*", "checkpoint-*/**", "*.pt", "*.pth", "*.bin", "runs/**", ".*"]
+
+
+def push_model_dir(
+    model_dir: str | Path,
+    repo_id: str,
+    private: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
+    commit_message: str = "Upload vanilla Transformer",
+) -> CommitInfo:
+    """Create the repo if needed (and the branch ``revision``), write the card, upload the directory's model files."""
+    model_dir = Path(model_dir)
+    missing = [name for name in REQUIRED if not (model_dir / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{model_dir} is not a saved model directory: missing {', '.join(missing)}")
+    api = HfApi(token=token)
+    repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
+    if revision:
+        api.create_branch(repo_id, branch=revision, exist_ok=True)
+    write_model_card(model_dir, repo_id)
+    return api.upload_folder(
+        repo_id=repo_id, folder_path=model_dir, revision=revision, commit_message=commit_message,
+        ignore_patterns=IGNORE,
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir", help="a model directory written by vanilla-train (or save_pretrained)")
+    parser.add_argument("repo_id", help="NAME or NAMESPACE/NAME on the Hub")
+    parser.add_argument("--private", action="store_true", help="create the repository as private")
+    parser.add_argument("--revision", help="branch to push to (created from main if missing)")
+    parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the stored login)")
+    parser.add_argument("--commit_message", default="Upload vanilla Transformer")
+    args = parser.parse_args(argv)
+    commit = push_model_dir(args.model_dir, args.repo_id, args.private, args.revision, args.token, args.commit_message)
+    print(f"pushed {args.model_dir} -> {commit.commit_url} (commit {commit.oid})")
+
+
+if __name__ == "__main__":
+    main()
