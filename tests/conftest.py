@@ -16,7 +16,8 @@ def copy_model():
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
-    """One tiny vanilla-train run (6 steps, checkpoints every 2, beam-2 evaluation) shared by the tests."""
+    """One tiny vanilla-train run (6 steps, checkpoints every 2, evaluations at 3 and 6, the last 2 checkpoints
+    averaged, beam-2 final evaluation) shared by the tests."""
     from training_helpers import train_argv, write_corpus
 
     from training.train import main
@@ -24,7 +25,8 @@ def trained_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("run")
     corpus = write_corpus(folder / "data")
     output = folder / "out"
-    argv = train_argv(corpus, output, "--max_steps", "6", "--save_steps", "2", "--eval_strategy", "no",
-                      "--num_beams", "2", "--translate_examples", "2", "--logging_steps", "1")  # fmt: skip
+    argv = train_argv(corpus, output, "--max_steps", "6", "--save_steps", "2", "--eval_strategy", "steps",
+                      "--eval_steps", "3", "--num_beams", "2", "--translate_examples", "2", "--logging_steps", "1",
+                      "--average_last", "2", "--summary_dir", str(folder / "summary"))  # fmt: skip
     results = main(argv)
-    return {"corpus": corpus, "output": output, "results": results}
+    return {"corpus": corpus, "output": output, "results": results, "summary": folder / "summary"}

@@ -53,6 +53,25 @@ def test_training_reduced_the_loss(trained_run):
     assert max(learning_rates) == pytest.approx(peak, rel=1e-6)
 
 
+def test_learning_curve_summary_and_averaging(trained_run):
+    curve = (trained_run["summary"] / "learning_curve.csv").read_text().splitlines()
+    assert curve[0] == "minutes,step,epoch,eval_loss,eval_bleu,eval_chrf,train_loss"
+    rows = [line.split(",") for line in curve[1:]]
+    assert [int(r[1]) for r in rows] == [3, 6] and float(rows[0][0]) <= float(rows[1][0])
+    summary = json.loads((trained_run["summary"] / "summary.json").read_text())
+    results = trained_run["results"]
+    assert summary["test2016"]["bleu"] == results["test"]["test_bleu"]
+    assert summary["test2016"]["signature"].startswith("nrefs:1|case:mixed")
+    assert summary["validation"]["chrf"] == results["validation"]["validation_chrf"]
+    assert 0 < summary["train_minutes"] <= summary["wall_clock_minutes"] and summary["parameters"] > 0
+    assert summary["command"].startswith("vanilla-train --dataset files") and "--average_last 2" in summary["command"]
+    # the final model is the mean of checkpoints 4 and 6 (§6.1), not the last weights
+    final = load_file(trained_run["output"] / "model.safetensors")
+    ckpts = [load_file(trained_run["output"] / f"checkpoint-{s}" / "model.safetensors") for s in (4, 6)]
+    for name, tensor in final.items():
+        torch.testing.assert_close(tensor, (ckpts[0][name] + ckpts[1][name]) / 2)
+
+
 def test_every_checkpoint_is_marked_complete(trained_run):
     assert [p.name for p in last_checkpoints(trained_run["output"], 3)] == [
         "checkpoint-2",

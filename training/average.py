@@ -20,19 +20,24 @@ def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
     return found[-n:]
 
 
-def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path:
-    """Parameter-wise mean of the checkpoints' weights, saved with the newest one's config, code and tokenizer."""
+def average_state_dict(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
+    """Parameter-wise mean of the checkpoints' saved weights (accumulated in float64), in their dtype."""
     total: dict[str, torch.Tensor] = {}
+    dtypes: dict[str, torch.dtype] = {}
     for path in checkpoints:
         for name, tensor in load_file(path / "model.safetensors").items():
             if name in total and total[name].shape != tensor.shape:
                 raise ValueError(f"{path}: {name} has shape {tuple(tensor.shape)}, others {tuple(total[name].shape)}")
             total[name] = total.get(name, 0) + tensor.double()
+            dtypes[name] = tensor.dtype
+    return {name: (t / len(checkpoints)).to(dtypes[name]) for name, t in total.items()}
+
+
+def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path:
+    """The averaged weights saved with the newest checkpoint's config, code and tokenizer."""
     newest = checkpoints[-1]
     model = AutoModelForSeq2SeqLM.from_pretrained(newest)
-    reference = load_file(newest / "model.safetensors")
-    averaged = {name: (t / len(checkpoints)).to(reference[name].dtype) for name, t in total.items()}
-    _, unexpected = model.load_state_dict(averaged, strict=False)
+    _, unexpected = model.load_state_dict(average_state_dict(checkpoints), strict=False)
     if unexpected:
         raise ValueError(f"unexpected weights in the checkpoints: {unexpected}")
     model.tie_weights()

@@ -10,7 +10,10 @@ any flag on the command line overrides. ``--resume_from_checkpoint auto`` resume
 
 import json
 import logging
+import os
+import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +33,9 @@ from transformers import (
 from hub_card import write_model_card
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 
+from .average import average_state_dict, last_checkpoints
 from .batching import TokenBatchSampler
+from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, tokenize_splits
 from .metrics import score_translations
 from .tokenizer import train_tokenizer
@@ -71,6 +76,12 @@ class ModelArguments:
     num_beams: int = field(default=4, metadata={"help": "beam size of the final evaluation (§6.1)"})
     length_penalty: float = field(default=0.6, metadata={"help": "alpha of the final evaluation (§6.1)"})
     translate_examples: int = field(default=5, metadata={"help": "test sentences to print translated at the end"})
+    average_last: int = field(
+        default=0, metadata={"help": "evaluate the average of the last N complete checkpoints (§6.1: 5); 0: the last"}
+    )
+    summary_dir: str | None = field(
+        default=None, metadata={"help": "also write summary.json and the learning curve here (e.g. results/multi30k)"}
+    )
 
 
 def bf16_supported() -> bool:
@@ -205,11 +216,13 @@ def build_trainer(
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
+        callbacks=[LearningCurveCallback(training_args.output_dir)],
     )
     return trainer, data
 
 
 def main(argv: list[str] | None = None) -> dict:
+    run_start = time.monotonic()
     model_args, data_args, training_args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     # Each evaluation batch sets max_new_tokens (§6.1: input length + 50) beside the saved max_length, on purpose.
@@ -221,7 +234,11 @@ def main(argv: list[str] | None = None) -> dict:
     resume = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
     if resume:
         logger.info("resuming from %s", resume)
+    start = time.monotonic()
     train_result = trainer.train(resume_from_checkpoint=resume)
+    if model_args.average_last:
+        average_into(trainer, last_checkpoints(training_args.output_dir, model_args.average_last))
+    train_minutes = (time.monotonic() - start) / 60
     trainer.save_model()
     trainer.log_metrics("train", train_result.metrics)
     trainer.save_metrics("train", train_result.metrics)
@@ -243,9 +260,51 @@ def main(argv: list[str] | None = None) -> dict:
         (output_dir / "eval_results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_recipe(output_dir, model_args, data_args, training_args, trainer.model)
         write_model_card(output_dir, training_args.hub_model_id)
+        if model_args.summary_dir:
+            write_summary(
+                Path(model_args.summary_dir), results, train_minutes, (time.monotonic() - run_start) / 60,
+                trainer.model, output_dir, argv,
+            )  # fmt: skip
     if training_args.push_to_hub:
         trainer.push_to_hub(commit_message="vanilla-train: final model, tokenizer, results and card")
     return results
+
+
+def average_into(trainer: PaperSeq2SeqTrainer, checkpoints: list[Path]) -> None:
+    """§6.1: replace the trained weights by the mean of the given checkpoints' weights."""
+    averaged = average_state_dict(checkpoints)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    _, unexpected = model.load_state_dict(averaged, strict=False)
+    if unexpected:
+        raise ValueError(f"unexpected weights in the checkpoints: {unexpected}")
+    model.tie_weights()
+    logger.info("evaluating the average of %s", ", ".join(p.name for p in checkpoints))
+
+
+def write_summary(
+    folder: Path, results: dict, train_minutes: float, wall_minutes: float, model, output_dir: Path, argv
+) -> None:
+    """summary.json (test2016 and validation scores, minutes, parameters, the command) and the learning curve."""
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def scores(split: str) -> dict:
+        metrics = results.get(split, {})
+        keys = ("bleu", "chrf", "signature", "chrf_signature", "length_ratio", "loss")
+        return {key: metrics[f"{split}_{key}"] for key in keys if f"{split}_{key}" in metrics}
+
+    summary = {
+        "test2016": scores("test"),
+        "validation": scores("validation"),
+        "train_minutes": round(train_minutes, 2),
+        "wall_clock_minutes": round(wall_minutes, 2),  # the whole command: data, training, final evaluation
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "command": "vanilla-train " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": f"{os.cpu_count()} CPU cores, torch {torch.__version__}",
+    }
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    for name in ("learning_curve.csv", "learning_curve.json"):
+        if (output_dir / name).is_file():
+            shutil.copy(output_dir / name, folder / name)
 
 
 def write_recipe(output_dir: Path, model_args, data_args, training_args, model) -> None:
