@@ -127,3 +127,27 @@ def test_accelerate_configs_load(name, kind):
         assert config.fsdp_config["fsdp_transformer_layer_cls_to_wrap"] == "EncoderLayer,DecoderLayer"
     if kind == "DEEPSPEED":
         assert config.deepspeed_config["zero_stage"] == 2
+
+
+def test_attention_maps_and_heat_map(trained_run, tmp_path):
+    from training.attention import attention_maps, plot_attention
+
+    output = trained_run["output"]
+    model = AutoModelForSeq2SeqLM.from_pretrained(output)
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    maps = attention_maps(model, tokenizer, "A dog runs in the park.", num_beams=2)
+    source, target = len(maps.source_tokens), len(maps.target_tokens)
+    assert maps.source_tokens[-1] == "</s>" and maps.cross.shape == (1, 2, target, source)
+    assert maps.encoder.shape == (1, 2, source, source)
+    torch.testing.assert_close(maps.cross.sum(-1), torch.ones(1, 2, target))  # each row a distribution
+    assert model.config._attn_implementation == "sdpa"  # restored after the eager pass
+    for layer, head in ((None, None), (0, 1)):
+        png = plot_attention(maps, tmp_path / f"a{layer}{head}.png", layer, head)
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_learning_curve_plot(trained_run, tmp_path):
+    from training.plot_curve import plot_curve
+
+    png = plot_curve(trained_run["summary"] / "learning_curve.csv", tmp_path / "curve.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000

@@ -1,0 +1,112 @@
+"""`vanilla-attention --model DIR "A sentence."`: heat maps of what the attention looks at.
+
+Attention weights act as a salience map: for each generated target token (one row), how much each source token
+(one column) contributed in encoder-decoder attention; and for each source token, which source tokens it read in
+encoder self-attention. The translation is generated first (beam search), then one teacher-forced pass with eager
+attention returns every layer's and head's weights. Needs matplotlib (``pip install "vanilla-transformer[plot]"``).
+"""
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+
+@dataclass
+class AttentionMaps:
+    sentence: str
+    source_tokens: list[str]
+    target_tokens: list[str]
+    translation: str
+    cross: torch.Tensor  # (layers, heads, target, source)
+    encoder: torch.Tensor  # (layers, heads, source, source)
+
+
+def attention_maps(model, tokenizer, sentence: str, num_beams: int = 4) -> AttentionMaps:
+    """Translate ``sentence`` and return its cross- and encoder self-attention weights, every layer and head."""
+    batch = tokenizer([sentence], return_tensors="pt").to(model.device)
+    model.eval()
+    with torch.no_grad():
+        generated = model.generate(
+            **batch, num_beams=num_beams, max_new_tokens=batch["input_ids"].shape[1] + 50
+        )  # (1, 1 + T): decoder start, tokens, </s>
+        previous = model.config._attn_implementation
+        model.set_attn_implementation("eager")  # the only implementation that returns weights
+        try:
+            out = model(**batch, decoder_input_ids=generated[:, :-1], output_attentions=True)
+        finally:
+            model.set_attn_implementation(previous)
+    target_ids = generated[0, 1:].tolist()  # what each decoder position produced
+    return AttentionMaps(
+        sentence=sentence,
+        source_tokens=tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()),
+        target_tokens=tokenizer.convert_ids_to_tokens(target_ids),
+        translation=tokenizer.decode(target_ids, skip_special_tokens=True).strip(),
+        cross=torch.stack(out.cross_attentions)[:, 0].float(),
+        encoder=torch.stack(out.encoder_attentions)[:, 0].float(),
+    )
+
+
+def plot_attention(maps: AttentionMaps, path: str | Path, layer: int | None = None, head: int | None = None) -> Path:
+    """PNG: cross-attention (target rows x source columns) beside encoder self-attention (source x source).
+
+    ``layer``/``head`` pick one map; None averages over layers and/or heads."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def select(weights: torch.Tensor) -> torch.Tensor:
+        weights = weights[layer : layer + 1] if layer is not None else weights
+        weights = weights[:, head : head + 1] if head is not None else weights
+        return weights.mean(dim=(0, 1))
+
+    where = f"layer {layer if layer is not None else 'mean'}, head {head if head is not None else 'mean'}"
+    source = [t.replace("\u2581", "_") for t in maps.source_tokens]
+    target = [t.replace("\u2581", "_") for t in maps.target_tokens]
+    fig, axes = plt.subplots(1, 2, figsize=(4 + 0.45 * 2 * len(source), 2.5 + 0.35 * max(len(target), len(source))))
+    for ax, weights, rows, title in (
+        (axes[0], select(maps.cross), target, f"encoder-decoder attention ({where})"),
+        (axes[1], select(maps.encoder), source, f"encoder self-attention ({where})"),
+    ):
+        image = ax.imshow(weights.numpy(), cmap="viridis", vmin=0.0, aspect="auto")
+        ax.set_xticks(range(len(source)), source, rotation=60, ha="right", fontsize=8)
+        ax.set_yticks(range(len(rows)), rows, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    fig.suptitle(
+        f"{' '.join(maps.source_tokens).replace(chr(0x2581), '')[:80]}  ->  {maps.translation[:80]}", fontsize=9
+    )
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sentence", help="source sentence to translate and show")
+    parser.add_argument("--model", required=True, help="model directory (or Hub id) with its tokenizer")
+    parser.add_argument("--output", default="attention.png", help="PNG file to write")
+    parser.add_argument("--layer", type=int, default=None, help="one layer (0-based); default: mean over layers")
+    parser.add_argument("--head", type=int, default=None, help="one head (0-based); default: mean over heads")
+    parser.add_argument("--num_beams", type=int, default=4)
+    args = parser.parse_args(argv)
+    model = AutoModelForSeq2SeqLM.from_pretrained(args.model)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    for name, value, limit in (
+        ("--layer", args.layer, min(model.config.encoder_layers, model.config.decoder_layers)),
+        ("--head", args.head, model.config.num_attention_heads),
+    ):
+        if value is not None and not 0 <= value < limit:
+            raise SystemExit(f"{name} {value} is out of range: the model has {limit}")
+    maps = attention_maps(model, tokenizer, args.sentence, args.num_beams)
+    out = plot_attention(maps, args.output, args.layer, args.head)
+    print(f"{args.sentence} -> {maps.translation}\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()
