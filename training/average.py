@@ -33,14 +33,19 @@ def average_state_dict(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
     return {name: (t / len(checkpoints)).to(dtypes[name]) for name, t in total.items()}
 
 
-def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path:
-    """The averaged weights saved with the newest checkpoint's config, code and tokenizer."""
-    newest = checkpoints[-1]
-    model = AutoModelForSeq2SeqLM.from_pretrained(newest)
+def load_average(model: torch.nn.Module, checkpoints: list[Path]) -> None:
+    """Replace ``model``'s weights by the checkpoints' mean (tied weights are stored once, then re-tied)."""
     _, unexpected = model.load_state_dict(average_state_dict(checkpoints), strict=False)
     if unexpected:
         raise ValueError(f"unexpected weights in the checkpoints: {unexpected}")
     model.tie_weights()
+
+
+def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path:
+    """The averaged weights saved with the newest checkpoint's config, code and tokenizer."""
+    newest = checkpoints[-1]
+    model = AutoModelForSeq2SeqLM.from_pretrained(newest)
+    load_average(model, checkpoints)
     output_dir = Path(output_dir)
     model.save_pretrained(output_dir)
     for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):

@@ -33,7 +33,7 @@ from transformers import (
 from hub_card import write_model_card
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 
-from .average import average_state_dict, last_checkpoints
+from .average import last_checkpoints, load_average
 from .batching import TokenBatchSampler
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, tokenize_splits
@@ -272,12 +272,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 def average_into(trainer: PaperSeq2SeqTrainer, checkpoints: list[Path]) -> None:
     """§6.1: replace the trained weights by the mean of the given checkpoints' weights."""
-    averaged = average_state_dict(checkpoints)
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    _, unexpected = model.load_state_dict(averaged, strict=False)
-    if unexpected:
-        raise ValueError(f"unexpected weights in the checkpoints: {unexpected}")
-    model.tie_weights()
+    load_average(trainer.accelerator.unwrap_model(trainer.model), checkpoints)
     logger.info("evaluating the average of %s", ", ".join(p.name for p in checkpoints))
 
 
