@@ -34,7 +34,6 @@ from hub_card import write_model_card
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 
 from .average import last_checkpoints, load_average
-from .batching import TokenBatchSampler
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, tokenize_splits
 from .metrics import score_translations
@@ -195,15 +194,6 @@ def build_trainer(
     model = build_model(model_args, tokenizer)
     model.generation_config.update(**final_generation_kwargs(model_args), early_stopping=model_args.num_beams > 1)
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
-    sampler = TokenBatchSampler(
-        [len(x) for x in data["train"]["input_ids"]],
-        [len(x) for x in data["train"]["labels"]],
-        data_args.max_tokens_per_batch,
-        num_replicas=training_args.world_size,
-        seed=training_args.seed,
-    )
-    logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
-
     if model_args.lr_schedule == "paper":
         training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
     trainer = PaperSeq2SeqTrainer(
@@ -218,6 +208,8 @@ def build_trainer(
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
         callbacks=[LearningCurveCallback(training_args.output_dir)],
     )
+    sampler = trainer._get_train_sampler()  # the very sampler training uses
+    logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
     return trainer, data
 
 
