@@ -80,18 +80,30 @@ def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None
 
 
 def causal_self_attention_mask(
-    query_length: int, past_length: int, padding: torch.Tensor | None, device: torch.device
+    query_length: int,
+    past_length: int | torch.Tensor,
+    padding: torch.Tensor | None,
+    device: torch.device,
+    static_length: int | None = None,
 ) -> torch.Tensor | None:
-    """Decoder self-attention: position i attends to keys 0..past_length+i, and not to padding.
+    """Decoder self-attention: query i (at position past_length + i) attends to keys 0..past_length+i, not to padding.
 
     None where the attention function can do without: a single new query sees every cached key, and with no past
     and no padding the causal attention module masks the future itself (SDPA's ``is_causal``, and the same in
-    ``eager_attention_forward``)."""
-    if padding is None and (query_length == 1 or past_length == 0):
+    ``eager_attention_forward``). A static cache (``static_length``: its preallocated length) returns all its slots,
+    written or not, so there the mask always spans them and hides the unwritten ones. ``past_length`` may be a
+    tensor (a static cache's counter), so the mask is built from tensors and compiles without recompiling per step.
+    """
+    if padding is None and static_length is None and (query_length == 1 or past_length == 0):
         return None
-    key_length = past_length + query_length
-    causal = torch.ones(query_length, key_length, dtype=torch.bool, device=device).tril(past_length)
-    return causal[None, None] if padding is None else causal[None, None] & padding  # (B|1, 1, Lq, Lk)
+    key_length = static_length if static_length is not None else past_length + query_length
+    query_positions = torch.arange(query_length, device=device)[:, None] + past_length  # (Lq, 1)
+    causal = (torch.arange(key_length, device=device) <= query_positions)[None, None]  # (1, 1, Lq, Lk)
+    if padding is None:
+        return causal
+    if padding.shape[-1] < key_length:  # a static cache's slots beyond the given mask: hidden by `causal` anyway
+        padding = F.pad(padding, (0, key_length - padding.shape[-1]), value=True)
+    return causal & padding  # (B, 1, Lq, Lk)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -330,6 +342,26 @@ class MultiHeadAttention(nn.Module):
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# §5.4 Residual dropout
+# ----------------------------------------------------------------------------------------------------------------
+def residual_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Dropout(x) = x * m / (1 - P_drop), m_i ~ Bernoulli(1 - P_drop), applied to every sub-layer output and to the
+    embedding sums (§5.4).
+
+    Written here rather than ``F.dropout`` for the CPU only: there, ``F.dropout`` draws one 32-bit Mersenne-Twister
+    number per element, about a fifth of a bf16 training step of this model. One draw serves two elements here (two
+    15-bit uniforms from its two halves), so P_drop is resolved to 1/32768; same RNG, so ``torch.manual_seed``
+    still fixes the masks. Other devices use ``F.dropout``."""
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p=p, training=True)
+    bits = torch.empty((x.numel() + 1) // 2, dtype=torch.int32).random_()  # uniform on [0, 2^31)
+    keep = (bits.view(torch.int16)[: x.numel()] & 0x7FFF) >= round(p * 32768)
+    return x * keep.view(x.shape) * (1.0 / (1.0 - p))
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # §3.3 Position-wise feed-forward networks
 # ----------------------------------------------------------------------------------------------------------------
 class PositionWiseFeedForward(nn.Module):
@@ -361,7 +393,7 @@ class SublayerConnection(nn.Module):
         self.dropout = config.dropout
 
     def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
-        return self.norm(x + F.dropout(sublayer_output, p=self.dropout, training=self.training))
+        return self.norm(x + residual_dropout(sublayer_output, self.dropout, self.training))
 
 
 class EncoderLayer(GradientCheckpointingLayer):
@@ -496,9 +528,9 @@ class _Stack(VanillaTransformerPreTrainedModel):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         inputs_embeds = inputs_embeds * self.embed_scale
-        positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
+        positions = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + past_length  # (L,)
         hidden = inputs_embeds + self.embed_positions(positions).to(inputs_embeds.dtype)
-        return inputs_embeds, F.dropout(hidden, p=self.dropout, training=self.training)
+        return inputs_embeds, residual_dropout(hidden, self.dropout, self.training)
 
 
 class VanillaTransformerEncoder(_Stack):
@@ -571,21 +603,27 @@ class VanillaTransformerDecoder(_Stack):
         inputs_embeds, hidden_states = self.embed(input_ids, inputs_embeds, past_length)
 
         # Future positions are masked (§3.2.3), plus padding if a decoder mask is given.
-        if self.config._attn_implementation in SIMPLE_MASK_IMPLEMENTATIONS:
+        self_cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else None
+        simple = self.config._attn_implementation in SIMPLE_MASK_IMPLEMENTATIONS
+        if simple and not (attention_mask is not None and attention_mask.dim() == 4):
+            static = self_cache is not None and self_cache.is_compileable  # StaticCache: fixed-size buffers
             causal_mask = causal_self_attention_mask(
-                inputs_embeds.shape[1], past_length, key_padding_mask(attention_mask), inputs_embeds.device
+                inputs_embeds.shape[1],
+                past_length,
+                key_padding_mask(attention_mask),
+                inputs_embeds.device,
+                static_length=self_cache.get_mask_sizes(inputs_embeds.shape[1], 0)[0] if static else None,
             )
-            encoder_mask = key_padding_mask(encoder_attention_mask)
-        else:
-            self_cache = (
-                past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else None
-            )
+        else:  # also passes through a ready 4-D mask (generate() builds one for a static cache)
             causal_mask = create_causal_mask(
                 config=self.config,
                 inputs_embeds=inputs_embeds,
                 attention_mask=attention_mask,
                 past_key_values=self_cache,
             )
+        if simple:
+            encoder_mask = key_padding_mask(encoder_attention_mask)
+        else:
             encoder_mask = create_bidirectional_mask(
                 config=self.config,
                 inputs_embeds=inputs_embeds,
@@ -652,7 +690,8 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError("Give `decoder_input_ids` (or `labels` to the ForSeq2Seq model, which shifts them)")
         check_token_ids(decoder_input_ids, self.config.vocab_size, "decoder_input_ids")
-        check_mask_shape(decoder_attention_mask, decoder_input_ids, "decoder_attention_mask", "decoder_input_ids")
+        if decoder_attention_mask is not None and decoder_attention_mask.dim() == 2:  # 4-D: a ready-made mask
+            check_mask_shape(decoder_attention_mask, decoder_input_ids, "decoder_attention_mask", "decoder_input_ids")
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs

@@ -3,7 +3,7 @@
 import pytest
 import torch
 from helpers import EOS, VOCAB, copy_task_batch, padded_batch, tiny_model
-from transformers import EncoderDecoderCache
+from transformers import EncoderDecoderCache, StaticCache
 
 
 def sharpened_model(seed: int = 0, **overrides):
@@ -25,28 +25,70 @@ def test_cache_gives_the_same_tokens(num_beams):
     assert torch.equal(with_cache, without)
 
 
+@pytest.mark.parametrize("num_beams", [1, 4])
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_static_cache_gives_the_same_tokens(num_beams, impl):
+    """The static cache returns all its preallocated slots; the mask must hide the unwritten ones."""
+    model = sharpened_model(attn_implementation=impl)
+    ids, mask = padded_batch()
+    kwargs = dict(num_beams=num_beams, max_new_tokens=12, do_sample=False, length_penalty=0.6)
+    static = model.generate(ids, attention_mask=mask, cache_implementation="static", **kwargs)
+    dynamic = model.generate(ids, attention_mask=mask, **kwargs)
+    assert static.shape[1] > 3
+    assert torch.equal(static, dynamic)
+
+
+def stepwise_logits(step_fn, model, ids, mask, targets, cache=None):
+    """Feed ``targets`` one token at a time through ``step_fn`` (the model, compiled or not). Returns the logits of
+    every step, concatenated, and the cache (the one given, or the one the model made)."""
+    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+    logits = []
+    for t in range(targets.shape[1]):
+        out = step_fn(
+            encoder_outputs=encoder_outputs,
+            attention_mask=mask,
+            decoder_input_ids=targets[:, t : t + 1],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        cache = out.past_key_values
+        logits.append(out.logits)
+    return torch.cat(logits, dim=1), cache
+
+
+def static_cache(model, source_length: int) -> EncoderDecoderCache:
+    return EncoderDecoderCache(
+        StaticCache(model.config, max_cache_len=16), StaticCache(model.config, max_cache_len=source_length)
+    )
+
+
+def test_compiled_static_cache_decode_step_equals_eager():
+    """torch.compile(fullgraph=True): the one-token decode step with a StaticCache traces as one graph (no breaks)
+    and gives the eager logits. (The aot_eager backend checks the graph; inductor only changes the kernels.)"""
+    torch._dynamo.reset()
+    model = tiny_model()
+    ids, mask = padded_batch()
+    targets = torch.randint(3, VOCAB, (ids.shape[0], 5), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        eager, _ = stepwise_logits(model, model, ids, mask, targets, static_cache(model, ids.shape[1]))
+        compiled_step = torch.compile(model, fullgraph=True, backend="aot_eager")
+        compiled, _ = stepwise_logits(compiled_step, model, ids, mask, targets, static_cache(model, ids.shape[1]))
+        full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=targets).logits
+    torch.testing.assert_close(eager, full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(compiled, eager, atol=1e-5, rtol=1e-5)
+
+
 def test_incremental_decoding_equals_a_full_forward():
     """Step-by-step logits with the cache equal the logits of one teacher-forced pass."""
     model = tiny_model()
     ids, mask = padded_batch()
     dec = torch.randint(3, VOCAB, (3, 6))
     full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits
-    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
-    cache, steps = None, []
-    for t in range(dec.shape[1]):
-        out = model(
-            encoder_outputs=encoder_outputs,
-            attention_mask=mask,
-            decoder_input_ids=dec[:, t : t + 1],
-            past_key_values=cache,
-            use_cache=True,
-        )
-        cache = out.past_key_values
-        steps.append(out.logits)
+    steps, cache = stepwise_logits(model, model, ids, mask, dec)
     assert isinstance(cache, EncoderDecoderCache)
     assert cache.self_attention_cache.get_seq_length() == 6  # grows one position a step
     assert cache.cross_attention_cache.get_seq_length() == 7  # the source, projected once
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])

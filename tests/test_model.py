@@ -8,7 +8,12 @@ from helpers import VOCAB, padded_batch, tiny_config, tiny_model
 from torch.nn import functional as F
 
 from modeling_vanilla import VanillaTransformerModel
-from modeling_vanilla.modeling_vanilla import SinusoidalPositionalEncoding, shift_tokens_right, sinusoid_table
+from modeling_vanilla.modeling_vanilla import (
+    SinusoidalPositionalEncoding,
+    residual_dropout,
+    shift_tokens_right,
+    sinusoid_table,
+)
 
 
 def test_sinusoid_table_follows_the_equations():
@@ -123,12 +128,36 @@ def test_return_dict_false_gives_loss_then_logits():
     torch.testing.assert_close(logits, out.logits)
 
 
-def test_gradient_checkpointing_gives_the_same_gradients():
+@pytest.mark.parametrize("p", [0.1, 0.3])
+def test_residual_dropout_keeps_1_minus_p_and_rescales(p):
+    x = torch.randn(3, 100_001)  # odd size: the two-per-draw masks must cover every element
+    torch.manual_seed(0)
+    y = residual_dropout(x, p, training=True)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - (1 - p)) < 0.005  # 300k Bernoulli draws: 4 standard deviations
+    torch.testing.assert_close(y[kept], x[kept] / (1 - p))
+    torch.manual_seed(0)
+    assert torch.equal(residual_dropout(x, p, training=True), y)  # the seed fixes the mask
+    assert residual_dropout(x, p, training=False) is x and residual_dropout(x, 0.0, training=True) is x
+
+
+def test_residual_dropout_gradient_is_the_mask_over_1_minus_p():
+    x = torch.randn(4, 64, dtype=torch.bfloat16, requires_grad=True)
+    torch.manual_seed(1)
+    y = residual_dropout(x, 0.25, training=True)
+    assert y.dtype == torch.bfloat16
+    y.sum().backward()
+    torch.testing.assert_close(x.grad, (y != 0).to(x.dtype) / 0.75)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_gradient_checkpointing_gives_the_same_gradients(dropout):
     ids, mask = padded_batch()
     labels = torch.randint(3, VOCAB, (3, 5))
     grads = []
     for checkpointing in (False, True):
-        model = tiny_model(dropout=0.0).train()
+        model = tiny_model(dropout=dropout).train()
+        torch.manual_seed(5)  # recomputation must replay the same dropout masks
         if checkpointing:
             model.gradient_checkpointing_enable()
             layers = [*model.model.encoder.layers, *model.model.decoder.layers]
@@ -138,6 +167,25 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 10
     for name in grads[0]:
         torch.testing.assert_close(grads[0][name], grads[1][name], msg=name)
+
+
+def test_compiled_forward_and_backward_equal_eager():
+    """torch.compile(fullgraph=True) traces the whole training forward as one graph and gives eager's loss and
+    gradients (aot_eager backend: it checks the graph and autograd; inductor only changes the kernels)."""
+    torch._dynamo.reset()
+    ids, mask = padded_batch()
+    labels = torch.randint(3, VOCAB, (3, 5), generator=torch.Generator().manual_seed(2))
+    results = []
+    for compiled in (False, True):
+        model = tiny_model(label_smoothing=0.1).train()
+        forward = torch.compile(model, fullgraph=True, backend="aot_eager") if compiled else model
+        loss = forward(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}))
+    torch.testing.assert_close(results[1][0], results[0][0])
+    assert results[0][1].keys() == results[1][1].keys()
+    for name, grad in results[0][1].items():
+        torch.testing.assert_close(results[1][1][name], grad, msg=name)
 
 
 def test_no_split_modules_name_real_layers():
