@@ -6,13 +6,15 @@ import logging
 import datasets
 import pytest
 import torch
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, Seq2SeqTrainingArguments, TrainerControl, TrainerState
 
+from training import trainer as trainer_module
+from training.allocator import keep_freed_memory
 from training.batching import TokenBatchSampler, make_batches
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
 from training.metrics import score_translations
 from training.tokenizer import train_tokenizer
-from training.trainer import NoamSchedule, complete_checkpoints, resolve_checkpoint
+from training.trainer import NoamSchedule, TimeBudget, complete_checkpoints, resolve_checkpoint
 
 GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
 ENGLISH = ["A dog runs across the meadow.", "Two men play football.", "A woman reads a book."]
@@ -195,3 +197,21 @@ def test_sacrebleu_scores_and_signature():
     assert score_translations(["ein hund läuft über die wiese."], GERMAN[:1]).bleu < 100  # cased
     with pytest.raises(ValueError, match="2 hypotheses but 3 references"):
         score_translations(GERMAN[:2], GERMAN)
+
+
+def test_time_budget_stops_saves_and_evaluates_once_crossed(monkeypatch, tmp_path):
+    clock = iter([100.0, 100.0 + 59.0, 100.0 + 61.0])  # train begins; one step under a minute; one over
+    monkeypatch.setattr(trainer_module.time, "monotonic", lambda: next(clock))
+    args = Seq2SeqTrainingArguments(str(tmp_path), eval_strategy="epoch", use_cpu=True, report_to="none")
+    budget, state, control = TimeBudget(minutes=1), TrainerState(), TrainerControl()
+    budget.on_train_begin(args, state, control)
+    budget.on_step_end(args, state, control)
+    assert not (control.should_training_stop or control.should_save or control.should_evaluate)
+    budget.on_step_end(args, state, control)
+    assert control.should_training_stop and control.should_save and control.should_evaluate
+    with pytest.raises(ValueError, match="minutes > 0"):
+        TimeBudget(minutes=0)
+
+
+def test_allocator_settings_apply_on_glibc():
+    assert keep_freed_memory()  # the CI machine runs glibc; elsewhere it returns False and changes nothing

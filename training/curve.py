@@ -30,6 +30,8 @@ class LearningCurveCallback(TrainerCallback):
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
         if not state.is_world_process_zero or not metrics or self.start is None:
             return
+        if self.rows and self.rows[-1]["step"] == state.global_step:  # a stop mid-epoch evaluates twice
+            return
         row = {
             "minutes": round((time.monotonic() - self.start) / 60, 3),
             "step": state.global_step,

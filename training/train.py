@@ -33,12 +33,13 @@ from transformers import (
 from hub_card import write_model_card
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 
+from .allocator import keep_freed_memory
 from .average import last_checkpoints, load_average
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, tokenize_splits
 from .metrics import score_translations
 from .tokenizer import train_tokenizer
-from .trainer import PaperSeq2SeqTrainer, resolve_checkpoint
+from .trainer import PaperSeq2SeqTrainer, TimeBudget, resolve_checkpoint
 
 logger = logging.getLogger("vanilla_train")
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
@@ -77,6 +78,10 @@ class ModelArguments:
     translate_examples: int = field(default=5, metadata={"help": "test sentences to print translated at the end"})
     average_last: int = field(
         default=0, metadata={"help": "evaluate the average of the last N complete checkpoints (§6.1: 5); 0: the last"}
+    )
+    max_train_minutes: float = field(
+        default=0.0,
+        metadata={"help": "end training after this many minutes (checkpointed, then evaluated); 0: no limit"},
     )
     summary_dir: str | None = field(
         default=None, metadata={"help": "also write summary.json and the learning curve here (e.g. results/multi30k)"}
@@ -208,6 +213,8 @@ def build_trainer(
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
         callbacks=[LearningCurveCallback(training_args.output_dir)],
     )
+    if model_args.max_train_minutes:
+        trainer.add_callback(TimeBudget(model_args.max_train_minutes))
     sampler = trainer._get_train_sampler()  # the very sampler training uses
     logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
     return trainer, data
@@ -217,6 +224,7 @@ def main(argv: list[str] | None = None) -> dict:
     run_start = time.monotonic()
     model_args, data_args, training_args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    keep_freed_memory()
     # Each evaluation batch sets max_new_tokens (§6.1: input length + 50) beside the saved max_length, on purpose.
     logging.getLogger("transformers.generation.utils").addFilter(
         lambda r: "seem to have been set" not in r.getMessage()
@@ -318,8 +326,9 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model) 
             "learning rate": schedule,
             "label smoothing": training_args.label_smoothing_factor,
             "dropout": model_args.dropout,
-            "length": f"{training_args.max_steps} steps" if training_args.max_steps > 0
-            else f"{training_args.num_train_epochs} epochs",
+            "length": (f"{training_args.max_steps} steps" if training_args.max_steps > 0
+                       else f"{training_args.num_train_epochs} epochs")
+            + (f", at most {model_args.max_train_minutes} minutes" if model_args.max_train_minutes else ""),
             "precision": "bf16 autocast" if training_args.bf16 else "fp32",
             "seed": training_args.seed,
         },

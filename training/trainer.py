@@ -5,10 +5,11 @@ It also marks checkpoints complete only once fully written, so resuming never pi
 import logging
 import os
 import re
+import time
 from pathlib import Path
 
 import torch
-from transformers import Seq2SeqTrainer
+from transformers import Seq2SeqTrainer, TrainerCallback
 
 from hub_card import write_model_card
 
@@ -35,6 +36,30 @@ class NoamSchedule:
     def __call__(self, step: int) -> float:
         step += 1  # LambdaLR counts from 0; the paper's first step is 1
         return min(step**-0.5, step * self.warmup_steps**-1.5)
+
+
+class TimeBudget(TrainerCallback):
+    """Ends training once ``minutes`` of it have passed (counted from this process's start of training): the step
+    that crosses the budget is evaluated and checkpointed, so checkpoint averaging and the final evaluation follow.
+    Data-parallel ranks take the decision together, so none is left waiting in a collective."""
+
+    def __init__(self, minutes: float):
+        if minutes <= 0:
+            raise ValueError(f"a time budget needs minutes > 0, got {minutes}")
+        self.seconds = 60 * minutes
+        self.start = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        over = torch.tensor(float(time.monotonic() - self.start >= self.seconds), device=args.device)
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(over, op=torch.distributed.ReduceOp.MAX)
+        if over.item():
+            logger.info("time budget of %.1f minutes reached at step %d", self.seconds / 60, state.global_step)
+            control.should_training_stop = control.should_save = True
+            control.should_evaluate = args.eval_strategy != "no"
 
 
 def complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
@@ -68,6 +93,11 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
 
     def __init__(self, *args, max_tokens_per_batch: int, noam_warmup_steps: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        if self.label_smoother is not None and hasattr(self.model.config, "label_smoothing"):
+            # The model's loss is the same §5.4 loss in one fused cross_entropy(label_smoothing=...); Trainer's
+            # LabelSmoother would materialise the log-probabilities of the whole vocabulary a second time.
+            self.model.config.label_smoothing = self.label_smoother.epsilon
+            self.label_smoother = None
         self.max_tokens_per_batch = max_tokens_per_batch
         self.noam_warmup_steps = noam_warmup_steps
 
