@@ -17,7 +17,7 @@ def copy_model():
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
     """One tiny vanilla-train run (6 steps, checkpoints every 2, evaluations at 3 and 6, the last 2 checkpoints
-    averaged, beam-2 final evaluation) shared by the tests."""
+    averaged, beam-2 final evaluation with alpha chosen on validation) shared by the tests."""
     from training_helpers import train_argv, write_corpus
 
     from training.train import main
@@ -27,6 +27,7 @@ def trained_run(tmp_path_factory):
     output = folder / "out"
     argv = train_argv(corpus, output, "--max_steps", "6", "--save_steps", "2", "--eval_strategy", "steps",
                       "--eval_steps", "3", "--num_beams", "2", "--translate_examples", "2", "--logging_steps", "1",
-                      "--average_last", "2", "--summary_dir", str(folder / "summary"))  # fmt: skip
+                      "--average_last", "2", "--length_penalty_candidates", "0.5", "2.0",
+                      "--summary_dir", str(folder / "summary"))  # fmt: skip
     results = main(argv)
     return {"corpus": corpus, "output": output, "results": results, "summary": folder / "summary"}

@@ -199,16 +199,23 @@ def test_sacrebleu_scores_and_signature():
         score_translations(GERMAN[:2], GERMAN)
 
 
-def test_time_budget_stops_saves_and_evaluates_once_crossed(monkeypatch, tmp_path):
+@pytest.mark.parametrize(
+    ("strategy", "step_saves_and_evaluates"),
+    [("steps", True), ("epoch", False)],  # "epoch": the Trainer's end-of-epoch handling saves and evaluates once
+)
+def test_time_budget_stops_saves_and_evaluates_once_crossed(monkeypatch, tmp_path, strategy, step_saves_and_evaluates):
     clock = iter([100.0, 100.0 + 59.0, 100.0 + 61.0])  # train begins; one step under a minute; one over
     monkeypatch.setattr(trainer_module.time, "monotonic", lambda: next(clock))
-    args = Seq2SeqTrainingArguments(str(tmp_path), eval_strategy="epoch", use_cpu=True, report_to="none")
+    args = Seq2SeqTrainingArguments(
+        str(tmp_path), eval_strategy=strategy, save_strategy=strategy, use_cpu=True, report_to="none"
+    )
     budget, state, control = TimeBudget(minutes=1), TrainerState(), TrainerControl()
     budget.on_train_begin(args, state, control)
     budget.on_step_end(args, state, control)
     assert not (control.should_training_stop or control.should_save or control.should_evaluate)
     budget.on_step_end(args, state, control)
-    assert control.should_training_stop and control.should_save and control.should_evaluate
+    assert control.should_training_stop
+    assert control.should_save == control.should_evaluate == step_saves_and_evaluates
     with pytest.raises(ValueError, match="minutes > 0"):
         TimeBudget(minutes=0)
 

@@ -72,6 +72,19 @@ def test_learning_curve_summary_and_averaging(trained_run):
         torch.testing.assert_close(tensor, (ckpts[0][name] + ckpts[1][name]) / 2)
 
 
+def test_length_penalty_is_chosen_on_validation_and_saved(trained_run):
+    results = trained_run["results"]
+    search = results["length_penalty_search"]
+    assert list(search) == ["0.5", "2.0"]
+    chosen = max(search, key=search.get)  # the first of equal scores, as the run chooses
+    assert results["validation"]["validation_bleu"] == search[chosen]
+    model = AutoModelForSeq2SeqLM.from_pretrained(trained_run["output"])
+    assert model.generation_config.length_penalty == float(chosen)
+    summary = json.loads((trained_run["summary"] / "summary.json").read_text())
+    assert summary["beam"] == {"num_beams": 2, "length_penalty": float(chosen)}
+    assert summary["length_penalty_search"] == search
+
+
 def test_every_checkpoint_is_marked_complete(trained_run):
     assert [p.name for p in last_checkpoints(trained_run["output"], 3)] == [
         "checkpoint-2",

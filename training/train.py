@@ -75,6 +75,13 @@ class ModelArguments:
     lr_scale: float = field(default=1.0, metadata={"help": "factor on the §5.3 learning rate"})
     num_beams: int = field(default=4, metadata={"help": "beam size of the final evaluation (§6.1)"})
     length_penalty: float = field(default=0.6, metadata={"help": "alpha of the final evaluation (§6.1)"})
+    length_penalty_candidates: list[float] = field(
+        default_factory=list,
+        metadata={
+            "help": "choose alpha among these by validation BLEU, as §6.1 chose it on the development set "
+            "(one beam search of the validation set each); the choice decodes test and is saved with the model"
+        },
+    )
     translate_examples: int = field(default=5, metadata={"help": "test sentences to print translated at the end"})
     average_last: int = field(
         default=0, metadata={"help": "evaluate the average of the last N complete checkpoints (§6.1: 5); 0: the last"}
@@ -250,7 +257,16 @@ def main(argv: list[str] | None = None) -> dict:
             continue
         dataset = by_length(data[split])
         trainer.compute_metrics = BleuMetric(tokenizer, list(dataset["target"]))
-        prediction = trainer.predict(dataset, metric_key_prefix=split, **final_generation)
+        if split == "validation" and model_args.length_penalty_candidates and model_args.num_beams > 1:
+            prediction, results["length_penalty_search"] = choose_length_penalty(
+                trainer, dataset, final_generation, model_args.length_penalty_candidates
+            )
+            model_args.length_penalty = final_generation["length_penalty"]
+            trainer.model.generation_config.length_penalty = model_args.length_penalty
+            if trainer.is_world_process_zero():
+                trainer.model.generation_config.save_pretrained(output_dir)
+        else:
+            prediction = trainer.predict(dataset, metric_key_prefix=split, **final_generation)
         trainer.log_metrics(split, prediction.metrics)
         trainer.save_metrics(split, prediction.metrics)
         results[split] = prediction.metrics
@@ -268,6 +284,21 @@ def main(argv: list[str] | None = None) -> dict:
     if training_args.push_to_hub:
         trainer.push_to_hub(commit_message="vanilla-train: final model, tokenizer, results and card")
     return results
+
+
+def choose_length_penalty(trainer: PaperSeq2SeqTrainer, validation, generation: dict, candidates: list[float]):
+    """§6.1 chose alpha "after experimentation on the development set": beam-search ``validation`` with each
+    candidate and keep the best BLEU (the first on a tie). Sets ``generation["length_penalty"]`` to the choice and
+    returns its prediction with ``{alpha: validation BLEU}`` for the record."""
+    tried = {}
+    for alpha in candidates:
+        tried[alpha] = trainer.predict(
+            validation, metric_key_prefix="validation", **{**generation, "length_penalty": alpha}
+        )
+        logger.info("length penalty %.2f: validation BLEU %.2f", alpha, tried[alpha].metrics["validation_bleu"])
+    best = max(candidates, key=lambda alpha: tried[alpha].metrics["validation_bleu"])
+    generation["length_penalty"] = best
+    return tried[best], {str(alpha): tried[alpha].metrics["validation_bleu"] for alpha in candidates}
 
 
 def average_into(trainer: PaperSeq2SeqTrainer, checkpoints: list[Path]) -> None:
@@ -290,6 +321,11 @@ def write_summary(
     summary = {
         "test2016": scores("test"),
         "validation": scores("validation"),
+        "beam": {
+            "num_beams": model.generation_config.num_beams,
+            "length_penalty": model.generation_config.length_penalty,
+        },
+        **({"length_penalty_search": results["length_penalty_search"]} if "length_penalty_search" in results else {}),
         "train_minutes": round(train_minutes, 2),
         "wall_clock_minutes": round(wall_minutes, 2),  # the whole command: data, training, final evaluation
         "parameters": sum(p.numel() for p in model.parameters()),

@@ -41,7 +41,9 @@ class NoamSchedule:
 class TimeBudget(TrainerCallback):
     """Ends training once ``minutes`` of it have passed (counted from this process's start of training): the step
     that crosses the budget is evaluated and checkpointed, so checkpoint averaging and the final evaluation follow.
-    Data-parallel ranks take the decision together, so none is left waiting in a collective."""
+    With an "epoch" strategy the Trainer's end-of-epoch handling does that itself (it also runs when training stops
+    mid-epoch), so the flag is left to it rather than doing the work twice. Data-parallel ranks take the decision
+    together, so none is left waiting in a collective."""
 
     def __init__(self, minutes: float):
         if minutes <= 0:
@@ -58,8 +60,9 @@ class TimeBudget(TrainerCallback):
             torch.distributed.all_reduce(over, op=torch.distributed.ReduceOp.MAX)
         if over.item():
             logger.info("time budget of %.1f minutes reached at step %d", self.seconds / 60, state.global_step)
-            control.should_training_stop = control.should_save = True
-            control.should_evaluate = args.eval_strategy != "no"
+            control.should_training_stop = True
+            control.should_save = args.save_strategy != "epoch"
+            control.should_evaluate = args.eval_strategy not in ("no", "epoch")
 
 
 def complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
