@@ -826,6 +826,18 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @staticmethod
+    def _reorder_cache(past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
+        """Beam search keeps the best beams after every step (``generate()`` calls this hook when a model has it).
+        Only the self-attention cache needs reordering: ``beam_idx`` picks among the beams of the same sentence,
+        whose encoder-decoder keys and values are identical, so reordering those (what the default does) would copy
+        every layer's (B * beams, h, source length, d_k) keys and values each step for nothing."""
+        if isinstance(past_key_values, EncoderDecoderCache):
+            past_key_values.self_attention_cache.reorder_cache(beam_idx)
+        else:
+            past_key_values.reorder_cache(beam_idx)
+        return past_key_values
+
 
 __all__ = [
     "MultiHeadAttention",

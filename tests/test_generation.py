@@ -3,7 +3,7 @@
 import pytest
 import torch
 from helpers import EOS, VOCAB, copy_task_batch, padded_batch, tiny_model
-from transformers import EncoderDecoderCache, StaticCache
+from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
 
 def sharpened_model(seed: int = 0, **overrides):
@@ -116,6 +116,22 @@ def test_cross_attention_keys_are_projected_once(monkeypatch):
     monkeypatch.setattr(cross, "_project_key_value", lambda k, v: calls.append(k.shape) or original(k, v))
     model.generate(ids, attention_mask=mask, num_beams=1, max_new_tokens=6, min_new_tokens=6)
     assert len(calls) == 1
+
+
+def test_beam_search_reorders_only_the_self_attention_cache(monkeypatch):
+    model = sharpened_model()
+    ids, mask = padded_batch()
+    kwargs = dict(num_beams=4, max_new_tokens=12, do_sample=False, length_penalty=0.6, return_dict_in_generate=True)
+    reordered = []
+    original = DynamicCache.reorder_cache
+    monkeypatch.setattr(DynamicCache, "reorder_cache", lambda self, idx: reordered.append(self) or original(self, idx))
+    out = model.generate(ids, attention_mask=mask, **kwargs)
+    cache = out.past_key_values
+    steps = out.sequences.shape[1] - 1
+    assert steps > 3 and len(reordered) >= steps - 1
+    assert all(c is cache.self_attention_cache for c in reordered)  # the cross-attention cache is never copied
+    monkeypatch.delattr(type(model), "_reorder_cache")  # transformers' default: reorder both caches
+    assert torch.equal(out.sequences, model.generate(ids, attention_mask=mask, **kwargs).sequences)
 
 
 def test_saved_generation_config_is_the_papers_decoding(tmp_path):
