@@ -126,6 +126,7 @@ def test_translate_function_and_cli(trained_run, tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(result.stdout.splitlines()) == 2
     assert "BLEU = " in result.stderr and "nrefs:1|case:mixed" in result.stderr
+    assert "seem to have been set" not in result.stderr  # max_new_tokens (input + 50) without a competing max_length
 
 
 @pytest.mark.parametrize(("name", "kind"), [("ddp", "MULTI_GPU"), ("fsdp", "FSDP"), ("deepspeed_zero2", "DEEPSPEED")])

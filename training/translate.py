@@ -22,7 +22,8 @@ def translate(
     for start in tqdm(range(0, len(order), batch_size), disable=not progress, desc="translate", unit="batch"):
         indices = order[start : start + batch_size]
         batch = tokenizer([sentences[i] for i in indices], return_tensors="pt", padding=True).to(model.device)
-        kwargs = {"max_new_tokens": batch["input_ids"].shape[1] + 50, **generate_kwargs}
+        # max_length=None: the saved max_length (256) would otherwise compete with max_new_tokens, warning each batch
+        kwargs = {"max_new_tokens": batch["input_ids"].shape[1] + 50, "max_length": None, **generate_kwargs}
         with torch.no_grad():
             generated = model.generate(**batch, **kwargs)
         for i, text in zip(indices, tokenizer.batch_decode(generated, skip_special_tokens=True), strict=True):
