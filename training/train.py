@@ -258,11 +258,11 @@ def main(argv: list[str] | None = None) -> dict:
         dataset = by_length(data[split])
         trainer.compute_metrics = BleuMetric(tokenizer, list(dataset["target"]))
         if split == "validation" and model_args.length_penalty_candidates and model_args.num_beams > 1:
-            prediction, results["length_penalty_search"] = choose_length_penalty(
+            model_args.length_penalty, prediction, results["length_penalty_search"] = choose_length_penalty(
                 trainer, dataset, final_generation, model_args.length_penalty_candidates
             )
-            model_args.length_penalty = final_generation["length_penalty"]
-            trainer.model.generation_config.length_penalty = model_args.length_penalty
+            final_generation = final_generation_kwargs(model_args)
+            trainer.model.generation_config.update(**final_generation)
             if trainer.is_world_process_zero():
                 trainer.model.generation_config.save_pretrained(output_dir)
         else:
@@ -288,8 +288,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 def choose_length_penalty(trainer: PaperSeq2SeqTrainer, validation, generation: dict, candidates: list[float]):
     """§6.1 chose alpha "after experimentation on the development set": beam-search ``validation`` with each
-    candidate and keep the best BLEU (the first on a tie). Sets ``generation["length_penalty"]`` to the choice and
-    returns its prediction with ``{alpha: validation BLEU}`` for the record."""
+    candidate and keep the best BLEU (the first on a tie). Returns the chosen alpha, its prediction, and
+    ``{alpha: validation BLEU}`` for the record."""
     tried = {}
     for alpha in candidates:
         tried[alpha] = trainer.predict(
@@ -297,8 +297,7 @@ def choose_length_penalty(trainer: PaperSeq2SeqTrainer, validation, generation: 
         )
         logger.info("length penalty %.2f: validation BLEU %.2f", alpha, tried[alpha].metrics["validation_bleu"])
     best = max(candidates, key=lambda alpha: tried[alpha].metrics["validation_bleu"])
-    generation["length_penalty"] = best
-    return tried[best], {str(alpha): tried[alpha].metrics["validation_bleu"] for alpha in candidates}
+    return best, tried[best], {str(alpha): tried[alpha].metrics["validation_bleu"] for alpha in candidates}
 
 
 def average_into(trainer: PaperSeq2SeqTrainer, checkpoints: list[Path]) -> None:
