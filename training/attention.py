@@ -13,6 +13,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from .translate import output_length
+
 
 @dataclass
 class AttentionMaps:
@@ -29,8 +31,8 @@ def attention_maps(model, tokenizer, sentence: str, num_beams: int = 4) -> Atten
     batch = tokenizer([sentence], return_tensors="pt").to(model.device)
     model.eval()
     with torch.no_grad():
-        generated = model.generate(  # max_length=None: the saved one would compete with max_new_tokens, warning
-            **batch, num_beams=num_beams, max_new_tokens=batch["input_ids"].shape[1] + 50, max_length=None
+        generated = model.generate(
+            **batch, num_beams=num_beams, **output_length(batch["input_ids"])
         )  # (1, 1 + T): decoder start, tokens, </s>
         previous = model.config._attn_implementation
         model.set_attn_implementation("eager")  # the only implementation that returns weights

@@ -14,6 +14,7 @@ from transformers import Seq2SeqTrainer, TrainerCallback
 from hub_card import write_model_card
 
 from .batching import TokenBatchSampler
+from .translate import output_length
 
 logger = logging.getLogger(__name__)
 
@@ -126,8 +127,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         gen_kwargs = gen_kwargs or dict(getattr(self, "_gen_kwargs", {}))
         if gen_kwargs.get("max_new_tokens") is None and gen_kwargs.get("max_length") is None:
-            gen_kwargs.pop("max_length", None)
-            gen_kwargs["max_new_tokens"] = inputs["input_ids"].shape[1] + 50  # §6.1: input length + 50
+            gen_kwargs.update(output_length(inputs["input_ids"]))  # Seq2SeqTrainer drops the max_length None
         return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys, **gen_kwargs)
 
     def create_model_card(self, **kwargs) -> None:

@@ -11,6 +11,12 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from .metrics import score_translations
 
 
+def output_length(input_ids: torch.Tensor) -> dict:
+    """§6.1: "maximum output length during inference to input length + 50", as generate() kwargs. max_length=None:
+    the saved max_length (256) would otherwise compete with max_new_tokens, and generate() warns on every call."""
+    return {"max_new_tokens": input_ids.shape[1] + 50, "max_length": None}
+
+
 def translate(
     model, tokenizer, sentences: list[str], batch_size: int = 64, progress: bool = True, **generate_kwargs
 ) -> list[str]:
@@ -22,10 +28,8 @@ def translate(
     for start in tqdm(range(0, len(order), batch_size), disable=not progress, desc="translate", unit="batch"):
         indices = order[start : start + batch_size]
         batch = tokenizer([sentences[i] for i in indices], return_tensors="pt", padding=True).to(model.device)
-        # max_length=None: the saved max_length (256) would otherwise compete with max_new_tokens, warning each batch
-        kwargs = {"max_new_tokens": batch["input_ids"].shape[1] + 50, "max_length": None, **generate_kwargs}
         with torch.no_grad():
-            generated = model.generate(**batch, **kwargs)
+            generated = model.generate(**batch, **{**output_length(batch["input_ids"]), **generate_kwargs})
         for i, text in zip(indices, tokenizer.batch_decode(generated, skip_special_tokens=True), strict=True):
             outputs[i] = text.strip()
     return outputs
