@@ -220,5 +220,16 @@ def test_time_budget_stops_saves_and_evaluates_once_crossed(monkeypatch, tmp_pat
         TimeBudget(minutes=0)
 
 
+@pytest.mark.parametrize(("step", "saves"), [(120, True), (123, False), (179, False), (180, True), (230, True)])
+def test_time_budget_skips_a_checkpoint_right_after_a_regular_one(monkeypatch, tmp_path, step, saves):
+    clock = iter([100.0, 100.0 + 61.0])
+    monkeypatch.setattr(trainer_module.time, "monotonic", lambda: next(clock))
+    args = Seq2SeqTrainingArguments(str(tmp_path), save_strategy="steps", use_cpu=True, report_to="none")
+    budget, state, control = TimeBudget(minutes=1), TrainerState(global_step=step, save_steps=120), TrainerControl()
+    budget.on_train_begin(args, state, control)
+    budget.on_step_end(args, state, control)
+    assert control.should_training_stop and control.should_save == saves
+
+
 def test_allocator_settings_apply_on_glibc():
     assert keep_freed_memory()  # the CI machine runs glibc; elsewhere it returns False and changes nothing

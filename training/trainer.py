@@ -41,7 +41,8 @@ class NoamSchedule:
 
 class TimeBudget(TrainerCallback):
     """Ends training once ``minutes`` of it have passed (counted from this process's start of training): the step
-    that crosses the budget is evaluated and checkpointed, so checkpoint averaging and the final evaluation follow.
+    that crosses the budget is evaluated and checkpointed (unless a regular checkpoint is less than half a save
+    interval old), so checkpoint averaging and the final evaluation follow.
     With an "epoch" strategy the Trainer's end-of-epoch handling does that itself (it also runs when training stops
     mid-epoch), so the flag is left to it rather than doing the work twice. Data-parallel ranks take the decision
     together, so none is left waiting in a collective."""
@@ -62,7 +63,9 @@ class TimeBudget(TrainerCallback):
         if over.item():
             logger.info("time budget of %.1f minutes reached at step %d", self.seconds / 60, state.global_step)
             control.should_training_stop = True
-            control.should_save = args.save_strategy != "epoch"
+            # Not a second checkpoint a few steps after a regular one: averaging would count the same weights twice.
+            since_save = state.global_step % state.save_steps if args.save_strategy == "steps" else 0
+            control.should_save = args.save_strategy != "epoch" and not 0 < since_save < state.save_steps / 2
             control.should_evaluate = args.eval_strategy not in ("no", "epoch")
 
 
