@@ -135,7 +135,7 @@ def test_all_padding_source_row_stays_finite(impl):
     labels = torch.randint(3, 61, (3, 5))
     out = model(input_ids=ids, attention_mask=mask, labels=labels)
     out.loss.backward()
-    assert torch.isfinite(out.logits).all() and torch.isfinite(out.loss)
+    assert torch.isfinite(out.loss)  # training computes the loss without logits (LinearCrossEntropy)
     grads = [p.grad for p in model.parameters() if p.grad is not None]
     assert grads and all(torch.isfinite(g).all() for g in grads)
 

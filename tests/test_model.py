@@ -7,7 +7,7 @@ import torch
 from helpers import VOCAB, padded_batch, tiny_config, tiny_model
 from torch.nn import functional as F
 
-from modeling_vanilla import VanillaTransformerModel
+from modeling_vanilla import VanillaTransformerModel, modeling_vanilla
 from modeling_vanilla.modeling_vanilla import (
     SinusoidalPositionalEncoding,
     residual_dropout,
@@ -84,6 +84,61 @@ def test_loss_is_label_smoothed_cross_entropy_ignoring_minus_100():
     )
     torch.testing.assert_close(out.loss, expected)
     assert out.loss.item() > 0
+
+
+def labelled_step(skip_logits: bool, autocast: bool = False, num_items_in_batch=None):
+    """One training forward and backward of a seeded tiny model with a Marian-style logits bias and -100 labels;
+    returns the output and every parameter's gradient."""
+    model = tiny_model(label_smoothing=0.1, final_logits_bias=True).train()
+    with torch.no_grad():
+        model.final_logits_bias.normal_()
+    ids, mask = padded_batch()
+    labels = torch.randint(3, VOCAB, (3, 6), generator=torch.Generator().manual_seed(1))
+    labels[0, 4:] = -100
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        out = model(
+            input_ids=ids,
+            attention_mask=mask,
+            labels=labels,
+            skip_logits=skip_logits,
+            num_items_in_batch=num_items_in_batch,
+        )
+    out.loss.backward()
+    return out, {name: p.grad for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("num_items_in_batch", [None, 37])
+@pytest.mark.parametrize("autocast", [False, True])
+def test_fused_loss_equals_logits_then_cross_entropy(monkeypatch, autocast, num_items_in_batch):
+    """LinearCrossEntropy gives the loss and every gradient of lm_head + F.cross_entropy, in several row chunks."""
+    monkeypatch.setattr(modeling_vanilla, "LOSS_CHUNK_ELEMENTS", 4 * VOCAB)  # 4 rows per chunk: 4 chunks here
+    expected, expected_grads = labelled_step(False, autocast, num_items_in_batch)
+    got, grads = labelled_step(True, autocast, num_items_in_batch)
+    assert got.logits is None and expected.logits.shape == (3, 6, VOCAB)
+    torch.testing.assert_close(got.loss, expected.loss, atol=1e-6, rtol=1e-6)
+    assert grads.keys() == expected_grads.keys() and all(g is not None for g in grads.values())
+    tolerance = 2e-2 if autocast else 1e-5  # bf16 per-chunk rounding of the shared-embedding gradient
+    for name, grad in grads.items():
+        scale = expected_grads[name].abs().max()
+        torch.testing.assert_close(grad / scale, expected_grads[name] / scale, atol=tolerance, rtol=0, msg=name)
+
+
+def test_training_forward_skips_logits_unless_asked():
+    model = tiny_model(label_smoothing=0.1)
+    ids, mask = padded_batch()
+    labels = torch.randint(3, VOCAB, (3, 4))
+    evaluated = model(input_ids=ids, attention_mask=mask, labels=labels)
+    assert evaluated.logits.shape == (3, 4, VOCAB)
+    with torch.no_grad():  # loss only, as Trainer asks with prediction_loss_only
+        fused = model(input_ids=ids, attention_mask=mask, labels=labels, skip_logits=True)
+    assert fused.logits is None
+    torch.testing.assert_close(fused.loss, evaluated.loss)
+    model.train()
+    assert model(input_ids=ids, attention_mask=mask, labels=labels).logits is None
+    assert model(input_ids=ids, attention_mask=mask, labels=labels, skip_logits=False).logits.shape == (3, 4, VOCAB)
+    assert model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits.shape == (3, 7, VOCAB)
+    with pytest.raises(ValueError, match="skip_logits=True .* needs labels"):
+        model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids, skip_logits=True)
 
 
 def test_labels_are_shifted_into_decoder_inputs():
