@@ -111,7 +111,7 @@ def labelled_step(skip_logits: bool, autocast: bool = False, num_items_in_batch=
 @pytest.mark.parametrize("autocast", [False, True])
 def test_fused_loss_equals_logits_then_cross_entropy(monkeypatch, autocast, num_items_in_batch):
     """LinearCrossEntropy gives the loss and every gradient of lm_head + F.cross_entropy, in several row chunks."""
-    monkeypatch.setattr(modeling_vanilla, "LOSS_CHUNK_ELEMENTS", 4 * VOCAB)  # 4 rows per chunk: 4 chunks here
+    monkeypatch.setattr(modeling_vanilla, "LOSS_CHUNK_ROWS", 4)  # 18 rows: chunks of 4, 4, 4, 4 and 2
     expected, expected_grads = labelled_step(False, autocast, num_items_in_batch)
     got, grads = labelled_step(True, autocast, num_items_in_batch)
     assert got.logits is None and expected.logits.shape == (3, 6, VOCAB)
