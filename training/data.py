@@ -39,6 +39,10 @@ class DataArguments:
     validation_files: list[str] | None = field(default=None, metadata={"help": "as --train_files, for validation"})
     test_files: list[str] | None = field(default=None, metadata={"help": "as --train_files, for the final test"})
     vocab_size: int = field(default=8000, metadata={"help": "size of the shared BPE vocabulary (§5.1)"})
+    bpe_dropout: float = field(
+        default=0.0,
+        metadata={"help": "BPE-dropout: re-segment training pairs each batch, skipping merges with this probability"},
+    )
     max_source_length: int = field(default=128, metadata={"help": "source tokens kept per sentence (truncated)"})
     max_target_length: int = field(default=128, metadata={"help": "target tokens kept per sentence (truncated)"})
     max_tokens_per_batch: int = field(
@@ -192,7 +196,7 @@ def _fingerprint(*parts: object, texts: datasets.Dataset) -> str:
     return digest.hexdigest()[:16]
 
 
-def _clip(ids: list[int], limit: int) -> list[int]:
+def clip(ids: list[int], limit: int) -> list[int]:
     """Truncate to ``limit`` tokens, keeping the final </s>."""
     return ids if len(ids) <= limit else ids[: limit - 1] + ids[-1:]
 
@@ -211,8 +215,8 @@ def tokenize_splits(
         sources = tokenizer(batch["source"])["input_ids"]
         targets = tokenizer(text_target=batch["target"])["input_ids"]
         return {
-            "input_ids": [_clip(ids, args.max_source_length) for ids in sources],
-            "labels": [_clip(ids, args.max_target_length) for ids in targets],
+            "input_ids": [clip(ids, args.max_source_length) for ids in sources],
+            "labels": [clip(ids, args.max_target_length) for ids in targets],
             "truncated": [
                 len(s) > args.max_source_length or len(t) > args.max_target_length
                 for s, t in zip(sources, targets, strict=True)

@@ -35,6 +35,7 @@ from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2
 
 from .allocator import keep_freed_memory
 from .average import last_checkpoints, load_average
+from .bpe_dropout import BPEDropoutCollator
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, tokenize_splits
 from .metrics import score_translations
@@ -208,13 +209,22 @@ def build_trainer(
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     if model_args.lr_schedule == "paper":
         training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
+    collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+    train_collator = (
+        BPEDropoutCollator(
+            collator, tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length
+        )
+        if data_args.bpe_dropout
+        else None
+    )
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=training_args,
         train_dataset=data["train"],
         eval_dataset=validation,
         processing_class=tokenizer,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        data_collator=collator,
+        train_collator=train_collator,
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
@@ -353,7 +363,8 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model) 
         "parameters": sum(p.numel() for p in model.parameters()),
         "recipe": {
             "data": f"{data_args.dataset} {data_args.source_lang}->{data_args.target_lang}",
-            "vocabulary": f"shared BPE, {data_args.vocab_size} tokens",
+            "vocabulary": f"shared BPE, {data_args.vocab_size} tokens"
+            + (f", BPE-dropout {data_args.bpe_dropout} in training" if data_args.bpe_dropout else ""),
             "batches": f"{data_args.max_tokens_per_batch} tokens per side per device, x{training_args.world_size} "
             f"devices, x{training_args.gradient_accumulation_steps} accumulation",
             "optimizer": f"Adam(beta1={training_args.adam_beta1}, beta2={training_args.adam_beta2}, "

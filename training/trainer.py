@@ -1,11 +1,13 @@
 """Seq2SeqTrainer with the three things of the paper's recipe that transformers does not have built in:
 token-count batches (§5.1), the exact learning-rate schedule (§5.3), and decoding up to input length + 50 (§6.1).
-It also marks checkpoints complete only once fully written, so resuming never picks up a half-written one."""
+Training batches may take their own collator (BPE-dropout). Checkpoints are marked complete only once fully
+written, so resuming never picks up a half-written one."""
 
 import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -98,7 +100,14 @@ def resolve_checkpoint(resume: str | bool | None, output_dir: str) -> str | None
 class PaperSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer plus token-count batching, the §5.3 schedule and §6.1's output length."""
 
-    def __init__(self, *args, max_tokens_per_batch: int, noam_warmup_steps: int | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        max_tokens_per_batch: int,
+        noam_warmup_steps: int | None = None,
+        train_collator: Callable[[list[dict]], dict] | None = None,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         if self.label_smoother is not None and hasattr(self.model.config, "label_smoothing"):
             # The model's loss is the same §5.4 loss in one fused cross_entropy(label_smoothing=...); Trainer's
@@ -107,6 +116,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             self.label_smoother = None
         self.max_tokens_per_batch = max_tokens_per_batch
         self.noam_warmup_steps = noam_warmup_steps
+        self.train_collator = train_collator
 
     def _get_train_sampler(self, train_dataset=None) -> TokenBatchSampler:
         dataset = train_dataset if train_dataset is not None else self.train_dataset
@@ -118,6 +128,17 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             rank=self.args.process_index,
             seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
         )
+
+    def get_train_dataloader(self):
+        """Training batches through ``train_collator`` where one is given (BPE-dropout); evaluation batches always
+        through ``data_collator``. Trainer takes both from ``data_collator``, hence the swap."""
+        if self.train_collator is None:
+            return super().get_train_dataloader()
+        evaluation_collator, self.data_collator = self.data_collator, self.train_collator
+        try:
+            return super().get_train_dataloader()
+        finally:
+            self.data_collator = evaluation_collator
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
         if self.noam_warmup_steps is None or self.lr_scheduler is not None:
