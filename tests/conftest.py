@@ -15,6 +15,16 @@ def copy_model():
 
 
 @pytest.fixture(scope="session")
+def tokenizer():
+    """A 200-token shared BPE tokenizer learned from the three sentence pairs of ``training_helpers``."""
+    from training_helpers import ENGLISH, GERMAN
+
+    from training.tokenizer import train_tokenizer
+
+    return train_tokenizer((ENGLISH + GERMAN) * 20, vocab_size=200, min_frequency=1)
+
+
+@pytest.fixture(scope="session")
 def trained_run(tmp_path_factory):
     """One tiny vanilla-train run (6 steps, checkpoints every 2, evaluations at 3 and 6, the last 2 checkpoints
     averaged, beam-2 final evaluation with alpha chosen on validation) shared by the tests."""

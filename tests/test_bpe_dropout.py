@@ -1,20 +1,11 @@
 """BPE-dropout: training pairs are re-segmented each batch; the text stays the same, evaluation is untouched."""
 
 import pytest
-from training_helpers import train_argv, write_corpus
+from training_helpers import ENGLISH, GERMAN, train_argv, write_corpus
 from transformers import DataCollatorForSeq2Seq
 
 from training.bpe_dropout import BPEDropoutCollator
-from training.tokenizer import train_tokenizer
 from training.train import build_trainer, parse_args
-
-ENGLISH = ["A dog runs across the meadow.", "Two men play football.", "A woman reads a book."]
-GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer((ENGLISH + GERMAN) * 20, vocab_size=200, min_frequency=1)
 
 
 def pairs(tokenizer) -> list[dict]:

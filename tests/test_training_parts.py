@@ -6,6 +6,7 @@ import logging
 import datasets
 import pytest
 import torch
+from training_helpers import ENGLISH, GERMAN
 from transformers import AutoTokenizer, Seq2SeqTrainingArguments, TrainerControl, TrainerState
 
 from training import trainer as trainer_module
@@ -15,14 +16,6 @@ from training.data import DataArguments, load_parallel_data, read_parallel_files
 from training.metrics import score_translations
 from training.tokenizer import train_tokenizer
 from training.trainer import NoamSchedule, TimeBudget, complete_checkpoints, resolve_checkpoint
-
-GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
-ENGLISH = ["A dog runs across the meadow.", "Two men play football.", "A woman reads a book."]
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer((ENGLISH + GERMAN) * 20, vocab_size=200, min_frequency=1)
 
 
 def test_tokenizer_is_shared_and_round_trips(tokenizer, tmp_path):

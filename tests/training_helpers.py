@@ -5,6 +5,9 @@ from pathlib import Path
 
 from training.data import BUNDLED_DIR
 
+GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
+ENGLISH = ["A dog runs across the meadow.", "Two men play football.", "A woman reads a book."]
+
 TINY_MODEL = [
     "--d_model", "32", "--encoder_layers", "1", "--decoder_layers", "1", "--num_attention_heads", "2",
     "--ffn_dim", "64", "--vocab_size", "300", "--max_tokens_per_batch", "256", "--dropout", "0.0",
