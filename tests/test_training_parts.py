@@ -11,7 +11,7 @@ from transformers import AutoTokenizer, Seq2SeqTrainingArguments, TrainerControl
 
 from training import trainer as trainer_module
 from training.allocator import keep_freed_memory
-from training.batching import TokenBatchSampler, make_batches
+from training.batching import TokenBatchSampler, make_batches, make_exact_batches
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
 from training.metrics import score_translations
 from training.tokenizer import train_tokenizer
@@ -118,6 +118,22 @@ def test_batches_respect_the_token_budget_on_both_sides():
     assert sorted(i for b in batches for i in b) == list(range(500))
     for b in batches:
         assert len(b) * max(src[i] for i in b) <= 300 and len(b) * max(tgt[i] for i in b) <= 300
+
+
+@pytest.mark.parametrize("count", [37, 60, 120])
+def test_exact_batches_meet_the_count_with_the_smallest_budget(count):
+    src, tgt = lengths(500)
+    order = sorted(range(500), key=lambda i: (src[i], tgt[i]))
+    batches = make_exact_batches(src, tgt, count, order, min_size=2)
+    assert len(batches) == count and [i for b in batches for i in b] == order  # contiguous, in length order
+    assert min(len(b) for b in batches) >= 2
+    budget = max(len(b) * max(max(src[i], tgt[i]) for i in b) for b in batches)
+    assert len(make_batches(src, tgt, budget - 1, order, 2)) > count  # no smaller budget needs only `count`
+
+
+def test_exact_batches_refuse_a_count_the_pairs_cannot_fill():
+    with pytest.raises(ValueError, match="3 pairs cannot fill 2 batches of at least 2"):
+        make_exact_batches([4, 5, 6], [4, 5, 6], 2, [0, 1, 2], min_size=2)
 
 
 def test_sampler_shuffles_per_epoch_with_a_fixed_batch_count():

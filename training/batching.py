@@ -23,8 +23,39 @@ def make_batches(
             batch, source, target = [], source_lengths[index], target_lengths[index]
         batch.append(index)
         longest_source, longest_target = source, target
-    if batch:
+    if len(batch) < min_size and batches:
+        batches[-1].extend(batch)  # a short tail joins the last batch rather than leave a rank without pairs
+    elif batch:
         batches.append(batch)
+    return batches
+
+
+def make_exact_batches(
+    source_lengths: list[int], target_lengths: list[int], count: int, order: list[int], min_size: int = 1
+) -> list[list[int]]:
+    """Exactly ``count`` batches over ``order``, for epochs whose lengths change but whose step count Trainer fixed
+    at the start (BPE-dropout): ``make_batches`` with the smallest token budget that needs at most ``count``
+    batches, then the largest batches halved until there are ``count``."""
+    fewest_tokens = max(max(source_lengths[i], target_lengths[i]) for i in order)
+    low, high = fewest_tokens, fewest_tokens * len(order)  # high: one batch always fits
+    while low < high:
+        budget = (low + high) // 2
+        if len(make_batches(source_lengths, target_lengths, budget, order, min_size)) <= count:
+            high = budget
+        else:
+            low = budget + 1
+    batches = make_batches(source_lengths, target_lengths, low, order, min_size)
+
+    def padded(b: list[int]) -> int:
+        return len(b) * max(max(source_lengths[i], target_lengths[i]) for i in b)
+
+    while len(batches) < count:
+        splittable = [b for b in batches if len(b) >= 2 * min_size]
+        if not splittable:
+            raise ValueError(f"{len(order)} pairs cannot fill {count} batches of at least {min_size}")
+        largest = max(splittable, key=padded)
+        at = batches.index(largest)
+        batches[at : at + 1] = [largest[: len(largest) // 2], largest[len(largest) // 2 :]]
     return batches
 
 
@@ -71,10 +102,14 @@ class TokenBatchSampler(BatchRebalanceSampler):
         n = len(self.source_lengths)
         tie_break = torch.randperm(n, generator=generator).tolist() if self.shuffle else list(range(n))
         order = sorted(range(n), key=lambda i: (self.source_lengths[i], self.target_lengths[i], tie_break[i]))
-        batches = make_batches(self.source_lengths, self.target_lengths, self.max_tokens, order, self.num_replicas)
+        batches = self.plan(order)
         if self.shuffle:
             batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
         return batches
+
+    def plan(self, order: list[int]) -> list[list[int]]:
+        """The batches over ``order``, pair indices sorted by length."""
+        return make_batches(self.source_lengths, self.target_lengths, self.max_tokens, order, self.num_replicas)
 
     def __iter__(self):
         for batch in self.global_batches():
@@ -82,8 +117,10 @@ class TokenBatchSampler(BatchRebalanceSampler):
 
     def __len__(self) -> int:
         # independent of the epoch: ties are shuffled, but the sequence of lengths, hence the cuts, is fixed
-        order = sorted(range(len(self.source_lengths)), key=lambda i: (self.source_lengths[i], self.target_lengths[i]))
-        return len(make_batches(self.source_lengths, self.target_lengths, self.max_tokens, order, self.num_replicas))
+        return len(self.plan(self.length_order()))
+
+    def length_order(self) -> list[int]:
+        return sorted(range(len(self.source_lengths)), key=lambda i: (self.source_lengths[i], self.target_lengths[i]))
 
     def padding(self) -> float:
         """Padding share of this epoch's batches, over source and target tokens together."""

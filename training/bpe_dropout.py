@@ -1,34 +1,35 @@
-"""BPE-dropout (Provilkov et al., 2020, arXiv:1910.13267) for the training batches.
+"""BPE-dropout (Provilkov et al., 2020, arXiv:1910.13267) for the training pairs.
 
 Not in the paper, which segments every sentence once (§5.1). On a small corpus the model sees each sentence many
-times in the same segmentation and overfits it; BPE-dropout segments the training text afresh each time a pair
-is batched, skipping each BPE merge with probability ``p``, so the model also learns words from their smaller
-pieces. Evaluation and translation keep the deterministic segmentation (``p = 0``).
+times in the same segmentation and overfits it; BPE-dropout segments the training text afresh every epoch,
+skipping each BPE merge with probability ``p``, so the model also learns words from their smaller pieces.
+Evaluation and translation keep the deterministic segmentation (``p = 0``).
+
+The batches of an epoch are planned on that epoch's segmentation. Planning them on the deterministic lengths and
+re-segmenting inside the batch would leave every pair's length jittering within its batch: at ``p = 0.1`` on
+Multi30k that is 56% more padded tokens for 15% more real ones, and as much slower steps.
 
 The tokenizers library applies the dropout (``models.BPE.dropout``); its random choices come from a generator
-that no seed reaches, so a run with BPE-dropout is not bit-for-bit repeatable.
+that no seed reaches, so a run with BPE-dropout is not bit-for-bit repeatable. Under data parallelism rank 0's
+segmentation is sent to every rank, which must all plan the same global batches.
 """
 
-from collections.abc import Callable
-
+import datasets
+import torch
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
+from .batching import TokenBatchSampler, make_exact_batches
 from .data import clip
 
 
-class BPEDropoutCollator:
-    """Re-segments each pair of a training batch with BPE-dropout, then hands the batch to ``collator``.
-
-    The pairs arrive as token ids (the dataset's columns); they are decoded to text and encoded again by a copy
-    of the tokenizer whose merges are dropped with probability ``p``. Lengths are clipped as in
-    ``tokenize_splits``. The batch sampler planned the batches with the deterministic lengths, so a batch
-    holds that many pairs but ~16% more tokens at ``p = 0.1``.
-    """
+class BPEDropoutPairs(torch.utils.data.Dataset):
+    """The training pairs (``source``/``target`` text of ``dataset``) as token ids, segmented with BPE-dropout;
+    ``resegment`` draws a new segmentation. Lengths are clipped as in ``tokenize_splits``."""
 
     def __init__(
         self,
-        collator: Callable[[list[dict]], dict],
+        dataset: datasets.Dataset,
         tokenizer: PreTrainedTokenizerFast,
         p: float,
         max_source_length: int,
@@ -36,18 +37,53 @@ class BPEDropoutCollator:
     ):
         if not 0.0 < p <= 1.0:
             raise ValueError(f"BPE-dropout probability must be in (0, 1], got {p}")
-        self.collator, self.limits = collator, (max_source_length, max_target_length)
         self.segmenter = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
         if not hasattr(self.segmenter.model, "dropout"):
             raise ValueError(f"BPE-dropout needs a BPE tokenizer, got {type(self.segmenter.model).__name__}")
         self.segmenter.model.dropout = p
+        self.texts = (list(dataset["source"]), list(dataset["target"]))
+        self.limits = (max_source_length, max_target_length)
+        self.resegment()
 
-    def resegment(self, sequences: list[list[int]], limit: int) -> list[list[int]]:
-        texts = self.segmenter.decode_batch(sequences, skip_special_tokens=True)
-        return [clip(encoding.ids, limit) for encoding in self.segmenter.encode_batch(texts)]
+    def resegment(self) -> None:
+        segmentation = [
+            [clip(encoding.ids, limit) for encoding in self.segmenter.encode_batch(texts)]
+            for texts, limit in zip(self.texts, self.limits, strict=True)
+        ]
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.broadcast_object_list(segmentation, src=0)
+        self.input_ids, self.labels = segmentation
 
-    def __call__(self, features: list[dict]) -> dict:
-        sources = self.resegment([f["input_ids"] for f in features], self.limits[0])
-        targets = self.resegment([f["labels"] for f in features], self.limits[1])
-        # only the two id columns: the padding collator makes the attention mask for the new lengths
-        return self.collator([{"input_ids": s, "labels": t} for s, t in zip(sources, targets, strict=True)])
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def __getitem__(self, index: int) -> dict[str, list[int]]:
+        return {"input_ids": self.input_ids[index], "labels": self.labels[index]}
+
+
+class BPEDropoutBatchSampler(TokenBatchSampler):
+    """``TokenBatchSampler`` over ``BPEDropoutPairs``: each new epoch re-segments the pairs and plans its batches on
+    the new lengths. Trainer fixes the steps per epoch at the start, so every epoch has the first epoch's number of
+    batches, under a token budget that moves with the epoch's length total (by ~0.1% at ``p = 0.1``)."""
+
+    def __init__(self, pairs: BPEDropoutPairs, max_tokens_per_device: int, **kwargs):
+        self.pairs = pairs
+        super().__init__(*self.lengths(), max_tokens_per_device, **kwargs)
+        self.num_batches = len(TokenBatchSampler.plan(self, self.length_order()))  # within the budget, once
+        self.segmented_epoch = self.epoch  # the pairs arrive segmented for the first epoch
+
+    def lengths(self) -> tuple[list[int], list[int]]:
+        return [len(ids) for ids in self.pairs.input_ids], [len(ids) for ids in self.pairs.labels]
+
+    def set_epoch(self, epoch: int) -> None:
+        super().set_epoch(epoch)
+        if epoch != self.segmented_epoch:
+            self.pairs.resegment()
+            self.source_lengths, self.target_lengths = self.lengths()
+            self.segmented_epoch = epoch
+
+    def plan(self, order: list[int]) -> list[list[int]]:
+        return make_exact_batches(self.source_lengths, self.target_lengths, self.num_batches, order, self.num_replicas)
+
+    def __len__(self) -> int:
+        return self.num_batches

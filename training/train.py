@@ -35,7 +35,7 @@ from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2
 
 from .allocator import keep_freed_memory
 from .average import last_checkpoints, load_average
-from .bpe_dropout import BPEDropoutCollator
+from .bpe_dropout import BPEDropoutPairs
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, tokenize_splits
 from .metrics import score_translations
@@ -210,21 +210,20 @@ def build_trainer(
     if model_args.lr_schedule == "paper":
         training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
     collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
-    train_collator = (
-        BPEDropoutCollator(
-            collator, tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length
+    train_dataset = (
+        BPEDropoutPairs(
+            data["train"], tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length
         )
         if data_args.bpe_dropout
-        else None
+        else data["train"]
     )
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=training_args,
-        train_dataset=data["train"],
+        train_dataset=train_dataset,
         eval_dataset=validation,
         processing_class=tokenizer,
         data_collator=collator,
-        train_collator=train_collator,
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,

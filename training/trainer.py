@@ -7,7 +7,6 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -16,6 +15,7 @@ from transformers import Seq2SeqTrainer, TrainerCallback
 from hub_card import write_model_card
 
 from .batching import TokenBatchSampler
+from .bpe_dropout import BPEDropoutBatchSampler, BPEDropoutPairs
 from .translate import output_length
 
 logger = logging.getLogger(__name__)
@@ -105,7 +105,6 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         *args,
         max_tokens_per_batch: int,
         noam_warmup_steps: int | None = None,
-        train_collator: Callable[[list[dict]], dict] | None = None,
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
@@ -116,29 +115,18 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             self.label_smoother = None
         self.max_tokens_per_batch = max_tokens_per_batch
         self.noam_warmup_steps = noam_warmup_steps
-        self.train_collator = train_collator
 
     def _get_train_sampler(self, train_dataset=None) -> TokenBatchSampler:
         dataset = train_dataset if train_dataset is not None else self.train_dataset
-        return TokenBatchSampler(
-            [len(ids) for ids in dataset["input_ids"]],
-            [len(ids) for ids in dataset["labels"]],
-            self.max_tokens_per_batch,
-            num_replicas=self.args.world_size,
-            rank=self.args.process_index,
-            seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
-        )
-
-    def get_train_dataloader(self):
-        """Training batches through ``train_collator`` where one is given (BPE-dropout); evaluation batches always
-        through ``data_collator``. Trainer takes both from ``data_collator``, hence the swap."""
-        if self.train_collator is None:
-            return super().get_train_dataloader()
-        evaluation_collator, self.data_collator = self.data_collator, self.train_collator
-        try:
-            return super().get_train_dataloader()
-        finally:
-            self.data_collator = evaluation_collator
+        placement = {
+            "num_replicas": self.args.world_size,
+            "rank": self.args.process_index,
+            "seed": self.args.data_seed if self.args.data_seed is not None else self.args.seed,
+        }
+        if isinstance(dataset, BPEDropoutPairs):
+            return BPEDropoutBatchSampler(dataset, self.max_tokens_per_batch, **placement)
+        lengths = [len(ids) for ids in dataset["input_ids"]], [len(ids) for ids in dataset["labels"]]
+        return TokenBatchSampler(*lengths, self.max_tokens_per_batch, **placement)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
         if self.noam_warmup_steps is None or self.lr_scheduler is not None:
