@@ -120,6 +120,12 @@ def test_batches_respect_the_token_budget_on_both_sides():
         assert len(b) * max(src[i] for i in b) <= 300 and len(b) * max(tgt[i] for i in b) <= 300
 
 
+def test_a_short_tail_joins_the_last_batch_so_every_rank_has_pairs():
+    # budget 10 cuts [0, 1] | [2, 3] | [4]; with two ranks the lone tail pair would leave rank 1 an empty batch
+    assert make_batches([5] * 5, [5] * 5, 10, list(range(5)), min_size=2) == [[0, 1], [2, 3, 4]]
+    assert make_batches([5] * 5, [5] * 5, 10, list(range(5))) == [[0, 1], [2, 3], [4]]
+
+
 @pytest.mark.parametrize("count", [37, 60, 120])
 def test_exact_batches_meet_the_count_with_the_smallest_budget(count):
     src, tgt = lengths(500)

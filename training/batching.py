@@ -36,8 +36,8 @@ def make_exact_batches(
     """Exactly ``count`` batches over ``order``, for epochs whose lengths change but whose step count Trainer fixed
     at the start (BPE-dropout): ``make_batches`` with the smallest token budget that needs at most ``count``
     batches, then the largest batches halved until there are ``count``."""
-    fewest_tokens = max(max(source_lengths[i], target_lengths[i]) for i in order)
-    low, high = fewest_tokens, fewest_tokens * len(order)  # high: one batch always fits
+    longest = max(max(source_lengths[i], target_lengths[i]) for i in order)
+    low, high = longest, longest * len(order)  # no budget below the longest pair; one batch of all always fits
     while low < high:
         budget = (low + high) // 2
         if len(make_batches(source_lengths, target_lengths, budget, order, min_size)) <= count:
