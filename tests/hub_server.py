@@ -145,7 +145,7 @@ class HubHandler(BaseHTTPRequestHandler):
         return user
 
     def _body(self) -> bytes:
-        return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        return self.request_body
 
     def _send(self, status: int, body: bytes = b"", headers: dict | None = None, content_type="application/json"):
         self.send_response(status)
@@ -161,6 +161,9 @@ class HubHandler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(value).encode())
 
     def _dispatch(self) -> None:
+        # read the whole body first: a request refused before its body is read would leave it on the kept-alive
+        # connection, where it would prefix the next request line
+        self.request_body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         try:
             self._route()
         except HubError as error:
