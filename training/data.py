@@ -41,7 +41,7 @@ class DataArguments:
     vocab_size: int = field(default=8000, metadata={"help": "size of the shared BPE vocabulary (§5.1)"})
     bpe_dropout: float = field(
         default=0.0,
-        metadata={"help": "BPE-dropout: re-segment training pairs each batch, skipping merges with this probability"},
+        metadata={"help": "BPE-dropout: re-segment training pairs each epoch, skipping merges with this probability"},
     )
     max_source_length: int = field(default=128, metadata={"help": "source tokens kept per sentence (truncated)"})
     max_target_length: int = field(default=128, metadata={"help": "target tokens kept per sentence (truncated)"})
