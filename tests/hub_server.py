@@ -144,9 +144,6 @@ class HubHandler(BaseHTTPRequestHandler):
             raise HubError(401, "Invalid credentials in Authorization header")
         return user
 
-    def _body(self) -> bytes:
-        return self.request_body
-
     def _send(self, status: int, body: bytes = b"", headers: dict | None = None, content_type="application/json"):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -192,9 +189,9 @@ class HubHandler(BaseHTTPRequestHandler):
             user = self._require_user()
             return self._json({"type": "user", "name": user, "auth": {"accessToken": {"role": "write"}}})
         if self.command == "POST" and url.path == "/api/validate-yaml":
-            return self._validate_yaml(json.loads(self._body() or b"{}").get("content", ""))
+            return self._validate_yaml(json.loads(self.request_body or b"{}").get("content", ""))
         if self.command == "POST" and url.path == "/api/repos/create":
-            return self._create_repo(json.loads(self._body() or b"{}"))
+            return self._create_repo(json.loads(self.request_body or b"{}"))
         if parts[:2] == ["api", "models"] and len(parts) >= 4:
             repo_id = "/".join(parts[2:4])
             rest = parts[4:]
@@ -253,7 +250,7 @@ class HubHandler(BaseHTTPRequestHandler):
         self._write_access(repo_id)
         sha = self.storage.resolve(repo_id, revision)
         root = self.storage.snapshot(repo_id, sha)
-        files = json.loads(self._body())["files"]
+        files = json.loads(self.request_body)["files"]
         answer = []
         for file in files:
             existing = root / file["path"]
@@ -263,13 +260,13 @@ class HubHandler(BaseHTTPRequestHandler):
 
     def _commit(self, repo_id: str, revision: str) -> None:
         self._write_access(repo_id)
-        lines = [json.loads(line) for line in self._body().splitlines() if line.strip()]
+        lines = [json.loads(line) for line in self.request_body.splitlines() if line.strip()]
         sha = self.storage.commit(repo_id, revision, lines)
         self._json({"success": True, "commitOid": sha, "commitUrl": f"{self._endpoint()}/{repo_id}/commit/{sha}"})
 
     def _branch(self, repo_id: str, branch: str) -> None:
         self._write_access(repo_id)
-        body = json.loads(self._body() or b"{}")
+        body = json.loads(self.request_body or b"{}")
         self.storage.create_branch(repo_id, branch, body.get("startingPoint") or "main")
         self._json({})
 
