@@ -22,6 +22,8 @@ def test_presets_and_overrides():
     for preset in ("multi30k", "base", "big"):
         assert parse_args(["--config", preset])[2].label_smoothing_factor == 0.1
     assert parse_args(["--config", "big"])[0].dropout == 0.3
+    assert parse_args(["--config", "multi30k"])[1].bpe_dropout == 0.1
+    assert parse_args(["--config", "multi30k", "--bpe_dropout", "0"])[1].bpe_dropout == 0.0
     with pytest.raises(FileNotFoundError, match="no preset"):
         parse_args(["--config", "nope"])
     with pytest.raises(ValueError, match="unknown arguments"):
