@@ -2,6 +2,7 @@
 checkpoints" (base; 20 for big), written as a normal model directory that from_pretrained loads."""
 
 import argparse
+import logging
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,8 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
 
 from .trainer import complete_checkpoints
+
+logger = logging.getLogger(__name__)
 
 
 def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
@@ -39,6 +42,18 @@ def load_average(model: torch.nn.Module, checkpoints: list[Path]) -> None:
     if unexpected:
         raise ValueError(f"unexpected weights in the checkpoints: {unexpected}")
     model.tie_weights()
+
+
+def average_newest_into(model: torch.nn.Module, run_dir: str | Path, n: int) -> list[Path]:
+    """What ``vanilla-train --average_last n`` does after training: ``model`` gets the mean of the run's ``n``
+    newest complete checkpoints. A run stopped early (a time budget) may have written fewer: then those it has are
+    averaged, with a warning, rather than failing after the training is done. Returns the averaged checkpoints."""
+    checkpoints = complete_checkpoints(run_dir)[-n:]
+    if len(checkpoints) < n:
+        logger.warning("averaging the last %d checkpoints asked for, but %s has only %d", n, run_dir, len(checkpoints))
+    if checkpoints:
+        load_average(model, checkpoints)
+    return checkpoints
 
 
 def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path:

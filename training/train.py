@@ -34,7 +34,7 @@ from hub_card import write_model_card
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 
 from .allocator import keep_freed_memory
-from .average import last_checkpoints, load_average
+from .average import average_newest_into
 from .bpe_dropout import BPEDropoutPairs
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, tokenize_splits
@@ -252,13 +252,16 @@ def main(argv: list[str] | None = None) -> dict:
         logger.info("resuming from %s", resume)
     start = time.monotonic()
     train_result = trainer.train(resume_from_checkpoint=resume)
-    if model_args.average_last:
-        average_into(trainer, last_checkpoints(training_args.output_dir, model_args.average_last))
+    results = {"train": train_result.metrics}
+    if model_args.average_last:  # §6.1
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        averaged = average_newest_into(model, training_args.output_dir, model_args.average_last)
+        results["averaged_checkpoints"] = [path.name for path in averaged]
+        logger.info("evaluating the average of %s", ", ".join(results["averaged_checkpoints"]) or "no checkpoint")
     train_minutes = (time.monotonic() - start) / 60
     trainer.save_model()
     trainer.log_metrics("train", train_result.metrics)
     trainer.save_metrics("train", train_result.metrics)
-    results = {"train": train_result.metrics}
 
     final_generation = final_generation_kwargs(model_args)
     for split in ("validation", "test"):
@@ -309,12 +312,6 @@ def choose_length_penalty(trainer: PaperSeq2SeqTrainer, validation, generation: 
     return best, tried[best], {str(alpha): tried[alpha].metrics["validation_bleu"] for alpha in candidates}
 
 
-def average_into(trainer: PaperSeq2SeqTrainer, checkpoints: list[Path]) -> None:
-    """§6.1: replace the trained weights by the mean of the given checkpoints' weights."""
-    load_average(trainer.accelerator.unwrap_model(trainer.model), checkpoints)
-    logger.info("evaluating the average of %s", ", ".join(p.name for p in checkpoints))
-
-
 def write_summary(
     folder: Path, results: dict, train_minutes: float, wall_minutes: float, model, output_dir: Path, argv
 ) -> None:
@@ -333,7 +330,7 @@ def write_summary(
             "num_beams": model.generation_config.num_beams,
             "length_penalty": model.generation_config.length_penalty,
         },
-        **({"length_penalty_search": results["length_penalty_search"]} if "length_penalty_search" in results else {}),
+        **{key: results[key] for key in ("length_penalty_search", "averaged_checkpoints") if key in results},
         "train_minutes": round(train_minutes, 2),
         "wall_clock_minutes": round(wall_minutes, 2),  # the whole command: data, training, final evaluation
         "parameters": sum(p.numel() for p in model.parameters()),

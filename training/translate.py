@@ -52,7 +52,11 @@ def main(argv: list[str] | None = None) -> None:
     source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
     with source:
         sentences = [line.rstrip("\n") for line in source]
-    overrides = {k: v for k, v in (("num_beams", args.num_beams), ("length_penalty", args.length_penalty)) if v}
+    overrides = {
+        key: value
+        for key, value in (("num_beams", args.num_beams), ("length_penalty", args.length_penalty))
+        if value is not None  # a length penalty of 0 is a choice, not "unset"
+    }
     translations = translate(model, tokenizer, sentences, args.batch_size, **overrides)
     text = "".join(t + "\n" for t in translations)
     if args.output == "-":
