@@ -112,6 +112,17 @@ def lengths(n: int, seed: int = 0) -> tuple[list[int], list[int]]:
     return torch.randint(3, 40, (n,), generator=g).tolist(), torch.randint(3, 45, (n,), generator=g).tolist()
 
 
+def test_evaluation_during_training_samples_every_length():
+    from training.train import by_length, spread_sample
+
+    validation = by_length(
+        datasets.Dataset.from_dict({"input_ids": [[1] * n for n in (3, 9, 1, 7, 5, 2, 8, 4, 6, 10)]})
+    )
+    picked = [len(ids) for ids in spread_sample(validation, 4)["input_ids"]]
+    assert picked == [10, 7, 4, 1]  # longest, two in between, shortest
+    assert len(spread_sample(validation, 50)) == 10
+
+
 def test_batches_respect_the_token_budget_on_both_sides():
     src, tgt = lengths(500)
     batches = make_batches(src, tgt, 300, sorted(range(500), key=lambda i: (src[i], tgt[i])))

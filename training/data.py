@@ -48,7 +48,12 @@ class DataArguments:
     max_tokens_per_batch: int = field(
         default=4096, metadata={"help": "padded tokens per side per device batch (§5.1: ~25,000 per step)"}
     )
-    max_eval_samples: int | None = field(default=None, metadata={"help": "cap on validation pairs (faster evals)"})
+    max_eval_samples: int | None = field(
+        default=None,
+        metadata={
+            "help": "validation pairs evaluated during training, spread over all lengths (the final evaluation: all)"
+        },
+    )
     cache_dir: str | None = field(default=None, metadata={"help": "where tokenized data is cached (datasets.map)"})
 
 

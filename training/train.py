@@ -180,6 +180,14 @@ def by_length(dataset):
     return dataset.select(order.tolist())
 
 
+def spread_sample(dataset, count: int):
+    """``count`` rows spread evenly over ``dataset`` (sorted by length: short, middle and long sentences alike), so the
+    evaluations during training see the validation set's mix of lengths, not only its longest sentences."""
+    if count >= len(dataset):
+        return dataset
+    return dataset.select(np.linspace(0, len(dataset) - 1, num=count).round().astype(int).tolist())
+
+
 def build_trainer(
     model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
 ) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
@@ -202,7 +210,7 @@ def build_trainer(
         data = tokenize_splits(raw, tokenizer, data_args)
     validation = by_length(data["validation"]) if "validation" in data else None
     if validation is not None and data_args.max_eval_samples:
-        validation = validation.select(range(min(data_args.max_eval_samples, len(validation))))
+        validation = spread_sample(validation, data_args.max_eval_samples)
 
     model = build_model(model_args, tokenizer)
     model.generation_config.update(**final_generation_kwargs(model_args), early_stopping=model_args.num_beams > 1)
