@@ -23,6 +23,10 @@ def test_tokenizer_is_shared_and_round_trips(tokenizer, tmp_path):
     batch = tokenizer(ENGLISH, text_target=GERMAN)
     assert all(ids[-1] == 2 for ids in batch["input_ids"] + batch["labels"])  # every sequence ends with </s>
     assert tokenizer.batch_decode(batch["labels"], skip_special_tokens=True) == GERMAN  # detokenized, cased
+    # punctuation is split from words before BPE ("meadow." is "▁meadow" "."), and decoding joins it back
+    assert tokenizer.convert_ids_to_tokens(batch["input_ids"][0])[-3:] == ["▁meadow", ".", "</s>"]
+    text = "A dog reads a book. Two men play."
+    assert tokenizer.decode(tokenizer(text)["input_ids"], skip_special_tokens=True) == text
     tokenizer.save_pretrained(tmp_path)
     loaded = AutoTokenizer.from_pretrained(tmp_path)
     assert loaded(ENGLISH)["input_ids"] == batch["input_ids"]
