@@ -81,6 +81,29 @@ class VanillaTransformerConfig(PreTrainedConfig):
         super().__post_init__(**kwargs)
         self._check_values()
 
+    def validate(self) -> None:
+        """transformers' own checks, then ours. Runs at save time, in ``from_dict`` (so ``from_pretrained(...,
+        dropout=1.0)`` is refused too) and when a model is built from the config."""
+        super().validate()
+        self._check_values()
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        # the keyword overrides are set on the config after __init__ (and __post_init__) ran: check them as well
+        result = super().from_dict(config_dict, **kwargs)
+        (result[0] if isinstance(result, tuple) else result).validate()
+        return result
+
+    def special_token_ids(self) -> dict[str, int]:
+        """Every special token id the config names (the ids of a list of end tokens each), by field."""
+        ids = {}
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            value = getattr(self, name)
+            for i, token in enumerate(value if isinstance(value, list) else [value]):
+                if token is not None:
+                    ids[f"{name}[{i}]" if isinstance(value, list) else name] = token
+        return ids
+
     def _check_values(self) -> None:
         """Raise ValueError naming the first invalid field; the model would otherwise fail deep inside torch."""
         for name in (
@@ -118,10 +141,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
             raise ValueError(f"`sinusoidal_layout` must be one of {SINUSOIDAL_LAYOUTS}, got {self.sinusoidal_layout!r}")
         if self.position_embedding_type == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"`d_model` must be even for sinusoidal positions (sin/cos pairs), got {self.d_model}")
-        for name in ("pad_token_id", "decoder_start_token_id", "bos_token_id"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value < self.vocab_size:
-                raise ValueError(f"`{name}` ({value}) must lie in [0, vocab_size={self.vocab_size})")
+        for name, value in self.special_token_ids().items():
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < self.vocab_size:
+                raise ValueError(f"`{name}` ({value!r}) must be an integer in [0, vocab_size={self.vocab_size})")
 
     @classmethod
     def base(cls, **overrides) -> "VanillaTransformerConfig":

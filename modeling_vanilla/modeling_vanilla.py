@@ -9,16 +9,22 @@ This file travels to the Hub next to the weights (``trust_remote_code``): it imp
 ``configuration_vanilla``.
 """
 
+import json
 import math
+import os
+import re
 from collections.abc import Callable
+from contextvars import ContextVar
+from pathlib import Path
 
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.generation.utils import GenerateOutput
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
@@ -28,32 +34,92 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.utils import can_return_tuple, is_torchdynamo_compiling
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple, is_torchdynamo_compiling
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vanilla import VanillaTransformerConfig
 
+# ----------------------------------------------------------------------------------------------------------------
+# Input checks: a wrong id, mask or embedding fails here with a message that names it, not deep inside torch.
+# Shapes and dtypes are checked on every call (host only). Checks of values (an id out of range, a NaN) read the
+# tensor back to the host, so ``generate()`` makes them once for the whole call instead of at every decoding step.
+# ----------------------------------------------------------------------------------------------------------------
+_VALUES_CHECKED = ContextVar("vanilla_transformer_values_checked", default=False)
 
-# ----------------------------------------------------------------------------------------------------------------
-# Input checks: a wrong id or mask must fail here with a message, not as an index error deep inside torch.
-# ----------------------------------------------------------------------------------------------------------------
-def check_token_ids(ids: torch.Tensor | None, vocab_size: int, name: str) -> None:
-    """Raise ValueError if ``ids`` is an empty batch or holds an id outside [0, vocab_size)."""
+
+def value_checks_due() -> bool:
+    """False inside ``generate()`` (its inputs were checked once) and while compiling (no data-dependent branch)."""
+    return not is_torchdynamo_compiling() and not _VALUES_CHECKED.get()
+
+
+def check_token_ids(ids: torch.Tensor | None, vocab_size: int, name: str, ignore_index: int | None = None) -> None:
+    """Raise ValueError unless ``ids`` is a non-empty (batch, length) integer tensor of ids in [0, vocab_size)
+    (``ignore_index`` allowed too: -100 in labels)."""
     if ids is None:
         return
     if ids.dim() != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
         raise ValueError(f"`{name}` must be a non-empty (batch, length) tensor, got shape {tuple(ids.shape)}")
-    if is_torchdynamo_compiling():  # a data-dependent branch would break the graph; eager runs check it
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise ValueError(f"`{name}` must hold integer token ids, got dtype {ids.dtype}")
+    if not value_checks_due():
         return
     bad = (ids < 0) | (ids >= vocab_size)
+    if ignore_index is not None:
+        bad &= ids != ignore_index
     if bad.any():
-        raise ValueError(f"`{name}` holds token id {int(ids[bad][0])}, outside [0, vocab_size={vocab_size})")
+        allowed = f" or {ignore_index}" if ignore_index is not None else ""
+        raise ValueError(f"`{name}` holds token id {int(ids[bad][0])}, outside [0, vocab_size={vocab_size}){allowed}")
 
 
-def check_mask_shape(mask: torch.Tensor | None, like: torch.Tensor | None, name: str, like_name: str) -> None:
-    if mask is not None and like is not None and mask.shape != like.shape[:2]:
-        raise ValueError(f"`{name}` has shape {tuple(mask.shape)} but `{like_name}` has shape {tuple(like.shape[:2])}")
+def check_padding_mask(mask: torch.Tensor | None, shape: tuple[int, int], name: str, of: str) -> None:
+    """A 2-D mask is (batch, keys) of 1 (token) and 0 (padding), as transformers' tokenizers return it. An additive
+    mask (0 / -inf) would be read as its inverse, so values other than 0 and 1 are refused."""
+    if mask is None or mask.dim() == 4:  # 4-D: a ready-made attention mask, used as given
+        return
+    if tuple(mask.shape) != tuple(shape):
+        raise ValueError(f"`{name}` has shape {tuple(mask.shape)} but must be {tuple(shape)}, the shape of {of}")
+    if value_checks_due() and mask.dtype != torch.bool and ((mask != 0) & (mask != 1)).any():
+        value = mask[(mask != 0) & (mask != 1)][0].item()
+        raise ValueError(
+            f"`{name}` must hold 1 (attend) and 0 (padding), found {value}: an additive mask (0 / -inf) is not "
+            "accepted; pass `mask == 0` instead"
+        )
+
+
+def check_embeddings(embeds: torch.Tensor | None, width: int, name: str) -> None:
+    """``inputs_embeds`` must be a non-empty float (batch, length, d_model) tensor of finite values."""
+    if embeds is None:
+        return
+    if embeds.dim() != 3 or embeds.shape[0] == 0 or embeds.shape[1] == 0 or embeds.shape[2] != width:
+        raise ValueError(f"`{name}` must be (batch, length, d_model={width}), got shape {tuple(embeds.shape)}")
+    if not embeds.dtype.is_floating_point:
+        raise ValueError(f"`{name}` must be a floating-point tensor, got dtype {embeds.dtype}")
+    if value_checks_due() and not torch.isfinite(embeds).all():
+        raise ValueError(f"`{name}` holds NaN or infinite values")
+
+
+def check_safetensors_file(path: Path) -> None:
+    """Raise OSError naming ``path`` unless its header is whole and its tensors fill the rest of the file exactly
+    (safetensors' own error for a file cut short names no file)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        header_size = int.from_bytes(f.read(8), "little") if size >= 8 else size
+        try:
+            header = json.loads(f.read(header_size)) if 8 + header_size <= size else None
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            header = None
+    if not isinstance(header, dict):
+        raise OSError(f"{path} is not a safetensors file, or its header is damaged ({size} bytes)")
+    data_size = max((entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0)
+    if 8 + header_size + data_size != size:
+        raise OSError(f"{path} holds {size} bytes but its header describes {8 + header_size + data_size}: the file "
+                      "was cut short or damaged")  # fmt: skip
+
+
+# A Hub model id: "name" or "namespace/name" (anything else that is no directory is a missing local path).
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -291,7 +357,7 @@ class MultiHeadAttention(nn.Module):
         value: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """query (B, Lq, d_model); key (B, Lk, kdim) and value (B, Lk, vdim) default to query (self-attention).
 
@@ -302,6 +368,15 @@ class MultiHeadAttention(nn.Module):
         is_cross = key is not None
         key = query if key is None else key
         value = key if value is None else value
+        for name, tensor, width in (
+            ("query", query, self.embed_dim),
+            ("key", key, self.kdim),
+            ("value", value, self.vdim),
+        ):
+            if tensor.shape[-1] != width:
+                raise ValueError(f"`{name}` has width {tensor.shape[-1]}, but this attention expects {width}")
+        if key.shape[:-1] != value.shape[:-1]:
+            raise ValueError(f"`key` {tuple(key.shape)} and `value` {tuple(value.shape)} must have the same positions")
 
         cache, cached_cross = (None if is_cross else past_key_values), False  # a plain Cache holds self-attention
         if isinstance(past_key_values, EncoderDecoderCache):
@@ -412,7 +487,9 @@ class EncoderLayer(GradientCheckpointingLayer):
         self.ffn = PositionWiseFeedForward(config)
         self.ffn_sublayer = SublayerConnection(config)
 
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs) -> torch.Tensor:
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs: Unpack[TransformersKwargs]
+    ) -> torch.Tensor:
         attended, _ = self.self_attn(hidden_states, attention_mask=attention_mask, **kwargs)
         hidden_states = self.self_attn_sublayer(hidden_states, attended)
         return self.ffn_sublayer(hidden_states, self.ffn(hidden_states))
@@ -441,7 +518,7 @@ class DecoderLayer(GradientCheckpointingLayer):
         encoder_hidden_states: torch.Tensor,
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         attended, _ = self.self_attn(
             hidden_states, attention_mask=attention_mask, past_key_values=past_key_values, **kwargs
@@ -470,6 +547,36 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _supports_attention_backend = True
     _can_compile_fullgraph = True
 
+    def __init__(self, config: VanillaTransformerConfig, *inputs, **kwargs):
+        config.validate()  # a config changed after it was made (config.dropout = 1.0) is refused here
+        super().__init__(config, *inputs, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, *args, **kwargs):
+        """``PreTrainedModel.from_pretrained``, with the faults of a local checkpoint named: a directory that does
+        not exist (instead of a Hub error), no config.json, a weights file cut short, weights that are NaN or
+        infinite (a damaged file: it would load and translate into garbage)."""
+        name = str(pretrained_model_name_or_path)
+        folder = Path(name, kwargs.get("subfolder") or "")
+        if folder.is_dir():
+            if not (folder / "config.json").is_file() and kwargs.get("config") is None:
+                raise FileNotFoundError(f"{folder} has no config.json: it is not a saved model directory")
+            for weights in sorted(folder.glob("*.safetensors")):
+                check_safetensors_file(weights)
+            loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        elif not HUB_ID.match(name):
+            raise FileNotFoundError(f"no such model directory: {name}")
+        else:
+            try:
+                loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+            except OSError as error:
+                raise OSError(f"{name} is no local directory, and loading it from the Hub failed: {error}") from error
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading info) on request
+        for weight, tensor in model.named_parameters():
+            if tensor.device.type != "meta" and not torch.isfinite(tensor).all():
+                raise ValueError(f"{name}: weight `{weight}` holds NaN or infinite values; the checkpoint is damaged")
+        return loaded
+
     def save_pretrained(self, *args, **kwargs):
         # A remote-code checkpoint names both classes, so AutoModel and AutoModelForSeq2SeqLM can each load it.
         module = __name__.rsplit(".", 1)[-1]
@@ -479,6 +586,15 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         }
         self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **auto_map}
         return super().save_pretrained(*args, **kwargs)
+
+    def mark_tied_weights_as_initialized(self, loading_info) -> None:
+        """For remote-code models transformers drops from ``missing_keys`` every weight flagged as initialised, and it
+        flags a tie's source together with its targets (they are one Parameter). A checkpoint without the shared
+        embedding then loaded "with no missing keys" and left it on the meta device. Sources the checkpoint did not
+        hold stay missing here, so they are initialised (or tied to a target that was loaded) and reported."""
+        not_loaded = set(loading_info.missing_keys)
+        super().mark_tied_weights_as_initialized(loading_info)
+        loading_info.missing_keys |= not_loaded & set(self.all_tied_weights_keys.values())
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -505,9 +621,12 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
 class _Stack(VanillaTransformerPreTrainedModel):
     """What both stacks share: §3.4 scaled embeddings plus §3.5 positions, with dropout on the sum (§5.4)."""
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
         super().__init__(config)
-        self.embed_tokens = embed_tokens
+        # The full model passes its shared embedding (§3.4); a stack built on its own (from_pretrained) has its own.
+        self.embed_tokens = (
+            embed_tokens if embed_tokens is not None else nn.Embedding(config.vocab_size, config.d_model)
+        )
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.embed_positions = build_position_encoding(config)
         self.dropout = config.dropout
@@ -522,9 +641,11 @@ class _Stack(VanillaTransformerPreTrainedModel):
         self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, past_length: int = 0
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns (token embeddings * sqrt(d_model), Dropout(that + PE)), both (B, L, d_model)."""
+        ids_name, embeds_name = f"{self.input_prefix}input_ids", f"{self.input_prefix}inputs_embeds"
         if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Give exactly one of input_ids and inputs_embeds")
-        check_token_ids(input_ids, self.config.vocab_size, "input_ids")
+            raise ValueError(f"Give exactly one of `{ids_name}` and `{embeds_name}`")
+        check_token_ids(input_ids, self.config.vocab_size, ids_name)
+        check_embeddings(inputs_embeds, self.config.d_model, embeds_name)
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         inputs_embeds = inputs_embeds * self.embed_scale
@@ -536,9 +657,11 @@ class _Stack(VanillaTransformerPreTrainedModel):
 class VanillaTransformerEncoder(_Stack):
     """§3.1 Encoder: N identical layers of self-attention and feed-forward over the embedded source."""
 
+    input_prefix = ""  # its inputs are the model's input_ids / inputs_embeds
+
     _can_record_outputs = {"hidden_states": EncoderLayer, "attentions": MultiHeadAttention}
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
         super().__init__(config, embed_tokens)
         self.layers = nn.ModuleList(EncoderLayer(config, i) for i in range(config.encoder_layers))
         self.post_init()
@@ -550,12 +673,10 @@ class VanillaTransformerEncoder(_Stack):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
-        check_mask_shape(
-            attention_mask, input_ids if input_ids is not None else inputs_embeds, "attention_mask", "input_ids"
-        )
         inputs_embeds, hidden_states = self.embed(input_ids, inputs_embeds)
+        check_padding_mask(attention_mask, inputs_embeds.shape[:2], "attention_mask", "the `input_ids`")
         # Padding keys are masked (§3.2.3); the mask's form depends on the attention implementation.
         if self.config._attn_implementation in SIMPLE_MASK_IMPLEMENTATIONS:
             mask = key_padding_mask(attention_mask)
@@ -571,13 +692,15 @@ class VanillaTransformerEncoder(_Stack):
 class VanillaTransformerDecoder(_Stack):
     """§3.1 Decoder: N identical layers of masked self-attention, encoder-decoder attention and feed-forward."""
 
+    input_prefix = "decoder_"  # its inputs are the model's decoder_input_ids / decoder_inputs_embeds
+
     _can_record_outputs = {
         "hidden_states": DecoderLayer,
         "attentions": OutputRecorder(MultiHeadAttention, index=1, layer_name="self_attn"),
         "cross_attentions": OutputRecorder(MultiHeadAttention, index=1, layer_name="cross_attn"),
     }
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding):
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
         super().__init__(config, embed_tokens)
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.decoder_layers))
         self.post_init()
@@ -593,7 +716,7 @@ class VanillaTransformerDecoder(_Stack):
         past_key_values: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs `encoder_hidden_states` (the encoder output)")
@@ -601,6 +724,13 @@ class VanillaTransformerDecoder(_Stack):
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         inputs_embeds, hidden_states = self.embed(input_ids, inputs_embeds, past_length)
+        # transformers' convention: a 2-D decoder mask covers the cached tokens and the new ones
+        batch, length = inputs_embeds.shape[:2]
+        check_padding_mask(
+            attention_mask, (batch, past_length + length), "decoder_attention_mask",
+            f"the {past_length} cached and {length} new decoder tokens",
+        )  # fmt: skip
+        check_padding_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask", "the source")
 
         # Future positions are masked (§3.2.3), plus padding if a decoder mask is given.
         self_cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else None
@@ -685,13 +815,10 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError("Give `decoder_input_ids` (or `labels` to the ForSeq2Seq model, which shifts them)")
-        check_token_ids(decoder_input_ids, self.config.vocab_size, "decoder_input_ids")
-        if decoder_attention_mask is not None and decoder_attention_mask.dim() == 2:  # 4-D: a ready-made mask
-            check_mask_shape(decoder_attention_mask, decoder_input_ids, "decoder_attention_mask", "decoder_input_ids")
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
@@ -803,8 +930,9 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         # A constant added to the logits; only converted Marian checkpoints carry one (it is not in the paper).
         self.final_logits_bias = nn.Buffer(torch.zeros(1, config.vocab_size)) if config.final_logits_bias else None
         self.post_init()
-        # §6.1 decoding: beam 4, length penalty 0.6 (transformers divides by len^alpha; see the README).
-        self.generation_config.update(num_beams=4, length_penalty=0.6, early_stopping=True, max_length=256)
+        # §6.1 decoding: beam 4, length penalty 0.6 (transformers divides by len^alpha; see the README); the
+        # maximum output length (input length + 50) is set per call by generate().
+        self.generation_config.update(num_beams=4, length_penalty=0.6, early_stopping=True)
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
@@ -812,8 +940,43 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
     def set_output_embeddings(self, value: nn.Linear) -> None:
         self.lm_head = value
 
-    def resize_token_embeddings(self, *args, **kwargs) -> nn.Embedding:
-        embeddings = super().resize_token_embeddings(*args, **kwargs)
+    @torch.no_grad()
+    def generate(
+        self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs
+    ) -> torch.LongTensor | GenerateOutput:
+        """``GenerationMixin.generate`` with §6.1's "maximum output length during inference to input length + 50"
+        wherever neither the call nor the generation config sets a length, and with the inputs checked once for the
+        whole call rather than at every decoding step (a check of values reads the tensor back to the host)."""
+        source = inputs if inputs is not None else kwargs.get("input_ids")
+        check_token_ids(source, self.config.vocab_size, "input_ids")
+        check_embeddings(kwargs.get("inputs_embeds"), self.config.d_model, "inputs_embeds")
+        source = source if source is not None else kwargs.get("inputs_embeds")
+        if source is not None:
+            check_padding_mask(kwargs.get("attention_mask"), source.shape[:2], "attention_mask", "the `input_ids`")
+        target = kwargs.get("decoder_input_ids")
+        check_token_ids(target, self.config.vocab_size, "decoder_input_ids")
+        if target is not None:
+            check_padding_mask(
+                kwargs.get("decoder_attention_mask"), target.shape, "decoder_attention_mask", "the `decoder_input_ids`"
+            )
+        config = generation_config if generation_config is not None else self.generation_config
+        lengths = (kwargs.get("max_length"), kwargs.get("max_new_tokens"), config.max_length, config.max_new_tokens)
+        if source is not None and all(length is None for length in lengths):
+            kwargs["max_new_tokens"] = source.shape[1] + 50
+        checked = _VALUES_CHECKED.set(True)
+        try:
+            return super().generate(inputs, generation_config, **kwargs)
+        finally:
+            _VALUES_CHECKED.reset(checked)
+
+    def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> nn.Embedding:
+        for name, token in self.config.special_token_ids().items():
+            if new_num_tokens is not None and new_num_tokens <= token:
+                raise ValueError(
+                    f"resize_token_embeddings({new_num_tokens}) would drop `{name}` ({token}): the vocabulary must "
+                    "keep every special token"
+                )
+        embeddings = super().resize_token_embeddings(new_num_tokens, *args, **kwargs)
         if self.final_logits_bias is not None:
             old = self.final_logits_bias
             new = old.new_zeros(1, embeddings.num_embeddings)
@@ -835,7 +998,7 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         skip_logits: bool | None = None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         r"""
         skip_logits (`bool`, *optional*):
@@ -852,7 +1015,7 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        check_mask_shape(attention_mask, input_ids, "attention_mask", "input_ids")
+        check_token_ids(labels, self.config.vocab_size, "labels", ignore_index=-100)
         outputs = self.model(
             input_ids,
             attention_mask=attention_mask,

@@ -274,7 +274,7 @@ def test_token_id_out_of_range_names_the_id_and_vocab_size():
 def test_attention_mask_shape_mismatch():
     model = tiny_model()
     ids, mask = padded_batch()
-    with pytest.raises(ValueError, match=r"attention_mask.*\(3, 6\).*input_ids.*\(3, 7\)"):
+    with pytest.raises(ValueError, match=r"attention_mask.*\(3, 6\).*\(3, 7\), the shape of the `input_ids`"):
         model(input_ids=ids, attention_mask=mask[:, :6], decoder_input_ids=ids)
     with pytest.raises(ValueError, match="decoder_attention_mask"):
         model(input_ids=ids, decoder_input_ids=ids[:, :4], decoder_attention_mask=mask)
