@@ -30,7 +30,7 @@ def trained_run(tmp_path_factory):
     averaged, beam-2 final evaluation with alpha chosen on validation) shared by the tests."""
     from training_helpers import train_argv, write_corpus
 
-    from training.train import main
+    from training.train import run
 
     folder = tmp_path_factory.mktemp("run")
     corpus = write_corpus(folder / "data")
@@ -39,5 +39,5 @@ def trained_run(tmp_path_factory):
                       "--eval_steps", "3", "--num_beams", "2", "--translate_examples", "2", "--logging_steps", "1",
                       "--average_last", "2", "--length_penalty_candidates", "0.5", "2.0",
                       "--summary_dir", str(folder / "summary"))  # fmt: skip
-    results = main(argv)
+    results = run(argv)
     return {"corpus": corpus, "output": output, "results": results, "summary": folder / "summary"}

@@ -1,6 +1,9 @@
-"""Data-parallel training with torchrun and accelerate (2 CPU processes over gloo), and resuming after SIGKILL."""
+"""Data-parallel training and evaluation with torchrun and accelerate (2 CPU processes over gloo), and resuming
+after SIGKILL at every point of a run that writes and rotates checkpoints."""
 
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -27,44 +30,43 @@ def run(command: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=TESTS.parent)
 
 
+def launch(launcher: str, processes: int = 2) -> list[str]:
+    """The command line that starts ``processes`` CPU processes over gloo (then the script and its arguments)."""
+    port = str(free_port())
+    if launcher == "torchrun":
+        return [str(BIN / "torchrun"), "--nproc_per_node", str(processes), "--master_port", port]
+    # on a machine without GPUs, --multi_gpu starts the processes over gloo through torchrun
+    return [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", str(processes),
+            "--main_process_port", port]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    files = write_corpus(tmp_path_factory.mktemp("data"))
-    return {"train": files["train"], "validation": [], "test": []}
+    return write_corpus(tmp_path_factory.mktemp("data"))
+
+
+def without_evaluation(corpus) -> dict:
+    return {"train": corpus["train"]}
 
 
 def ddp_argv(corpus, output: Path, tokens_per_device: int) -> list[str]:
     # SGD: Adam's first steps divide by |gradient|, which magnifies rounding differences of near-zero gradients
     # between a 1- and a 2-process sum; SGD keeps the comparison about data parallelism itself.
-    argv = train_argv(corpus, output, "--max_steps", "5", "--save_strategy", "no", "--optim", "sgd", "--bf16",
-                      "false", "--max_tokens_per_batch", str(tokens_per_device))  # fmt: skip
-    return [a for a in argv if a not in ("--validation_files", "--test_files")]
+    return train_argv(without_evaluation(corpus), output, "--max_steps", "5", "--save_strategy", "no", "--optim",
+                      "sgd", "--bf16", "false", "--max_tokens_per_batch", str(tokens_per_device))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def single_process_weights(corpus, tmp_path_factory):
     output = tmp_path_factory.mktemp("single")
-    result = run([sys.executable, str(TESTS / "ddp_probe.py"), *ddp_argv(corpus, output, 512)])
+    result = run([sys.executable, str(TESTS / "ddp_probe.py"), "train", *ddp_argv(corpus, output, 512)])
     assert result.returncode == 0, result.stderr[-3000:]
     return load_file(output / "rank0-of-1.safetensors")
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
 def test_two_processes_equal_one_with_the_same_global_batch(launcher, corpus, single_process_weights, tmp_path):
-    port = str(free_port())
-    if launcher == "torchrun":
-        command = [str(BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", port]
-    else:  # on a CPU machine this starts 2 processes over gloo through torchrun
-        command = [
-            str(BIN / "accelerate"),
-            "launch",
-            "--multi_gpu",
-            "--num_processes",
-            "2",
-            "--main_process_port",
-            port,
-        ]
-    result = run([*command, str(TESTS / "ddp_probe.py"), *ddp_argv(corpus, tmp_path, 256)])
+    result = run([*launch(launcher), str(TESTS / "ddp_probe.py"), "train", *ddp_argv(corpus, tmp_path, 256)])
     assert result.returncode == 0, result.stderr[-3000:]
     ranks = [load_file(tmp_path / f"rank{r}-of-2.safetensors") for r in (0, 1)]
     assert ranks[0].keys() == single_process_weights.keys()
@@ -74,32 +76,125 @@ def test_two_processes_equal_one_with_the_same_global_batch(launcher, corpus, si
     assert not torch.equal(ranks[0]["model.shared.weight"], torch.zeros_like(ranks[0]["model.shared.weight"]))
 
 
-def test_sigkill_then_resume_gives_the_weights_of_an_uninterrupted_run(corpus, tmp_path):
-    argv = [a for a in train_argv(corpus, tmp_path / "x", "--max_steps", "12", "--save_steps", "3")
-            if a not in ("--validation_files", "--test_files")]  # fmt: skip
-    output_at = argv.index("--output_dir") + 1
-
-    uninterrupted = tmp_path / "uninterrupted"
-    argv[output_at] = str(uninterrupted)
-    result = run([sys.executable, "-m", "training.train", *argv])
+@pytest.fixture(scope="module")
+def trained_model(corpus, tmp_path_factory):
+    """A model trained for 6 steps in one process, with its tokenizer."""
+    output = tmp_path_factory.mktemp("model")
+    result = run([sys.executable, "-m", "training.train", *train_argv(without_evaluation(corpus), output,
+                  "--max_steps", "6", "--save_strategy", "no")])  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    return output
 
-    interrupted = tmp_path / "interrupted"
-    argv[output_at] = str(interrupted)
-    killed = run([sys.executable, str(TESTS / "kill_probe.py"), "8", *argv])
-    assert killed.returncode == -signal.SIGKILL
-    assert not (interrupted / "model.safetensors").exists()
-    # a checkpoint whose writing was cut off (no completion marker) must never be resumed from
-    partial = interrupted / "checkpoint-9"
-    partial.mkdir()
-    (partial / "model.safetensors").write_bytes(b"truncated")
 
-    resumed = run([sys.executable, "-m", "training.train", *argv, "--resume_from_checkpoint", "auto"])
+def evaluation(command: list[str], corpus, model: Path, output: Path) -> dict:
+    # 20 validation and 20 test pairs in batches of 3: the ranks' last batches are uneven and get padded
+    argv = train_argv(corpus, output, "--model_name_or_path", str(model), "--num_beams", "2",
+                      "--per_device_eval_batch_size", "3", "--translate_examples", "0")  # fmt: skip
+    result = run([*command, str(TESTS / "ddp_probe.py"), "evaluate", *argv])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(next(output.glob("evaluation-of-*.json")).read_text())
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
+def test_two_process_evaluation_scores_what_one_process_scores(launcher, corpus, trained_model, tmp_path):
+    """The final evaluation on 2 processes translates every pair once, in order: the same BLEU, chrF and length
+    ratio as one process, on the same model."""
+    one = evaluation([sys.executable], corpus, trained_model, tmp_path / "one")
+    two = evaluation(launch(launcher), corpus, trained_model, tmp_path / "two")
+    for split in ("validation", "test"):
+        for metric in ("bleu", "chrf", "length_ratio"):
+            key = f"{split}_{metric}"
+            assert two[split][key] == one[split][key], key
+    assert one["test"]["test_chrf"] > 0
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
+def test_two_process_training_with_evaluation_runs_to_the_end(launcher, corpus, tmp_path):
+    """What a user runs: data-parallel vanilla-train with evaluations during training and the final scoring."""
+    argv = train_argv(corpus, tmp_path, "--max_steps", "4", "--eval_strategy", "steps", "--eval_steps", "2",
+                      "--per_device_eval_batch_size", "3", "--save_steps", "2")  # fmt: skip
+    result = run([*launch(launcher), "-m", "training.train", *argv])
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads((tmp_path / "eval_results.json").read_text())
+    curve = (tmp_path / "learning_curve.csv").read_text().splitlines()
+    assert [line.split(",")[1] for line in curve[1:]] == ["2", "4"]
+    assert 0 <= results["validation"]["validation_bleu"] <= 100 and 0 < results["test"]["test_chrf"] <= 100
+
+
+def test_a_launch_that_runs_fewer_processes_than_asked_says_so(corpus, tmp_path):
+    argv = train_argv(without_evaluation(corpus), tmp_path, "--max_steps", "1", "--save_strategy", "no")
+    result = run([str(BIN / "accelerate"), "launch", "--num_processes", "2", "-m", "training.train", *argv])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "the launcher asked for 2 processes but 1 is running" in result.stderr
+
+
+# ---- faults ------------------------------------------------------------------------------------------------------
+def fault_argv(corpus, output: Path) -> list[str]:
+    """12 steps, a checkpoint every 3 and only the newest kept (save_total_limit=1): every checkpoint write
+    replaces the only complete one."""
+    return train_argv(without_evaluation(corpus), output, "--max_steps", "12", "--save_steps", "3",
+                      "--save_total_limit", "1")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("uninterrupted")
+    result = run([str(BIN / "vanilla-train"), *fault_argv(corpus, output)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in output.glob("checkpoint-*")) == ["checkpoint-12"]
+    return load_file(output / "model.safetensors")
+
+
+@pytest.mark.parametrize(
+    ("point", "step", "resumes_from"),
+    [
+        ("step", 8, "checkpoint-6"),  # mid-step, between checkpoints
+        ("write", 9, "checkpoint-6"),  # model written, optimizer not
+        ("marker", 9, "checkpoint-6"),  # every file written, not yet marked complete
+        ("rotation", 9, "checkpoint-9"),  # checkpoint-9 complete, checkpoint-6 half deleted
+    ],
+)
+def test_sigkill_then_resume_gives_the_weights_of_an_uninterrupted_run(
+    point, step, resumes_from, corpus, uninterrupted, tmp_path
+):
+    argv = fault_argv(corpus, tmp_path)
+    killed = run([sys.executable, str(TESTS / "kill_probe.py"), point, str(step), *argv])
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert not (tmp_path / "model.safetensors").exists()
+    resumed = run([str(BIN / "vanilla-train"), *argv, "--resume_from_checkpoint", "auto"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "ignoring" in resumed.stderr and "checkpoint-9: it was not completely written" in resumed.stderr
-    assert f"resuming from {interrupted / 'checkpoint-6'}" in resumed.stderr
-    expected = load_file(uninterrupted / "model.safetensors")
-    got = load_file(interrupted / "model.safetensors")
-    assert expected.keys() == got.keys()
-    for name in expected:
-        assert torch.equal(expected[name], got[name]), name
+    assert f"resuming from {tmp_path / resumes_from}" in resumed.stderr
+    got = load_file(tmp_path / "model.safetensors")
+    assert uninterrupted.keys() == got.keys()
+    for name in uninterrupted:
+        assert torch.equal(uninterrupted[name], got[name]), name
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-12"]  # leftovers rotated away
+
+
+@pytest.fixture
+def checkpointed_run(corpus, tmp_path):
+    """A run stopped after its checkpoint at step 3 (complete, with every file listed in its marker)."""
+    argv = train_argv(without_evaluation(corpus), tmp_path, "--max_steps", "6", "--save_steps", "3")
+    result = run([sys.executable, str(TESTS / "kill_probe.py"), "step", "5", *argv])
+    assert result.returncode == -signal.SIGKILL
+    return argv, tmp_path / "checkpoint-3"
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda c: (c / "optimizer.pt").unlink(), r"cannot resume from .*checkpoint-3: optimizer.pt is missing"),
+        (lambda c: os.truncate(c / "model.safetensors", 100),
+         r"cannot resume from .*checkpoint-3: model.safetensors has 100 bytes, \d+ when saved"),
+        (lambda c: (c / "scheduler.pt").write_bytes(b""), r"scheduler.pt has 0 bytes, \d+ when saved"),
+    ],  # fmt: skip
+    ids=["optimizer-missing", "model-truncated", "scheduler-emptied"],
+)
+def test_resume_refuses_a_damaged_checkpoint_by_name(damage, message, checkpointed_run):
+    argv, checkpoint = checkpointed_run
+    damage(checkpoint)
+    result = run([str(BIN / "vanilla-train"), *argv, "--resume_from_checkpoint", "auto"])
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("vanilla-train: error: ") and re.search(message, last), last

@@ -15,7 +15,7 @@ from training.batching import TokenBatchSampler, make_batches, make_exact_batche
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
 from training.metrics import score_translations
 from training.tokenizer import train_tokenizer
-from training.trainer import NoamSchedule, TimeBudget, complete_checkpoints, resolve_checkpoint
+from training.trainer import NoamSchedule, TimeBudget, complete_checkpoints, mark_complete, resolve_checkpoint
 
 
 def test_tokenizer_is_shared_and_round_trips(tokenizer, tmp_path):
@@ -59,7 +59,7 @@ def test_bad_lines_are_dropped_as_pairs_and_counted(tmp_path, caplog):
     assert columns == {"source": ["one", "five"], "target": ["eins", "fünf"]}  # never misaligned
     assert report.kept == 2 and report.dropped == {"empty": 2, "invalid UTF-8": 1}
     with caplog.at_level(logging.INFO, logger="training.data"):
-        report.log("train")
+        report.log("train", "s.en and t.de")
     assert "kept 2 pairs; dropped: 2 empty, 1 invalid UTF-8" in caplog.text
 
 
@@ -117,13 +117,13 @@ def lengths(n: int, seed: int = 0) -> tuple[list[int], list[int]]:
 
 
 def test_evaluation_during_training_samples_every_length():
-    from training.train import by_length, spread_sample
+    from training.train import shortest_first, spread_sample
 
-    validation = by_length(
+    validation = shortest_first(
         datasets.Dataset.from_dict({"input_ids": [[1] * n for n in (3, 9, 1, 7, 5, 2, 8, 4, 6, 10)]})
     )
     picked = [len(ids) for ids in spread_sample(validation, 4)["input_ids"]]
-    assert picked == [10, 7, 4, 1]  # longest, two in between, shortest
+    assert picked == [1, 4, 7, 10]  # shortest, two in between, longest
     assert len(spread_sample(validation, 50)) == 10
 
 
@@ -208,8 +208,9 @@ def test_noam_schedule_is_the_papers_formula():
 def test_resume_ignores_checkpoints_that_were_not_completely_written(tmp_path):
     for step, complete in ((2, True), (4, True), (6, False)):
         (tmp_path / f"checkpoint-{step}").mkdir()
+        (tmp_path / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"weights")
         if complete:
-            (tmp_path / f"checkpoint-{step}" / ".checkpoint-complete").write_text(f"{step}\n")
+            mark_complete(tmp_path / f"checkpoint-{step}", step)
     assert [p.name for p in complete_checkpoints(tmp_path)] == ["checkpoint-2", "checkpoint-4"]
     assert resolve_checkpoint("auto", str(tmp_path)).endswith("checkpoint-4")
     assert resolve_checkpoint(None, str(tmp_path)) is None

@@ -30,11 +30,12 @@ def write_corpus(folder: Path, pairs: int = 120) -> dict[str, list[str]]:
 
 
 def train_argv(corpus: dict[str, list[str]], output_dir: Path, *extra: str) -> list[str]:
+    """vanilla-train's arguments for ``corpus`` (the splits it has) and a tiny model."""
+    files = [arg for split in ("train", "validation", "test") if corpus.get(split)
+             for arg in (f"--{split}_files", *corpus[split])]  # fmt: skip
     return [
         "--dataset", "files",
-        "--train_files", *corpus["train"],
-        "--validation_files", *corpus["validation"],
-        "--test_files", *corpus["test"],
+        *files,
         "--output_dir", str(output_dir),
         "--report_to", "none",
         "--warmup_steps", "4",

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM
 
-from .translate import output_length
+from .cli import console_script, load_tokenizer, positive_int
 
 
 @dataclass
@@ -31,9 +31,7 @@ def attention_maps(model, tokenizer, sentence: str, num_beams: int = 4) -> Atten
     batch = tokenizer([sentence], return_tensors="pt").to(model.device)
     model.eval()
     with torch.no_grad():
-        generated = model.generate(
-            **batch, num_beams=num_beams, **output_length(batch["input_ids"])
-        )  # (1, 1 + T): decoder start, tokens, </s>
+        generated = model.generate(**batch, num_beams=num_beams)  # (1, 1 + T): decoder start, tokens, </s>
         previous = model.config._attn_implementation
         model.set_attn_implementation("eager")  # the only implementation that returns weights
         try:
@@ -88,27 +86,29 @@ def plot_attention(maps: AttentionMaps, path: str | Path, layer: int | None = No
     return path
 
 
-def main(argv: list[str] | None = None) -> None:
+def run(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sentence", help="source sentence to translate and show")
     parser.add_argument("--model", required=True, help="model directory (or Hub id) with its tokenizer")
     parser.add_argument("--output", default="attention.png", help="PNG file to write")
     parser.add_argument("--layer", type=int, default=None, help="one layer (0-based); default: mean over layers")
     parser.add_argument("--head", type=int, default=None, help="one head (0-based); default: mean over heads")
-    parser.add_argument("--num_beams", type=int, default=4)
+    parser.add_argument("--num_beams", type=positive_int, default=4)
     args = parser.parse_args(argv)
     model = AutoModelForSeq2SeqLM.from_pretrained(args.model)
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    tokenizer = load_tokenizer(args.model)
     for name, value, limit in (
         ("--layer", args.layer, min(model.config.encoder_layers, model.config.decoder_layers)),
         ("--head", args.head, model.config.num_attention_heads),
     ):
         if value is not None and not 0 <= value < limit:
-            raise SystemExit(f"{name} {value} is out of range: the model has {limit}")
+            raise ValueError(f"{name} {value} is out of range: the model has {limit}")
     maps = attention_maps(model, tokenizer, args.sentence, args.num_beams)
     out = plot_attention(maps, args.output, args.layer, args.head)
     print(f"{args.sentence} -> {maps.translation}\nwrote {out}")
 
+
+main = console_script(run)
 
 if __name__ == "__main__":
     main()

@@ -10,6 +10,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
 
+from .cli import console_script, positive_int
 from .trainer import complete_checkpoints
 
 logger = logging.getLogger(__name__)
@@ -17,6 +18,10 @@ logger = logging.getLogger(__name__)
 
 def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
     """The ``n`` newest completely written checkpoints of a run, oldest first."""
+    if n < 1:
+        raise ValueError(f"the number of checkpoints to average must be at least 1, got {n}")
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(f"no such run directory: {run_dir}")
     found = complete_checkpoints(run_dir)
     if len(found) < n:
         raise ValueError(f"{run_dir} has {len(found)} complete checkpoints, fewer than the {n} to average")
@@ -24,11 +29,16 @@ def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
 
 
 def average_state_dict(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
-    """Parameter-wise mean of the checkpoints' saved weights (accumulated in float64), in their dtype."""
+    """Parameter-wise mean of the checkpoints' saved weights (accumulated in float64), in their dtype. Every
+    checkpoint must hold the same tensors with the same shapes (a tensor missing from one would come out scaled)."""
     total: dict[str, torch.Tensor] = {}
     dtypes: dict[str, torch.dtype] = {}
     for path in checkpoints:
-        for name, tensor in load_file(path / "model.safetensors").items():
+        weights = load_file(path / "model.safetensors")
+        if total and weights.keys() != total.keys():
+            differ = sorted(weights.keys() ^ total.keys())
+            raise ValueError(f"{path} and {checkpoints[0]} do not hold the same weights: {', '.join(differ[:5])}")
+        for name, tensor in weights.items():
             if name in total and total[name].shape != tensor.shape:
                 raise ValueError(f"{path}: {name} has shape {tuple(tensor.shape)}, others {tuple(total[name].shape)}")
             total[name] = total.get(name, 0) + tensor.double()
@@ -57,7 +67,10 @@ def average_newest_into(model: torch.nn.Module, run_dir: str | Path, n: int) -> 
 
 
 def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path:
-    """The averaged weights saved with the newest checkpoint's config, code and tokenizer."""
+    """The averaged weights saved with the newest checkpoint's config, code and tokenizer. ``output_dir`` must not
+    hold a model already (it would be overwritten: a checkpoint, or a model averaged before)."""
+    if (Path(output_dir) / "model.safetensors").exists():
+        raise ValueError(f"{output_dir} already holds a model (model.safetensors); choose another output directory")
     newest = checkpoints[-1]
     model = AutoModelForSeq2SeqLM.from_pretrained(newest)
     load_average(model, checkpoints)
@@ -69,16 +82,20 @@ def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path
     return output_dir
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def run(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="vanilla-average-checkpoints", description=__doc__)
     parser.add_argument("run_dir", help="a vanilla-train output directory holding checkpoint-N folders")
     parser.add_argument("output_dir", help="where to write the averaged model")
-    parser.add_argument("-n", "--last", type=int, default=5, help="how many of the newest checkpoints (default 5)")
+    parser.add_argument(
+        "-n", "--last", type=positive_int, default=5, help="how many of the newest checkpoints (default 5)"
+    )
     args = parser.parse_args(argv)
     checkpoints = last_checkpoints(args.run_dir, args.last)
     out = average_checkpoints(checkpoints, args.output_dir)
     print(f"averaged {', '.join(p.name for p in checkpoints)} into {out}")
 
+
+main = console_script(run)
 
 if __name__ == "__main__":
     main()

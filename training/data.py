@@ -64,9 +64,12 @@ class ReadReport:
     kept: int = 0
     dropped: Counter = field(default_factory=Counter)
 
-    def log(self, split: str) -> None:
+    def log(self, split: str, source: object) -> None:
+        """Log the counts; raise ValueError if nothing usable is left of ``source`` (its files, or a dataset)."""
         reasons = ", ".join(f"{n} {why}" for why, n in sorted(self.dropped.items())) or "none"
         logger.info("%s: kept %d pairs; dropped: %s", split, self.kept, reasons)
+        if not self.kept:
+            raise ValueError(f"{split}: no usable sentence pair in {source} (dropped: {reasons})")
 
 
 def _decode(raw: bytes) -> str | None:
@@ -167,7 +170,7 @@ def _hub_dataset(args: DataArguments) -> datasets.DatasetDict:
         pairs = ((row[args.source_lang], row[args.target_lang]) for row in data["translation"])
         report = ReadReport()
         splits[split] = datasets.Dataset.from_dict(_keep(pairs, report))
-        report.log(split)
+        report.log(split, f"{args.dataset} ({args.dataset_config})")
     return datasets.DatasetDict(splits)
 
 
@@ -188,7 +191,7 @@ def load_parallel_data(args: DataArguments) -> datasets.DatasetDict:
     for split, paths in files.items():
         if paths:
             columns, report = read_parallel_files(paths, args.source_lang, args.target_lang)
-            report.log(split)
+            report.log(split, " and ".join(paths))
             splits[split] = datasets.Dataset.from_dict(columns)
     return datasets.DatasetDict(splits)
 

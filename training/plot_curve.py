@@ -4,6 +4,8 @@ import argparse
 import csv
 from pathlib import Path
 
+from .cli import console_script
+
 
 def plot_curve(csv_path: str | Path, output: str | Path | None = None) -> Path:
     """Draw the learning curve written by vanilla-train (learning_curve.csv) as a PNG; needs matplotlib."""
@@ -34,13 +36,15 @@ def plot_curve(csv_path: str | Path, output: str | Path | None = None) -> Path:
     return output
 
 
-def main(argv: list[str] | None = None) -> None:
+def run(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("csv", help="learning_curve.csv of a vanilla-train run (or of its --summary_dir)")
     parser.add_argument("-o", "--output", help="PNG to write (default: next to the CSV)")
     args = parser.parse_args(argv)
     print(f"wrote {plot_curve(args.csv, args.output)}")
 
+
+main = console_script(run)
 
 if __name__ == "__main__":
     main()

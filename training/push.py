@@ -12,6 +12,8 @@ from huggingface_hub import CommitInfo, HfApi
 
 from hub_card import write_model_card
 
+from .cli import console_script
+
 REQUIRED = ("config.json", "model.safetensors")
 IGNORE = ["checkpoint-*", "checkpoint-*/**", "*.pt", "*.pth", "*.bin", "runs/**", ".*"]
 
@@ -40,7 +42,7 @@ def push_model_dir(
     )  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> None:
+def run(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", help="a model directory written by vanilla-train (or save_pretrained)")
     parser.add_argument("repo_id", help="NAME or NAMESPACE/NAME on the Hub")
@@ -52,6 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     commit = push_model_dir(args.model_dir, args.repo_id, args.private, args.revision, args.token, args.commit_message)
     print(f"pushed {args.model_dir} -> {commit.commit_url} (commit {commit.oid})")
 
+
+main = console_script(run)
 
 if __name__ == "__main__":
     main()

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 import yaml
 from transformers import (
-    AutoTokenizer,
     DataCollatorForSeq2Seq,
     HfArgumentParser,
     PreTrainedTokenizerBase,
@@ -36,6 +35,7 @@ from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2
 from .allocator import keep_freed_memory
 from .average import average_newest_into
 from .bpe_dropout import BPEDropoutPairs
+from .cli import console_script, load_tokenizer
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, tokenize_splits
 from .metrics import score_translations
@@ -174,9 +174,11 @@ class BleuMetric:
         return score_translations(hypotheses, self.references).as_dict()
 
 
-def by_length(dataset):
-    """Evaluation sets sorted by source length, so generation batches carry little padding."""
-    order = np.argsort([-len(ids) for ids in dataset["input_ids"]], kind="stable")
+def shortest_first(dataset):
+    """An evaluation set sorted by source length, shortest first, so generation batches carry little padding.
+    Shortest first because data-parallel evaluation fills the ranks' uneven last batches with pairs from the start:
+    short ones never lengthen that batch's padding, so every pair is translated as one process would."""
+    order = np.argsort([len(ids) for ids in dataset["input_ids"]], kind="stable")
     return dataset.select(order.tolist())
 
 
@@ -198,9 +200,9 @@ def build_trainer(
     raw = load_parallel_data(data_args)
     with training_args.main_process_first(desc="tokenizer"):
         if model_args.model_name_or_path:
-            tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path)
+            tokenizer = load_tokenizer(model_args.model_name_or_path)
         elif (output_dir / "tokenizer.json").is_file():  # made by the first process, or by the run being resumed
-            tokenizer = AutoTokenizer.from_pretrained(output_dir)
+            tokenizer = load_tokenizer(str(output_dir))
         else:
             train = raw["train"]
             tokenizer = train_tokenizer(list(train["source"]) + list(train["target"]), data_args.vocab_size)
@@ -208,7 +210,7 @@ def build_trainer(
                 tokenizer.save_pretrained(output_dir)
     with training_args.main_process_first(desc="tokenize"):
         data = tokenize_splits(raw, tokenizer, data_args)
-    validation = by_length(data["validation"]) if "validation" in data else None
+    validation = shortest_first(data["validation"]) if "validation" in data else None
     if validation is not None and data_args.max_eval_samples:
         validation = spread_sample(validation, data_args.max_eval_samples)
 
@@ -244,17 +246,36 @@ def build_trainer(
     return trainer, data
 
 
-def main(argv: list[str] | None = None) -> dict:
+def launcher_processes() -> int | None:
+    """The process count asked of an ``accelerate launch`` that started this process (its command line, on Linux),
+    or None. Without --multi_gpu on a machine without GPUs, accelerate starts a single process and says nothing."""
+    try:
+        command = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return None
+    if "launch" not in command:
+        return None
+    for flag in ("--num_processes", "--num-processes"):
+        if flag in command[:-1] and command[command.index(flag) + 1].isdigit():
+            return int(command[command.index(flag) + 1])
+    return None
+
+
+def run(argv: list[str] | None = None) -> dict:
+    """vanilla-train: train, average, evaluate, save; returns the results (what eval_results.json holds)."""
     run_start = time.monotonic()
     model_args, data_args, training_args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    asked = launcher_processes()
+    if asked and asked > training_args.world_size:
+        logger.warning(
+            "the launcher asked for %d processes but %d is running: on a machine without GPUs, `accelerate launch` "
+            "needs --multi_gpu (CPU processes over gloo), or use torchrun --nproc_per_node %d",
+            asked, training_args.world_size, asked,
+        )  # fmt: skip
     keep_freed_memory()
-    # Each evaluation batch sets max_new_tokens (§6.1: input length + 50) beside the saved max_length, on purpose.
-    logging.getLogger("transformers.generation.utils").addFilter(
-        lambda r: "seem to have been set" not in r.getMessage()
-    )
     trainer, data = build_trainer(model_args, data_args, training_args)
-    tokenizer, output_dir = trainer.processing_class, Path(training_args.output_dir)
+    output_dir = Path(training_args.output_dir)
     resume = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
     if resume:
         logger.info("resuming from %s", resume)
@@ -270,28 +291,7 @@ def main(argv: list[str] | None = None) -> dict:
     trainer.save_model()
     trainer.log_metrics("train", train_result.metrics)
     trainer.save_metrics("train", train_result.metrics)
-
-    final_generation = final_generation_kwargs(model_args)
-    for split in ("validation", "test"):
-        if split not in data:
-            continue
-        dataset = by_length(data[split])
-        trainer.compute_metrics = BleuMetric(tokenizer, list(dataset["target"]))
-        if split == "validation" and model_args.length_penalty_candidates and model_args.num_beams > 1:
-            model_args.length_penalty, prediction, results["length_penalty_search"] = choose_length_penalty(
-                trainer, dataset, final_generation, model_args.length_penalty_candidates
-            )
-            final_generation = final_generation_kwargs(model_args)
-            trainer.model.generation_config.update(**final_generation)
-            if trainer.is_world_process_zero():
-                trainer.model.generation_config.save_pretrained(output_dir)
-        else:
-            prediction = trainer.predict(dataset, metric_key_prefix=split, **final_generation)
-        trainer.log_metrics(split, prediction.metrics)
-        trainer.save_metrics(split, prediction.metrics)
-        results[split] = prediction.metrics
-        if split == "test" and trainer.is_world_process_zero():
-            report_test(prediction.metrics, dataset, prediction.predictions, tokenizer, model_args.translate_examples)
+    results.update(final_evaluation(trainer, data, model_args))
     if trainer.is_world_process_zero():
         (output_dir / "eval_results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_recipe(output_dir, model_args, data_args, training_args, trainer.model)
@@ -303,6 +303,34 @@ def main(argv: list[str] | None = None) -> dict:
             )  # fmt: skip
     if training_args.push_to_hub:
         trainer.push_to_hub(commit_message="vanilla-train: final model, tokenizer, results and card")
+    return results
+
+
+def final_evaluation(trainer: PaperSeq2SeqTrainer, data: datasets.DatasetDict, model_args: ModelArguments) -> dict:
+    """§6.1 on the whole validation and test sets: beam search (alpha chosen on validation if candidates are given,
+    then saved with the model), scored with sacreBLEU. Returns each split's metrics (and the alpha search)."""
+    results, tokenizer = {}, trainer.processing_class
+    final_generation = final_generation_kwargs(model_args)
+    for split in ("validation", "test"):
+        if split not in data:
+            continue
+        dataset = shortest_first(data[split])
+        trainer.compute_metrics = BleuMetric(tokenizer, list(dataset["target"]))
+        if split == "validation" and model_args.length_penalty_candidates and model_args.num_beams > 1:
+            model_args.length_penalty, prediction, results["length_penalty_search"] = choose_length_penalty(
+                trainer, dataset, final_generation, model_args.length_penalty_candidates
+            )
+            final_generation = final_generation_kwargs(model_args)
+            trainer.model.generation_config.update(**final_generation)
+            if trainer.is_world_process_zero():
+                trainer.model.generation_config.save_pretrained(trainer.args.output_dir)
+        else:
+            prediction = trainer.predict(dataset, metric_key_prefix=split, **final_generation)
+        trainer.log_metrics(split, prediction.metrics)
+        trainer.save_metrics(split, prediction.metrics)
+        results[split] = prediction.metrics
+        if split == "test" and trainer.is_world_process_zero():
+            report_test(prediction.metrics, dataset, prediction.predictions, tokenizer, model_args.translate_examples)
     return results
 
 
@@ -361,6 +389,8 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model) 
     recipe = {
         "source_lang": data_args.source_lang,
         "target_lang": data_args.target_lang,
+        "max_source_length": data_args.max_source_length,  # vanilla-translate warns about longer inputs
+        "max_target_length": data_args.max_target_length,
         "dataset": data_args.dataset,
         "num_beams": model_args.num_beams,
         "length_penalty": model_args.length_penalty,
@@ -394,6 +424,8 @@ def report_test(metrics: dict, dataset, predictions, tokenizer, examples: int) -
         print(f"  reference:   {dataset[i]['target']}")
         print(f"  translation: {tokenizer.decode(predictions[i], skip_special_tokens=True).strip()}\n")
 
+
+main = console_script(run)
 
 if __name__ == "__main__":
     main()

@@ -1,71 +1,186 @@
-"""`vanilla-translate --model DIR [FILE]`: translate a file (or stdin) with beam search; score with --references."""
+"""`vanilla-translate --model DIR [FILE]`: translate a file (plain or .gz) or stdin, one sentence a line.
+
+The input is read and translated in chunks, so memory stays flat however long the file is; the output has exactly
+one line per input line, in order (an empty line stays empty). ``--references`` also prints sacreBLEU and chrF.
+"""
 
 import argparse
+import gzip
+import itertools
+import json
+import logging
+import os
 import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM
 
+from .cli import console_script, load_tokenizer, positive_int
 from .metrics import score_translations
 
+logger = logging.getLogger(__name__)
+CHUNK_BATCHES = 32  # batches read ahead and sorted by length together: padding stays low, memory bounded
 
-def output_length(input_ids: torch.Tensor) -> dict:
-    """§6.1: "maximum output length during inference to input length + 50", as generate() kwargs. max_length=None:
-    the saved max_length (256) would otherwise compete with max_new_tokens, and generate() warns on every call."""
-    return {"max_new_tokens": input_ids.shape[1] + 50, "max_length": None}
+
+@dataclass
+class LengthReport:
+    """Lines whose input or output lengths make their translation suspect, by 1-based line number."""
+
+    longer_than_trained: list[int] = field(default_factory=list)  # source tokens beyond the training limit
+    cut_at_limit: list[int] = field(default_factory=list)  # output reached the length limit without </s>
+
+    def log(self) -> None:
+        for lines, what in (
+            (self.longer_than_trained, "longer than the sentences the model was trained on; translations of such "
+                                       "lines often stop early"),
+            (self.cut_at_limit, "cut at the output length limit (input length + 50 tokens) before it ended"),
+        ):  # fmt: skip
+            if lines:
+                shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+                logger.warning("%d line(s) %s: line %s", len(lines), what, shown)
+
+
+def read_lines(path: str) -> Iterator[str]:
+    """Lines of a UTF-8 text file (gzip-compressed if it ends in .gz) or of stdin ("-"), without their newline."""
+    if path == "-":
+        yield from (line.rstrip("\r\n") for line in sys.stdin)
+        return
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"input file not found: {path}")
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        try:
+            yield from (line.rstrip("\r\n") for line in f)
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path} is not UTF-8 text ({error})") from error
+
+
+@dataclass
+class BatchTranslation:
+    texts: list[str]
+    unfinished: list[bool]  # stopped at the length limit without </s>
+    source_lengths: list[int]  # tokens, </s> included
+
+
+def translate_batch(model, tokenizer, sentences: list[str], **generate_kwargs) -> BatchTranslation:
+    """Translate non-empty ``sentences`` in one generate() call."""
+    batch = tokenizer(sentences, return_tensors="pt", padding=True).to(model.device)
+    with torch.no_grad():
+        generated = model.generate(**batch, **generate_kwargs)
+    eos = torch.tensor(model.generation_config.eos_token_id, device=generated.device).reshape(-1)
+    return BatchTranslation(
+        texts=[text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)],
+        unfinished=(~torch.isin(generated[:, 1:], eos).any(dim=1)).tolist(),
+        source_lengths=batch["attention_mask"].sum(dim=1).tolist(),
+    )
+
+
+def translate_stream(
+    model,
+    tokenizer,
+    lines: Iterable[str],
+    batch_size: int = 64,
+    report: LengthReport | None = None,
+    max_source_tokens: int | None = None,
+    **generate_kwargs,
+) -> Iterator[str]:
+    """Yield the translation of each line, in order, reading ``CHUNK_BATCHES * batch_size`` lines at a time.
+
+    Within a chunk, lines are sorted by length so each batch has little padding. Empty (or blank) lines give empty
+    translations without reaching the model. ``report`` collects suspect lengths (``max_source_tokens``: the
+    longest source the model was trained on)."""
+    report = report if report is not None else LengthReport()
+    model.eval()
+    lines = iter(lines)
+    first = 1
+    while chunk := list(itertools.islice(lines, CHUNK_BATCHES * batch_size)):
+        outputs = [""] * len(chunk)
+        filled = [i for i, line in enumerate(chunk) if line.strip()]
+        filled.sort(key=lambda i: len(chunk[i]), reverse=True)
+        long, cut = [], []
+        for start in range(0, len(filled), batch_size):
+            indices = filled[start : start + batch_size]
+            done = translate_batch(model, tokenizer, [chunk[i] for i in indices], **generate_kwargs)
+            for i, text, unfinished, length in zip(
+                indices, done.texts, done.unfinished, done.source_lengths, strict=True
+            ):
+                outputs[i] = text
+                cut += [first + i] if unfinished else []
+                long += [first + i] if max_source_tokens and length > max_source_tokens else []
+        report.cut_at_limit += sorted(cut)
+        report.longer_than_trained += sorted(long)
+        first += len(chunk)
+        yield from outputs
 
 
 def translate(
     model, tokenizer, sentences: list[str], batch_size: int = 64, progress: bool = True, **generate_kwargs
 ) -> list[str]:
-    """Translate in batches of similar length (sorted, then restored to input order); §6.1 output length
-    = input length + 50 unless ``max_new_tokens`` is given."""
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]), reverse=True)
-    outputs: list[str] = [""] * len(sentences)
-    model.eval()
-    for start in tqdm(range(0, len(order), batch_size), disable=not progress, desc="translate", unit="batch"):
-        indices = order[start : start + batch_size]
-        batch = tokenizer([sentences[i] for i in indices], return_tensors="pt", padding=True).to(model.device)
-        with torch.no_grad():
-            generated = model.generate(**batch, **{**output_length(batch["input_ids"]), **generate_kwargs})
-        for i, text in zip(indices, tokenizer.batch_decode(generated, skip_special_tokens=True), strict=True):
-            outputs[i] = text.strip()
-    return outputs
+    """Translations of ``sentences``, in order (§6.1: beam search up to input length + 50 unless overridden)."""
+    stream = translate_stream(model, tokenizer, sentences, batch_size, **generate_kwargs)
+    return list(tqdm(stream, total=len(sentences), disable=not progress, desc="translate", unit="line"))
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def trained_source_limit(model_dir: str) -> int | None:
+    """The source length limit the model was trained with (vanilla-train records it), if known."""
+    recipe = Path(model_dir) / "training_recipe.json"
+    return json.loads(recipe.read_text()).get("max_source_length") if recipe.is_file() else None
+
+
+def recorded(lines: Iterable[str], record: list[str] | None) -> Iterator[str]:
+    """Pass ``lines`` through, appending each to ``record`` if one is given."""
+    for line in lines:
+        if record is not None:
+            record.append(line)
+        yield line
+
+
+def write_lines(lines: Iterable[str], output: str) -> None:
+    """To stdout, or to ``output`` through ``output.partial``, renamed only once every line is written (a run cut
+    short leaves a file that says so)."""
+    if output == "-":
+        for line in lines:
+            sys.stdout.write(line + "\n")
+        return
+    partial = Path(f"{output}.partial")
+    with open(partial, "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(line + "\n")
+    os.replace(partial, output)
+
+
+def run(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="vanilla-translate", description=__doc__)
     parser.add_argument("--model", required=True, help="model directory (or Hub id) with its tokenizer")
-    parser.add_argument("input", nargs="?", default="-", help="text file, one sentence a line (default: stdin)")
+    parser.add_argument("input", nargs="?", default="-", help="text file (or .gz), one sentence a line; default stdin")
     parser.add_argument("--output", default="-", help="where to write translations (default: stdout)")
-    parser.add_argument("--references", help="reference file: also print sacreBLEU and chrF")
-    parser.add_argument("--num_beams", type=int, default=None, help="default: the model's generation_config (4)")
+    parser.add_argument("--references", help="reference file (or .gz): also print sacreBLEU and chrF")
+    parser.add_argument("--num_beams", type=positive_int, default=None, help="default: the model's (4)")
     parser.add_argument("--length_penalty", type=float, default=None)
-    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--batch_size", type=positive_int, default=64)
     parser.add_argument("--trust_remote_code", action="store_true")
     args = parser.parse_args(argv)
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    references = list(read_lines(args.references)) if args.references else None
+    tokenizer = load_tokenizer(args.model, args.trust_remote_code)
     model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-    source = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
-    with source:
-        sentences = [line.rstrip("\n") for line in source]
     overrides = {
         key: value
         for key, value in (("num_beams", args.num_beams), ("length_penalty", args.length_penalty))
         if value is not None  # a length penalty of 0 is a choice, not "unset"
     }
-    translations = translate(model, tokenizer, sentences, args.batch_size, **overrides)
-    text = "".join(t + "\n" for t in translations)
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        Path(args.output).write_text(text, encoding="utf-8")
-    if args.references:
-        with open(args.references, encoding="utf-8") as f:
-            references = [line.rstrip("\n") for line in f]
+    report = LengthReport()
+    limit = trained_source_limit(args.model)
+    stream = translate_stream(model, tokenizer, read_lines(args.input), args.batch_size, report, limit, **overrides)
+    translations: list[str] | None = [] if references is not None else None
+    write_lines(tqdm(recorded(stream, translations), desc="translate", unit="line", file=sys.stderr), args.output)
+    report.log()
+    if references is not None:
         scores = score_translations(translations, references)
         print(
             f"BLEU = {scores.bleu:.2f}  chrF = {scores.chrf:.2f}  length ratio = {scores.length_ratio:.3f}  "
@@ -73,6 +188,8 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
 
+
+main = console_script(run)
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,62 @@
+"""What every console script shares: one clear line and a non-zero status on a user's error, status 0 on success,
+and argument types that refuse bad values by name."""
+
+import argparse
+import functools
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+# What a user's mistake raises here (a bad flag value, a missing or damaged file): one line, no traceback. Any
+# other exception is a bug and keeps its traceback. VANILLA_TRACEBACK=1 shows the traceback for these too.
+USER_ERRORS = (ValueError, OSError)
+
+
+def console_script(run: Callable[[list[str] | None], object]) -> Callable[[], None]:
+    """The console-script entry point for ``run(argv)``: exits 0 when it returns (whatever it returns), 1 with
+    ``<program>: error: <message>`` on a user's error, 130 on Ctrl-C."""
+
+    @functools.wraps(run)
+    def main() -> None:
+        program = Path(sys.argv[0]).name
+        try:
+            run(None)
+        except KeyboardInterrupt:
+            print(f"{program}: interrupted", file=sys.stderr)
+            sys.exit(130)
+        except USER_ERRORS as error:
+            if os.environ.get("VANILLA_TRACEBACK") == "1":
+                raise
+            print(f"{program}: error: {error}", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(0)
+
+    return main
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def load_tokenizer(model: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
+    """The tokenizer saved with a model; a local model directory without one is named as such."""
+    folder = Path(model)
+    if folder.is_dir() and not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        raise FileNotFoundError(
+            f"{folder} has no tokenizer (tokenizer.json): save the tokenizer next to the model "
+            "(vanilla-train does; with your own code, tokenizer.save_pretrained(DIR))"
+        )
+    return AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
