@@ -122,6 +122,16 @@ def check_safetensors_file(path: Path) -> None:
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
+def local_model_dir(name: str | os.PathLike) -> Path | None:
+    """The directory ``name`` is; None if it is no directory but can be a Hub id; else FileNotFoundError (rather
+    than the Hub's error about a malformed repo id, or an offline error, for a local path that does not exist)."""
+    if Path(name).is_dir():
+        return Path(name)
+    if HUB_ID.match(str(name)):
+        return None
+    raise FileNotFoundError(f"no such model directory: {name}")
+
+
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
     """Teacher forcing: the decoder reads ``<start> y_1 ... y_{n-1}`` to predict ``y_1 ... y_n``."""
     shifted = labels.new_full(labels.shape, decoder_start_token_id)
@@ -557,15 +567,14 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         not exist (instead of a Hub error), no config.json, a weights file cut short, weights that are NaN or
         infinite (a damaged file: it would load and translate into garbage)."""
         name = str(pretrained_model_name_or_path)
-        folder = Path(name, kwargs.get("subfolder") or "")
-        if folder.is_dir():
+        folder = local_model_dir(name)
+        if folder is not None:
+            folder = folder / (kwargs.get("subfolder") or "")
             if not (folder / "config.json").is_file() and kwargs.get("config") is None:
                 raise FileNotFoundError(f"{folder} has no config.json: it is not a saved model directory")
             for weights in sorted(folder.glob("*.safetensors")):
                 check_safetensors_file(weights)
             loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
-        elif not HUB_ID.match(name):
-            raise FileNotFoundError(f"no such model directory: {name}")
         else:
             try:
                 loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)

@@ -1,8 +1,8 @@
 """Run by the distributed tests under torchrun / accelerate launch (or as one plain process).
 
-    ddp_probe.py train ARGS...      train, then save this rank's weights (rank{R}-of-{N}.safetensors)
-    ddp_probe.py evaluate ARGS...   vanilla-train's final evaluation of --model_name_or_path on the validation and
-                                    test files (evaluation-of-{N}.json, written by rank 0)
+ddp_probe.py train ARGS...      train, then save this rank's weights (rank{R}-of-{N}.safetensors)
+ddp_probe.py evaluate ARGS...   vanilla-train's final evaluation of --model_name_or_path on the validation and
+                                test files (evaluation-of-{N}.json, written by rank 0)
 """
 
 import json

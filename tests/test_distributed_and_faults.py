@@ -95,12 +95,18 @@ def evaluation(command: list[str], corpus, model: Path, output: Path) -> dict:
     return json.loads(next(output.glob("evaluation-of-*.json")).read_text())
 
 
+@pytest.fixture(scope="module")
+def one_process_scores(corpus, trained_model, tmp_path_factory) -> dict:
+    return evaluation([sys.executable], corpus, trained_model, tmp_path_factory.mktemp("one"))
+
+
 @pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
-def test_two_process_evaluation_scores_what_one_process_scores(launcher, corpus, trained_model, tmp_path):
+def test_two_process_evaluation_scores_what_one_process_scores(launcher, corpus, trained_model, one_process_scores,
+                                                               tmp_path):  # fmt: skip
     """The final evaluation on 2 processes translates every pair once, in order: the same BLEU, chrF and length
     ratio as one process, on the same model."""
-    one = evaluation([sys.executable], corpus, trained_model, tmp_path / "one")
-    two = evaluation(launch(launcher), corpus, trained_model, tmp_path / "two")
+    one = one_process_scores
+    two = evaluation(launch(launcher), corpus, trained_model, tmp_path)
     for split in ("validation", "test"):
         for metric in ("bleu", "chrf", "length_ratio"):
             key = f"{split}_{metric}"
@@ -184,8 +190,10 @@ def checkpointed_run(corpus, tmp_path):
     ("damage", "message"),
     [
         (lambda c: (c / "optimizer.pt").unlink(), r"cannot resume from .*checkpoint-3: optimizer.pt is missing"),
-        (lambda c: os.truncate(c / "model.safetensors", 100),
-         r"cannot resume from .*checkpoint-3: model.safetensors has 100 bytes, \d+ when saved"),
+        (
+            lambda c: os.truncate(c / "model.safetensors", 100),
+            r"cannot resume from .*checkpoint-3: model.safetensors has 100 bytes, \d+ when saved",
+        ),
         (lambda c: (c / "scheduler.pt").write_bytes(b""), r"scheduler.pt has 0 bytes, \d+ when saved"),
     ],  # fmt: skip
     ids=["optimizer-missing", "model-truncated", "scheduler-emptied"],

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from modeling_vanilla.modeling_vanilla import local_model_dir
+
 logger = logging.getLogger(__name__)
 
 # What a user's mistake raises here (a bad flag value, a missing or damaged file): one line, no traceback. Any
@@ -33,7 +35,7 @@ def console_script(run: Callable[[list[str] | None], object]) -> Callable[[], No
         except USER_ERRORS as error:
             if os.environ.get("VANILLA_TRACEBACK") == "1":
                 raise
-            print(f"{program}: error: {error}", file=sys.stderr)
+            print(f"{program}: error: {' '.join(str(error).split())}", file=sys.stderr)  # one line
             sys.exit(1)
         sys.exit(0)
 
@@ -52,9 +54,16 @@ def positive_int(text: str) -> int:
 
 
 def load_tokenizer(model: str, trust_remote_code: bool = False) -> PreTrainedTokenizerBase:
-    """The tokenizer saved with a model; a local model directory without one is named as such."""
-    folder = Path(model)
-    if folder.is_dir() and not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+    """The tokenizer saved with a model; a local model directory without one, or a path that does not exist, is
+    named as such."""
+    folder = local_model_dir(model)
+    if folder is None:
+        try:
+            return AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
+        except OSError as error:
+            message = f"{model} is no local directory, and its tokenizer could not be loaded from the Hub: {error}"
+            raise OSError(message) from error
+    if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
         raise FileNotFoundError(
             f"{folder} has no tokenizer (tokenizer.json): save the tokenizer next to the model "
             "(vanilla-train does; with your own code, tokenizer.save_pretrained(DIR))"
