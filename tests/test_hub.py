@@ -166,6 +166,9 @@ def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_pat
     torch.testing.assert_close(torch.tensor(out["latest"]), v2)
     assert out["base"] == "VanillaTransformerModel" and isinstance(out["translation"], str)
     assert "task translation has been removed from transformers" in out["pipeline"]
+    # the tokenizer, loaded as the card says, neither prompts for remote code nor warns about the model type
+    assert "Do you wish to run the custom code" not in result.stderr
+    assert "instantiate a model of type" not in result.stderr
 
 
 def test_private_repos_and_branches(hub, trained_run, tmp_path):
