@@ -5,6 +5,7 @@ tokens before anything is timed. Measurements alternate between the two models (
 the median of the repetitions is reported.
 
     vanilla-bench --config small --json results/bench-small.json
+    vanilla-bench --translate runs/multi30k --json results/bench-translation.json   (see benchmarks/translation.py)
 """
 
 import argparse
@@ -13,12 +14,15 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 from transformers import MarianConfig, MarianMTModel
 
 from modeling_vanilla import from_marian
+
+from . import translation
 
 CONFIGS = {  # d_model, layers per stack, heads, d_ff, vocab
     "tiny": (64, 1, 2, 128, 1000),
@@ -240,7 +244,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--config", nargs="+", default=["small"], choices=sorted(CONFIGS))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", help="write the figures here")
+    translation.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.translate:
+        results = translation.run(args.translate, Path(args.source), Path(args.references), args.batch_sizes,
+                                  args.engines, args.timeout)  # fmt: skip
+        print(translation.table(results))
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        return results
     results = {
         "machine": {
             "processor": platform.processor() or platform.machine(),

@@ -7,7 +7,7 @@ classes for ``save_pretrained`` to write their code next to the weights (``trust
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .configuration_vanilla import VanillaTransformerConfig
-from .convert_marian import from_marian
+from .convert_marian import from_marian, to_marian
 from .modeling_vanilla import (
     MultiHeadAttention,
     VanillaTransformerForSeq2Seq,
@@ -29,4 +29,5 @@ __all__ = [
     "VanillaTransformerModel",
     "VanillaTransformerPreTrainedModel",
     "from_marian",
+    "to_marian",
 ]

@@ -1,14 +1,17 @@
-"""Convert transformers' MarianMTModel (the same post-LN architecture, e.g. opus-mt checkpoints) into ours.
+"""Convert between transformers' MarianMTModel (the same post-LN architecture, e.g. opus-mt checkpoints) and ours.
 
 Marian lays the sinusoids out as [sines, cosines] ("concat"), shares one vocabulary between source and target,
-and adds a fixed ``final_logits_bias`` to the logits; everything else maps one to one. This module is not part of
-the Hub checkpoint code: a converted model is saved and loaded like any other.
+and adds a fixed ``final_logits_bias`` to the logits; everything else maps one to one. ``to_marian`` also takes a
+model with the paper's interleaved sinusoids: permuting the d_model coordinates of the whole residual stream turns
+them into Marian's layout, and LayerNorm, attention and the tied output layer do not change under that
+permutation, so the Marian model computes exactly the same function. This module is not part of the Hub checkpoint
+code: a converted model is saved and loaded like any other.
 """
 
 import copy
 
 import torch
-from transformers import MarianMTModel
+from transformers import MarianConfig, MarianMTModel
 
 from .configuration_vanilla import VanillaTransformerConfig
 from .modeling_vanilla import VanillaTransformerForSeq2Seq
@@ -113,3 +116,87 @@ def from_marian(marian: MarianMTModel) -> VanillaTransformerForSeq2Seq:
     model.tie_weights()
     model.generation_config = copy.deepcopy(marian.generation_config)
     return model.eval() if not marian.training else model
+
+
+def interleaved_to_concat(d_model: int) -> torch.Tensor:
+    """The coordinate order that turns (sin_0, cos_0, sin_1, cos_1, ...) into (sin_0, sin_1, ..., cos_0, cos_1, ...)."""
+    return torch.cat((torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)))
+
+
+def _reads_residual(key: str) -> bool:
+    """Weights whose input is the residual stream (their columns are d_model coordinates)."""
+    return key.endswith((".in_proj.weight", ".fc1.weight"))
+
+
+def _writes_residual(key: str) -> bool:
+    """Weights and biases whose output is the residual stream, and LayerNorm parameters (their first axis is
+    d_model). The shared embedding is the third kind: token vectors in its rows, d_model coordinates in its
+    columns, as the weights that read the stream."""
+    return key.endswith((".out_proj.weight", ".out_proj.bias", ".fc2.weight", ".fc2.bias")) or ".norm." in key
+
+
+def to_marian(model: VanillaTransformerForSeq2Seq) -> MarianMTModel:
+    """A MarianMTModel computing the same logits and generating the same tokens as ``model`` (for comparisons on the
+    same weights: tests and vanilla-bench). Raises ValueError for what Marian does not have."""
+    config = model.config
+    if config.position_embedding_type != "sinusoidal":
+        raise ValueError("MarianMTModel has sinusoidal positions only; this model has learned ones")
+    if not config.share_encoder_decoder_embeddings or not config.tie_word_embeddings:
+        raise ValueError("to_marian needs one shared, tied embedding matrix (share_encoder_decoder_embeddings and "
+                         "tie_word_embeddings)")  # fmt: skip
+    marian = MarianMTModel(
+        MarianConfig(
+            vocab_size=config.vocab_size,
+            d_model=config.d_model,
+            encoder_layers=config.encoder_layers,
+            decoder_layers=config.decoder_layers,
+            encoder_attention_heads=config.num_attention_heads,
+            decoder_attention_heads=config.num_attention_heads,
+            encoder_ffn_dim=config.ffn_dim,
+            decoder_ffn_dim=config.ffn_dim,
+            dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            activation_dropout=config.activation_dropout,
+            activation_function=config.activation_function,
+            scale_embedding=config.scale_embedding,
+            max_position_embeddings=config.max_position_embeddings,
+            pad_token_id=config.pad_token_id,
+            eos_token_id=config.eos_token_id,
+            bos_token_id=config.bos_token_id,
+            decoder_start_token_id=config.decoder_start_token_id,
+            forced_eos_token_id=None,
+            attn_implementation=config._attn_implementation,
+        )
+    ).to(dtype=model.dtype, device=model.device)
+    permute = config.sinusoidal_layout == "interleaved"
+    order = interleaved_to_concat(config.d_model).to(model.device)
+    renames = {new: old for old, new in _LAYER_RENAMES.items()}
+    state = {}
+    for key, tensor in model.state_dict().items():
+        if key == "final_logits_bias" or key.startswith(("lm_head.", "model.encoder.embed", "model.decoder.embed")):
+            continue  # tied copies of model.shared, and the bias handled below
+        if permute and (key == "model.shared.weight" or _reads_residual(key)):
+            tensor = tensor[:, order]
+        elif permute and _writes_residual(key):
+            tensor = tensor[order]
+        if ".in_proj." in key:
+            prefix, kind = key.rsplit(".in_proj.", 1)
+            prefix = prefix.replace("cross_attn", "encoder_attn")
+            for name, part in zip("qkv", tensor.chunk(3), strict=True):
+                state[f"{prefix}.{name}_proj.{kind}"] = part
+            continue
+        for ours, theirs in renames.items():
+            key = key.replace(f".{ours}.", f".{theirs}.")
+        state[key] = tensor
+    if model.final_logits_bias is not None:
+        state["final_logits_bias"] = model.final_logits_bias
+    missing, unexpected = marian.load_state_dict(state, strict=False)
+    expected_missing = {"lm_head.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
+                        "model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight",
+                        "final_logits_bias"}  # fmt: skip
+    if unexpected or set(missing) - expected_missing:
+        raise ValueError(f"Marian conversion mismatch: missing {sorted(set(missing) - expected_missing)}, "
+                         f"unexpected {unexpected}")  # fmt: skip
+    marian.tie_weights()
+    marian.generation_config = copy.deepcopy(model.generation_config)
+    return marian.eval() if not model.training else marian

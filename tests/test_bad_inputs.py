@@ -504,8 +504,8 @@ def test_translate_reads_lazily_and_reports_suspect_lengths(kit):
             yield "A dog runs across the meadow." if i != 4 else "a very long line " * 40
 
     report = translate.LengthReport()
-    stream = translate.translate_stream(model, tokenizer, lines(), batch_size=1, report=report, max_source_tokens=20,
-                                        num_beams=1, max_new_tokens=2)  # fmt: skip
+    engine = translate.GenerateEngine(model, tokenizer, num_beams=1, max_new_tokens=2)
+    stream = translate.translate_stream(engine, lines(), batch_size=1, report=report, max_source_tokens=20)
     first = next(stream)
     assert isinstance(first, str) and len(read) == translate.CHUNK_BATCHES  # one chunk read, not the whole input
     rest = list(stream)

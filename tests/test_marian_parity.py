@@ -133,3 +133,28 @@ def test_unsupported_marian_settings_raise(overrides, message):
 def test_only_marian_models_convert():
     with pytest.raises(TypeError, match="MarianMTModel"):
         from_marian(torch.nn.Linear(2, 2))
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "concat"])
+def test_to_marian_computes_the_same_function(layout):
+    """The reverse conversion, for comparisons on the same weights (vanilla-bench): the paper's interleaved
+    sinusoids become Marian's layout by permuting the residual stream's coordinates."""
+    from helpers import padded_batch, tiny_model
+
+    from modeling_vanilla import to_marian
+
+    ours = tiny_model(sinusoidal_layout=layout, final_logits_bias=True)
+    with torch.no_grad():
+        ours.final_logits_bias.normal_()
+        ours.model.shared.weight.mul_(4.0)
+    marian = to_marian(ours)
+    assert isinstance(marian, MarianMTModel)
+    ids, mask = padded_batch()
+    expected = ours(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
+    got = marian(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    for beams in (1, 4):
+        kwargs = dict(attention_mask=mask, num_beams=beams, max_new_tokens=12, length_penalty=0.6)
+        assert torch.equal(marian.generate(ids, **kwargs), ours.generate(ids, **kwargs))
+    with pytest.raises(ValueError, match="MarianMTModel has sinusoidal positions only"):
+        to_marian(tiny_model(position_embedding_type="learned"))

@@ -94,6 +94,12 @@ class ModelArguments:
     summary_dir: str | None = field(
         default=None, metadata={"help": "also write summary.json and the learning curve here (e.g. results/multi30k)"}
     )
+    export_ct2: str | None = field(
+        default=None,
+        metadata={"help": "also export the final model for CTranslate2 with this quantization (int8, float32, ...) "
+                          "into OUTPUT_DIR/ctranslate2-QUANTIZATION, where vanilla-translate --engine ctranslate2 "
+                          "finds it (needs the ct2 extra)"},
+    )  # fmt: skip
 
 
 def bf16_supported() -> bool:
@@ -293,6 +299,10 @@ def run(argv: list[str] | None = None) -> dict:
     trainer.save_metrics("train", train_result.metrics)
     results.update(final_evaluation(trainer, data, model_args))
     if trainer.is_world_process_zero():
+        if model_args.export_ct2:
+            from inference.ct2 import cached_export
+
+            logger.info("exported for CTranslate2 to %s", cached_export(output_dir, model_args.export_ct2))
         (output_dir / "eval_results.json").write_text(json.dumps(results, indent=2) + "\n")
         write_recipe(output_dir, model_args, data_args, training_args, trainer.model)
         write_model_card(output_dir, training_args.hub_model_id)

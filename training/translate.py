@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from .metrics import score_translations
 
 logger = logging.getLogger(__name__)
 CHUNK_BATCHES = 32  # batches read ahead and sorted by length together: padding stays low, memory bounded
+ENGINES = ("generate", "ctranslate2")
 
 
 @dataclass
@@ -64,37 +65,43 @@ class BatchTranslation:
     texts: list[str]
     unfinished: list[bool]  # stopped at the length limit without </s>
     source_lengths: list[int]  # tokens, </s> included
+    output_lengths: list[int]  # tokens generated, up to and including </s> (no padding)
 
 
-def translate_batch(model, tokenizer, sentences: list[str], **generate_kwargs) -> BatchTranslation:
-    """Translate non-empty ``sentences`` in one generate() call."""
-    batch = tokenizer(sentences, return_tensors="pt", padding=True).to(model.device)
-    with torch.no_grad():
-        generated = model.generate(**batch, **generate_kwargs)
-    eos = torch.tensor(model.generation_config.eos_token_id, device=generated.device).reshape(-1)
-    return BatchTranslation(
-        texts=[text.strip() for text in tokenizer.batch_decode(generated, skip_special_tokens=True)],
-        unfinished=(~torch.isin(generated[:, 1:], eos).any(dim=1)).tolist(),
-        source_lengths=batch["attention_mask"].sum(dim=1).tolist(),
-    )
+class GenerateEngine:
+    """Translate batches of non-empty sentences with ``model.generate()`` (one call a batch)."""
+
+    def __init__(self, model, tokenizer, **generate_kwargs):
+        self.model, self.tokenizer, self.generate_kwargs = model.eval(), tokenizer, generate_kwargs
+
+    def __call__(self, sentences: list[str]) -> BatchTranslation:
+        batch = self.tokenizer(sentences, return_tensors="pt", padding=True).to(self.model.device)
+        with torch.no_grad():
+            generated = self.model.generate(**batch, **self.generate_kwargs)
+        eos = torch.tensor(self.model.generation_config.eos_token_id, device=generated.device).reshape(-1)
+        ended = torch.isin(generated[:, 1:], eos)  # (B, T): where an end token was generated
+        first_end = torch.where(ended.any(dim=1), ended.int().argmax(dim=1) + 1, ended.shape[1])
+        return BatchTranslation(
+            texts=[text.strip() for text in self.tokenizer.batch_decode(generated, skip_special_tokens=True)],
+            unfinished=(~ended.any(dim=1)).tolist(),
+            source_lengths=batch["attention_mask"].sum(dim=1).tolist(),
+            output_lengths=first_end.tolist(),
+        )
 
 
 def translate_stream(
-    model,
-    tokenizer,
+    engine: Callable[[list[str]], BatchTranslation],
     lines: Iterable[str],
     batch_size: int = 64,
     report: LengthReport | None = None,
     max_source_tokens: int | None = None,
-    **generate_kwargs,
 ) -> Iterator[str]:
     """Yield the translation of each line, in order, reading ``CHUNK_BATCHES * batch_size`` lines at a time.
 
     Within a chunk, lines are sorted by length so each batch has little padding. Empty (or blank) lines give empty
-    translations without reaching the model. ``report`` collects suspect lengths (``max_source_tokens``: the
-    longest source the model was trained on)."""
+    translations without reaching the ``engine`` (``GenerateEngine``, or CTranslate2's). ``report`` collects suspect
+    lengths (``max_source_tokens``: the longest source the model was trained on)."""
     report = report if report is not None else LengthReport()
-    model.eval()
     lines = iter(lines)
     first = 1
     while chunk := list(itertools.islice(lines, CHUNK_BATCHES * batch_size)):
@@ -104,7 +111,7 @@ def translate_stream(
         long, cut = [], []
         for start in range(0, len(filled), batch_size):
             indices = filled[start : start + batch_size]
-            done = translate_batch(model, tokenizer, [chunk[i] for i in indices], **generate_kwargs)
+            done = engine([chunk[i] for i in indices])
             for i, text, unfinished, length in zip(
                 indices, done.texts, done.unfinished, done.source_lengths, strict=True
             ):
@@ -121,7 +128,7 @@ def translate(
     model, tokenizer, sentences: list[str], batch_size: int = 64, progress: bool = True, **generate_kwargs
 ) -> list[str]:
     """Translations of ``sentences``, in order (§6.1: beam search up to input length + 50 unless overridden)."""
-    stream = translate_stream(model, tokenizer, sentences, batch_size, **generate_kwargs)
+    stream = translate_stream(GenerateEngine(model, tokenizer, **generate_kwargs), sentences, batch_size)
     return list(tqdm(stream, total=len(sentences), disable=not progress, desc="translate", unit="line"))
 
 
@@ -162,6 +169,10 @@ def run(argv: list[str] | None = None) -> None:
     parser.add_argument("--num_beams", type=positive_int, default=None, help="default: the model's (4)")
     parser.add_argument("--length_penalty", type=float, default=None)
     parser.add_argument("--batch_size", type=positive_int, default=64)
+    parser.add_argument("--engine", choices=ENGINES, default="generate",
+                        help="generate: the model's generate(); ctranslate2: its CTranslate2 export (needs the ct2 "
+                             "extra), made in MODEL/ctranslate2-QUANTIZATION the first time")  # fmt: skip
+    parser.add_argument("--quantization", default="int8", help="of the CTranslate2 export (int8, float32, ...)")
     parser.add_argument("--trust_remote_code", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
@@ -174,9 +185,16 @@ def run(argv: list[str] | None = None) -> None:
         for key, value in (("num_beams", args.num_beams), ("length_penalty", args.length_penalty))
         if value is not None  # a length penalty of 0 is a choice, not "unset"
     }
+    if args.engine == "ctranslate2":
+        from inference.ct2 import CTranslate2Engine, cached_export
+
+        engine = CTranslate2Engine(cached_export(args.model, args.quantization), tokenizer, model.generation_config,
+                                   **overrides)  # fmt: skip
+    else:
+        engine = GenerateEngine(model, tokenizer, **overrides)
     report = LengthReport()
     limit = trained_source_limit(args.model)
-    stream = translate_stream(model, tokenizer, read_lines(args.input), args.batch_size, report, limit, **overrides)
+    stream = translate_stream(engine, read_lines(args.input), args.batch_size, report, limit)
     translations: list[str] | None = [] if references is not None else None
     write_lines(tqdm(recorded(stream, translations), desc="translate", unit="line", file=sys.stderr), args.output)
     report.log()

@@ -1,0 +1,183 @@
+"""Translation speed on the same weights: our generate(), MarianMTModel's generate() (``to_marian``), our generate()
+with a static cache compiled by torch.compile, and CTranslate2 in float32 and int8.
+
+    vanilla-bench --translate runs/multi30k --json results/bench-translation.json
+
+Each measurement runs in its own process (so peak memory is its own): the test set (default: the bundled test2016)
+is translated whole, in the batches ``vanilla-translate`` makes (sorted by length within chunks), greedy and with
+beam 4 (the model's length penalty), at batch 1 and 64. Reported: sentences/s, output tokens/s (the tokens of each
+translation up to and including its end token: no padding, no repeated end tokens), peak RSS, sacreBLEU, and the
+share of translations identical to our generate()'s. One thread per core for every engine.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from training.data import BUNDLED_DIR
+
+ENGINES = ("generate", "marian", "generate-static-compiled", "ct2-float32", "ct2-int8")
+STATIC_BEAMS = (1,)  # transformers compiles the decoding step of greedy search; beam search is not measured so
+
+
+def read(path: Path) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+class Counted:
+    """An engine wrapper that adds up the output tokens of every batch."""
+
+    def __init__(self, engine):
+        self.engine, self.tokens = engine, 0
+
+    def __call__(self, sentences: list[str]):
+        done = self.engine(sentences)
+        self.tokens += sum(done.output_lengths)
+        return done
+
+
+def make_engine(name: str, model_dir: str, num_beams: int):
+    """The engine ``name`` for the model in ``model_dir``, decoding with ``num_beams`` beams."""
+    from modeling_vanilla import VanillaTransformerForSeq2Seq, to_marian
+    from training.cli import load_tokenizer
+    from training.translate import GenerateEngine
+
+    tokenizer = load_tokenizer(model_dir)
+    model = VanillaTransformerForSeq2Seq.from_pretrained(model_dir).eval()
+    overrides = {"num_beams": num_beams}
+    if name == "generate":
+        return GenerateEngine(model, tokenizer, **overrides)
+    if name == "marian":
+        return GenerateEngine(to_marian(model), tokenizer, **overrides)
+    if name == "generate-static-compiled":
+        from transformers import CompileConfig
+
+        # On a CPU transformers compiles only when asked to (_compile_all_devices); dynamic shapes: one graph for
+        # every batch size and cache length.
+        compile_config = CompileConfig(dynamic=True, mode="default")
+        compile_config._compile_all_devices = True
+        model.generation_config.compile_config = compile_config
+        return GenerateEngine(model, tokenizer, cache_implementation="static", **overrides)
+    from inference.ct2 import CTranslate2Engine, cached_export
+
+    quantization = name.removeprefix("ct2-")
+    return CTranslate2Engine(cached_export(model_dir, quantization), tokenizer, model.generation_config, **overrides)
+
+
+def worker(name: str, model_dir: str, source: str, num_beams: int, batch_size: int, output: str) -> None:
+    """One measurement: translate ``source`` and write the figures and the translations to ``output`` (JSON)."""
+    from training.translate import translate_stream
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    counted = Counted(make_engine(name, model_dir, num_beams))
+    sentences = read(Path(source))
+    start = time.perf_counter()
+    translations = list(translate_stream(counted, sentences, batch_size))
+    seconds = time.perf_counter() - start
+    figures = {
+        "seconds": round(seconds, 2),
+        "sentences_per_s": round(len(sentences) / seconds, 2),
+        "output_tokens_per_s": round(counted.tokens / seconds, 1),
+        "output_tokens": counted.tokens,
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "translations": translations,
+    }
+    Path(output).write_text(json.dumps(figures))
+
+
+def measure(name, model_dir, source, num_beams, batch_size, folder: Path, timeout: int) -> dict:
+    output = folder / f"{name}-beam{num_beams}-batch{batch_size}.json"
+    command = [sys.executable, "-m", "benchmarks.translation", "worker", name, str(model_dir), str(source),
+               str(num_beams), str(batch_size), str(output)]  # fmt: skip
+    try:
+        subprocess.run(command, check=True, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"timed_out_after_s": timeout}
+    except subprocess.CalledProcessError as error:
+        return {"failed": error.stderr.strip().splitlines()[-1] if error.stderr.strip() else "no output"}
+    return json.loads(output.read_text())
+
+
+def run(model_dir: str, source: Path, references: Path, batches, engines, timeout: int) -> dict:
+    """Every engine at every batch size, greedy and beam 4, each in a fresh process."""
+    import tempfile
+
+    from training.metrics import score_translations
+
+    refs = read(references)
+    results = {"model": str(model_dir), "source": str(source), "sentences": len(read(source)), "runs": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for num_beams in (1, 4):
+            reference_outputs = None
+            for batch_size in batches:
+                for name in engines:
+                    if name == "generate-static-compiled" and num_beams not in STATIC_BEAMS:
+                        continue
+                    figures = measure(name, model_dir, source, num_beams, batch_size, Path(tmp), timeout)
+                    translations = figures.pop("translations", None)
+                    row = {"engine": name, "num_beams": num_beams, "batch_size": batch_size, **figures}
+                    if translations is not None:
+                        if name == "generate" and reference_outputs is None:
+                            reference_outputs = translations
+                        row["bleu"] = score_translations(translations, refs).bleu
+                        if reference_outputs is not None:
+                            same = sum(a == b for a, b in zip(translations, reference_outputs, strict=True))
+                            row["identical_to_generate"] = round(same / len(translations), 4)
+                    results["runs"].append(row)
+                    print(json.dumps(row), flush=True)
+    results["machine"] = {
+        "processor": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "ctranslate2": _version("ctranslate2"),
+    }
+    return results
+
+
+def _version(package: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def table(results: dict) -> str:
+    rows = ["| engine | beams | batch | sentences/s | output tokens/s | peak RSS (MiB) | BLEU | same as generate() |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in results["runs"]:
+        if "sentences_per_s" not in r:
+            status = f"timed out after {r['timed_out_after_s']} s" if "timed_out_after_s" in r else r["failed"]
+            rows.append(f"| {r['engine']} | {r['num_beams']} | {r['batch_size']} | {status} | | | | |")
+            continue
+        same = f"{100 * r['identical_to_generate']:.1f}%" if "identical_to_generate" in r else ""
+        speed = f"{r['sentences_per_s']:.1f} | {r['output_tokens_per_s']:,.0f}"
+        rows.append(f"| {r['engine']} | {r['num_beams']} | {r['batch_size']} | {speed} | {r['peak_rss_mib']:.0f} | "
+                    f"{r['bleu']:.2f} | {same} |")  # fmt: skip
+    return "\n".join(rows)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--translate", metavar="MODEL_DIR", help="measure translation with this trained model")
+    parser.add_argument("--source", default=str(BUNDLED_DIR / "test_2016_flickr.en.gz"))
+    parser.add_argument("--references", default=str(BUNDLED_DIR / "test_2016_flickr.de.gz"))
+    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
+    parser.add_argument("--timeout", type=int, default=900, help="seconds for one measurement")
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
+    name, model_dir, source, beams, batch, output = sys.argv[2:8]
+    worker(name, model_dir, source, int(beams), int(batch), output)

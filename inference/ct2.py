@@ -1,0 +1,114 @@
+"""Serving with CTranslate2: `vanilla-export-ct2 MODEL_DIR OUT_DIR [--quantization int8]`, and the engine behind
+`vanilla-translate --engine ctranslate2`.
+
+The engine decodes as ``generate()`` does, so that float32 translations are the same tokens:
+
+- the same batches, and each batch's maximum output length is its longest input + 50 (§6.1), as ``generate()``;
+- beam search with patience 1 stops once ``num_beams`` hypotheses have finished, as ``early_stopping=True``;
+- the length penalty: transformers divides a finished hypothesis' log-probability by its length to the power alpha,
+  counting the end token; CTranslate2 divides by the length of the hypothesis it returns, which leaves the end token
+  out unless ``return_end_token=True``. The engine asks for it (and drops it from the text), so both divide by the
+  same length;
+- the end token may come first (CTranslate2's minimum output length is 1 by default, generate()'s 0);
+- inputs are not truncated (CTranslate2 cuts them at 1,024 tokens by default).
+"""
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS, export_ctranslate2, import_ctranslate2
+from training.cli import console_script
+from training.translate import BatchTranslation
+
+SOURCE_RECORD = "vanilla_source.json"  # in an export: which weights it was made from
+
+
+def source_record(model_dir: Path, quantization: str) -> dict:
+    weights = Path(model_dir) / "model.safetensors"
+    stat = weights.stat()
+    return {"weights": str(weights.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+            "quantization": quantization}  # fmt: skip
+
+
+def export(model_dir: str | Path, output_dir: str | Path, quantization: str = "int8", force: bool = False) -> Path:
+    """``export_ctranslate2``, recording which weights the export was made from (see ``cached_export``)."""
+    output = export_ctranslate2(model_dir, output_dir, quantization, force=force)
+    (output / SOURCE_RECORD).write_text(json.dumps(source_record(Path(model_dir), quantization), indent=1) + "\n")
+    return output
+
+
+def cached_export(model_dir: str | Path, quantization: str) -> Path:
+    """``MODEL_DIR/ctranslate2-<quantization>``, exported now if it is missing or was made from other weights."""
+    folder = Path(model_dir) / f"ctranslate2-{quantization}"
+    record = folder / SOURCE_RECORD
+    if record.is_file() and json.loads(record.read_text()) == source_record(Path(model_dir), quantization):
+        return folder
+    return export(model_dir, folder, quantization, force=True)
+
+
+class CTranslate2Engine:
+    """Translate batches of sentences with a CTranslate2 model, with the decoding settings ``generate()`` would use
+    for the same model (its generation config, overridden by ``num_beams`` / ``length_penalty``)."""
+
+    def __init__(self, ct2_dir: str | Path, tokenizer, generation_config, threads: int | None = None, **overrides):
+        ctranslate2 = import_ctranslate2()
+        # One OpenMP thread per core: CTranslate2's default (4) oversubscribes a 2-core machine.
+        self.translator = ctranslate2.Translator(
+            str(ct2_dir), device="cpu", inter_threads=1, intra_threads=threads or os.cpu_count() or 1
+        )
+        self.tokenizer = tokenizer
+        self.num_beams = overrides.get("num_beams") or generation_config.num_beams or 1
+        alpha = overrides.get("length_penalty")
+        self.length_penalty = alpha if alpha is not None else generation_config.length_penalty
+        self.max_new_tokens = generation_config.max_new_tokens
+        if self.num_beams > 1 and generation_config.early_stopping is not True:
+            raise ValueError(
+                f"generation config early_stopping={generation_config.early_stopping!r}: CTranslate2's beam search "
+                "stops as early_stopping=True does; use --engine generate"
+            )
+
+    def __call__(self, sentences: list[str]) -> BatchTranslation:
+        ids = self.tokenizer(sentences)["input_ids"]
+        tokens = [self.tokenizer.convert_ids_to_tokens(sentence) for sentence in ids]
+        longest = max(map(len, ids))
+        results = self.translator.translate_batch(
+            tokens,
+            beam_size=self.num_beams,
+            length_penalty=self.length_penalty if self.num_beams > 1 else 0.0,
+            patience=1,
+            max_decoding_length=self.max_new_tokens or longest + 50,
+            min_decoding_length=0,
+            max_input_length=0,
+            return_end_token=True,
+        )
+        eos = self.tokenizer.eos_token
+        hypotheses = [result.hypotheses[0] for result in results]
+        return BatchTranslation(
+            texts=[
+                self.tokenizer.decode(self.tokenizer.convert_tokens_to_ids(h), skip_special_tokens=True).strip()
+                for h in hypotheses
+            ],
+            unfinished=[not h or h[-1] != eos for h in hypotheses],
+            source_lengths=[len(sentence) for sentence in ids],
+            output_lengths=[len(h) for h in hypotheses],
+        )
+
+
+def run(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="vanilla-export-ct2", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("model_dir", help="a saved model directory with its tokenizer")
+    parser.add_argument("output_dir", help="where to write the CTranslate2 model")
+    parser.add_argument("--quantization", choices=QUANTIZATIONS, default="int8")
+    parser.add_argument("--force", action="store_true", help="replace output_dir if it exists")
+    args = parser.parse_args(argv)
+    output = export(args.model_dir, args.output_dir, args.quantization, args.force)
+    print(f"exported {args.model_dir} ({args.quantization}) to {output}")
+
+
+main = console_script(run)
+
+if __name__ == "__main__":
+    main()
