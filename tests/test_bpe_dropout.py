@@ -57,7 +57,7 @@ def test_each_epoch_is_batched_on_its_own_segmentation(tokenizer):
         assert len(batches) == count and sorted(i for b in batches for i in b) == list(range(120))
         for b in batches:  # lengths are the ones this epoch's pairs have
             assert len(b) * max(len(pairs.input_ids[i]) for i in b) <= 200 * 1.1
-        assert sampler.target_lengths == [len(ids) for ids in pairs.labels]
+        assert sampler.target_lengths.tolist() == [len(ids) for ids in pairs.labels]
         sampler.set_epoch(epoch)  # a second call for the same epoch (accelerate and Trainer both call it) keeps it
         assert pairs.labels == segmentation
     assert sampler.padding() < 0.25  # 120 pairs of 3 sentences: far from sorted-text padding, far below jittered

@@ -2,6 +2,8 @@
 
 import gzip
 import logging
+import os
+from pathlib import Path
 
 import datasets
 import pytest
@@ -55,8 +57,8 @@ def write(path, lines: list[bytes]):
 def test_bad_lines_are_dropped_as_pairs_and_counted(tmp_path, caplog):
     source = write(tmp_path / "s.en", [b"one", b"", b"three \xff bad", b"four", b"five"])
     target = write(tmp_path / "t.de", [b"eins", b"zwei", b"drei", b"   ", "fünf".encode()])
-    columns, report = read_parallel_files([source, target], "en", "de")
-    assert columns == {"source": ["one", "five"], "target": ["eins", "fünf"]}  # never misaligned
+    pairs, report = read_parallel_files([source, target], DataArguments(cache_dir=str(tmp_path / "cache")))
+    assert pairs.to_dict() == {"source": ["one", "five"], "target": ["eins", "fünf"]}  # never misaligned
     assert report.kept == 2 and report.dropped == {"empty": 2, "invalid UTF-8": 1}
     with caplog.at_level(logging.INFO, logger="training.data"):
         report.log("train", "s.en and t.de")
@@ -67,27 +69,45 @@ def test_mismatched_line_counts_stop_before_training(tmp_path):
     source = write(tmp_path / "s.en", [b"a", b"b", b"c"])
     target = write(tmp_path / "t.de", [b"x", b"y"])
     with pytest.raises(ValueError, match="has 3 lines but .* has 2"):
-        read_parallel_files([source, target], "en", "de")
+        read_parallel_files([source, target], DataArguments(cache_dir=str(tmp_path / "cache")))
 
 
 def test_tsv_jsonl_and_gzip(tmp_path):
+    args = DataArguments(cache_dir=str(tmp_path / "cache"))
+
+    def read(*paths, target_lang="de"):
+        return read_parallel_files(list(paths), DataArguments(cache_dir=args.cache_dir, target_lang=target_lang))[0]
+
     tsv = write(tmp_path / "d.tsv", [b"hello\thallo", b"bye\ttschuess"])
-    assert read_parallel_files([tsv], "en", "de")[0] == {"source": ["hello", "bye"], "target": ["hallo", "tschuess"]}
+    assert read(tsv).to_dict() == {"source": ["hello", "bye"], "target": ["hallo", "tschuess"]}
     bad_tsv = write(tmp_path / "bad.tsv", [b"hello\thallo", b"no tab here"])
     with pytest.raises(ValueError, match="bad.tsv:2: expected 2 tab-separated columns"):
-        read_parallel_files([bad_tsv], "en", "de")
+        read(bad_tsv)
     jsonl = write(
         tmp_path / "d.jsonl", [b'{"en": "cat", "de": "Katze"}', b'{"translation": {"en": "dog", "de": "Hund"}}']
     )
-    assert read_parallel_files([jsonl], "en", "de")[0] == {"source": ["cat", "dog"], "target": ["Katze", "Hund"]}
+    assert read(jsonl).to_dict() == {"source": ["cat", "dog"], "target": ["Katze", "Hund"]}
     with pytest.raises(ValueError, match="needs keys 'en' and 'fr'"):
-        read_parallel_files([jsonl], "en", "fr")
+        read(jsonl, target_lang="fr")
     with gzip.open(tmp_path / "s.en.gz", "wb") as f:
         f.write(b"a\nb\n")
     with gzip.open(tmp_path / "t.de.gz", "wb") as f:
         f.write(b"x\ny\n")
-    pairs = read_parallel_files([str(tmp_path / "s.en.gz"), str(tmp_path / "t.de.gz")], "en", "de")[0]
-    assert pairs == {"source": ["a", "b"], "target": ["x", "y"]}
+    assert read(str(tmp_path / "s.en.gz"), str(tmp_path / "t.de.gz")).to_dict() == {"source": ["a", "b"],
+                                                                                    "target": ["x", "y"]}  # fmt: skip
+
+
+def test_a_changed_file_is_read_again_and_an_unchanged_one_from_the_cache(tmp_path):
+    """The Arrow cache of a file is keyed by its path, size and modification time."""
+    args = DataArguments(cache_dir=str(tmp_path / "cache"))
+    source = write(tmp_path / "s.en", [b"one", b"two"])
+    target = write(tmp_path / "t.de", [b"eins", b"zwei"])
+    first = read_parallel_files([source, target], args)[0]
+    again = read_parallel_files([source, target], args)[0]
+    assert again.cache_files == first.cache_files
+    write(tmp_path / "t.de", [b"eins", b"drei"])
+    os.utime(target, ns=(0, Path(target).stat().st_mtime_ns + 10**9))
+    assert read_parallel_files([source, target], args)[0]["target"] == ["eins", "drei"]
 
 
 def test_hub_dataset_offline_fails_clearly(monkeypatch):
@@ -106,8 +126,10 @@ def test_tokenization_truncates_keeping_eos_and_counts(tokenizer, tmp_path, capl
     first = data["train"][0]
     assert len(first["input_ids"]) == 8 and first["input_ids"][-1] == tokenizer.eos_token_id
     assert data["train"]["truncated"] == [True, False]
+    assert data["train"]["source_length"] == [8, len(tokenizer("A dog.")["input_ids"])]
     assert "2 pairs tokenized, 1 truncated" in caplog.text
-    assert list(tmp_path.glob("train-*.arrow"))  # datasets.map cache, keyed by content
+    cached = tokenize_splits(load_parallel_data(args), tokenizer, args)  # datasets' fingerprint: the same file
+    assert cached["train"].cache_files == data["train"].cache_files
 
 
 # ---- §5.1 token-count batches ----------------------------------------------------------------------------------
@@ -119,10 +141,9 @@ def lengths(n: int, seed: int = 0) -> tuple[list[int], list[int]]:
 def test_evaluation_during_training_samples_every_length():
     from training.train import shortest_first, spread_sample
 
-    validation = shortest_first(
-        datasets.Dataset.from_dict({"input_ids": [[1] * n for n in (3, 9, 1, 7, 5, 2, 8, 4, 6, 10)]})
-    )
-    picked = [len(ids) for ids in spread_sample(validation, 4)["input_ids"]]
+    sizes = (3, 9, 1, 7, 5, 2, 8, 4, 6, 10)
+    validation = shortest_first(datasets.Dataset.from_dict({"source_length": sizes, "target_length": sizes}))
+    picked = spread_sample(validation, 4)["source_length"]
     assert picked == [1, 4, 7, 10]  # shortest, two in between, longest
     assert len(spread_sample(validation, 50)) == 10
 
@@ -155,6 +176,37 @@ def test_exact_batches_meet_the_count_with_the_smallest_budget(count):
 def test_exact_batches_refuse_a_count_the_pairs_cannot_fill():
     with pytest.raises(ValueError, match="3 pairs cannot fill 2 batches of at least 2"):
         make_exact_batches([4, 5, 6], [4, 5, 6], 2, [0, 1, 2], min_size=2)
+
+
+def reference_batches(src, tgt, max_tokens, seed, min_size=1):
+    """The sampler's batches as the list-based planner computed them before it moved to numpy (the Multi30k
+    preset's recorded runs used it): the new planner must give the very same batches for the same seed."""
+    generator = torch.Generator().manual_seed(seed)
+    tie = torch.randperm(len(src), generator=generator).tolist()
+    order = sorted(range(len(src)), key=lambda i: (src[i], tgt[i], tie[i]))
+    batches, batch, longest_source, longest_target = [], [], 0, 0
+    for index in order:
+        source, target = max(longest_source, src[index]), max(longest_target, tgt[index])
+        if len(batch) >= min_size and (len(batch) + 1) * max(source, target) > max_tokens:
+            batches.append(batch)
+            batch, source, target = [], src[index], tgt[index]
+        batch.append(index)
+        longest_source, longest_target = source, target
+    if len(batch) < min_size and batches:
+        batches[-1].extend(batch)
+    elif batch:
+        batches.append(batch)
+    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+
+
+@pytest.mark.parametrize("replicas", [1, 3])
+def test_numpy_planner_gives_the_batches_of_the_list_planner(replicas):
+    src, tgt = lengths(3000)
+    sampler = TokenBatchSampler(src, tgt, 300, num_replicas=replicas, seed=5)
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        assert sampler.global_batches() == reference_batches(src, tgt, 300 * replicas, 5 + epoch, replicas)
+    assert len(sampler) == len(sampler.global_batches())
 
 
 def test_sampler_shuffles_per_epoch_with_a_fixed_batch_count():

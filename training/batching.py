@@ -2,32 +2,45 @@
 contained a set of sentence pairs containing approximately 25000 source tokens and 25000 target tokens."
 
 transformers batches by sentence count (``per_device_train_batch_size``, ``group_by_length``); the paper batches by
-token count, which keeps every step's work equal and padding low. This sampler is written for that reason.
+token count, which keeps every step's work equal and padding low. This sampler is written for that reason. It plans
+from numpy arrays of lengths (millions of pairs in seconds) and holds an epoch's batches as cut points into one
+array of pair indices.
 """
 
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 from transformers.trainer_pt_utils import BatchRebalanceSampler
 
 
+def cut_points(longest: Sequence[int], max_tokens: int, min_size: int = 1) -> list[int]:
+    """The ends (exclusive) of greedy batches over pairs in the given order, ``longest`` being each pair's longer
+    side: a batch's padded size ``len(batch) * max(longest in batch)`` stays within ``max_tokens``, with at least
+    ``min_size`` pairs (one per data-parallel rank) even past the budget. A short tail joins the last batch rather
+    than leave a rank without pairs."""
+    ends, size, batch_longest = [], 0, 0
+    for i, length in enumerate(longest):
+        grown = max(batch_longest, length)
+        if size >= min_size and (size + 1) * grown > max_tokens:
+            ends.append(i)
+            size, grown = 0, length
+        size, batch_longest = size + 1, grown
+    if ends and size < min_size:
+        ends.pop()
+    return ends + [len(longest)] if len(longest) else []
+
+
 def make_batches(
-    source_lengths: list[int], target_lengths: list[int], max_tokens: int, order: list[int], min_size: int = 1
-) -> list[list[int]]:
-    """Greedy batches over ``order`` (indices sorted by length) whose padded size stays within ``max_tokens`` on each
-    side: ``len(batch) * max(length in batch) <= max_tokens`` for sources and for targets alike. A batch holds at
-    least ``min_size`` pairs (one per data-parallel rank), even past the budget."""
-    batches, batch, longest_source, longest_target = [], [], 0, 0
-    for index in order:
-        source, target = max(longest_source, source_lengths[index]), max(longest_target, target_lengths[index])
-        if len(batch) >= min_size and (len(batch) + 1) * max(source, target) > max_tokens:
-            batches.append(batch)
-            batch, source, target = [], source_lengths[index], target_lengths[index]
-        batch.append(index)
-        longest_source, longest_target = source, target
-    if len(batch) < min_size and batches:
-        batches[-1].extend(batch)  # a short tail joins the last batch rather than leave a rank without pairs
-    elif batch:
-        batches.append(batch)
-    return batches
+    source_lengths: Sequence[int], target_lengths: Sequence[int], max_tokens: int, order: Sequence[int],
+    min_size: int = 1,
+) -> list[list[int]]:  # fmt: skip
+    """Greedy batches over ``order`` (pair indices sorted by length) whose padded size stays within ``max_tokens``
+    on each side (see ``cut_points``)."""
+    order = np.asarray(order, dtype=np.int64)
+    longest = np.maximum(np.asarray(source_lengths)[order], np.asarray(target_lengths)[order])
+    ends = cut_points(longest.tolist(), max_tokens, min_size)
+    return [order[start:end].tolist() for start, end in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 def make_exact_batches(
@@ -74,40 +87,52 @@ class TokenBatchSampler(BatchRebalanceSampler):
 
     def __init__(
         self,
-        source_lengths: list[int],
-        target_lengths: list[int],
+        source_lengths: Sequence[int],
+        target_lengths: Sequence[int],
         max_tokens_per_device: int,
         num_replicas: int = 1,
         rank: int = 0,
         seed: int = 0,
         shuffle: bool = True,
     ):
-        longest = max(max(source_lengths), max(target_lengths))
+        self.set_lengths(source_lengths, target_lengths)
+        longest = int(self.longest.max())
         if max_tokens_per_device < longest:
             raise ValueError(
                 f"max_tokens_per_batch={max_tokens_per_device} is smaller than the longest sequence ({longest} tokens)"
             )
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank {rank} is outside [0, {num_replicas})")
-        self.source_lengths, self.target_lengths = list(source_lengths), list(target_lengths)
         self.max_tokens = max_tokens_per_device * num_replicas
         self.num_replicas, self.rank, self.seed, self.shuffle = num_replicas, rank, seed, shuffle
         self.epoch = 0
+        # independent of the epoch: ties are shuffled, but the sequence of lengths, hence the cuts, is fixed
+        self.num_batches = len(TokenBatchSampler.plan(self, self.length_order()))
+
+    def set_lengths(self, source_lengths: Sequence[int], target_lengths: Sequence[int]) -> None:
+        self.source_lengths = np.asarray(source_lengths, dtype=np.int64)
+        self.target_lengths = np.asarray(target_lengths, dtype=np.int64)
+        self.longest = np.maximum(self.source_lengths, self.target_lengths)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    def length_order(self, tie_break: np.ndarray | None = None) -> np.ndarray:
+        """Pair indices sorted by (source length, target length[, tie_break])."""
+        keys = (self.target_lengths, self.source_lengths) if tie_break is None else (
+            tie_break, self.target_lengths, self.source_lengths)  # fmt: skip
+        return np.lexsort(keys)
+
     def global_batches(self) -> list[list[int]]:
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
         n = len(self.source_lengths)
-        tie_break = torch.randperm(n, generator=generator).tolist() if self.shuffle else list(range(n))
-        order = sorted(range(n), key=lambda i: (self.source_lengths[i], self.target_lengths[i], tie_break[i]))
-        batches = self.plan(order)
+        tie_break = torch.randperm(n, generator=generator).numpy() if self.shuffle else np.arange(n)
+        batches = self.plan(self.length_order(tie_break))
         if self.shuffle:
             batches = [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
         return batches
 
-    def plan(self, order: list[int]) -> list[list[int]]:
+    def plan(self, order: np.ndarray) -> list[list[int]]:
         """The batches over ``order``, pair indices sorted by length."""
         return make_batches(self.source_lengths, self.target_lengths, self.max_tokens, order, self.num_replicas)
 
@@ -116,17 +141,14 @@ class TokenBatchSampler(BatchRebalanceSampler):
             yield batch[self.rank :: self.num_replicas]
 
     def __len__(self) -> int:
-        # independent of the epoch: ties are shuffled, but the sequence of lengths, hence the cuts, is fixed
-        return len(self.plan(self.length_order()))
-
-    def length_order(self) -> list[int]:
-        return sorted(range(len(self.source_lengths)), key=lambda i: (self.source_lengths[i], self.target_lengths[i]))
+        return self.num_batches
 
     def padding(self) -> float:
         """Padding share of this epoch's batches, over source and target tokens together."""
-        batches = self.global_batches()
         padded = real = 0
-        for lengths in (self.source_lengths, self.target_lengths):
-            padded += sum(len(b) * max(lengths[i] for i in b) for b in batches)
-            real += sum(lengths[i] for b in batches for i in b)
+        for batch in self.global_batches():
+            for lengths in (self.source_lengths, self.target_lengths):
+                sizes = lengths[batch]
+                padded += len(batch) * int(sizes.max())
+                real += int(sizes.sum())
         return 1.0 - real / padded

@@ -8,10 +8,19 @@ odd pieces. Only "▁" marks a space, so the split costs no reversibility. Wrapp
 ``AutoTokenizer`` loads it.
 """
 
-from collections.abc import Iterable
+import logging
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
+import datasets
+import numpy as np
+from datasets.fingerprint import Hasher
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+logger = logging.getLogger(__name__)
 
 PAD, UNK, EOS = "<pad>", "<unk>", "</s>"
 SPECIAL_TOKENS = [PAD, UNK, EOS]  # ids 0, 1, 2: the model config's pad/decoder-start (0) and eos (2)
@@ -33,3 +42,36 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, min_frequency: int = 
     # Every sequence, source or target, ends with </s>; the decoder starts from <pad> (Marian's convention).
     tokenizer.post_processor = processors.TemplateProcessing(single=f"$A {EOS}", special_tokens=[(EOS, eos_id)])
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token=PAD, unk_token=UNK, eos_token=EOS)
+
+
+def sample_sentences(train: datasets.Dataset, count: int, seed: int) -> Iterator[str]:
+    """The sources, then the targets, of ``count // 2`` training pairs drawn without replacement from ``seed`` (all
+    pairs, in order, if the corpus has no more than ``count`` sentences), read in batches from the Arrow table."""
+    rows = np.arange(len(train))
+    if 2 * len(train) > count:
+        rows = np.sort(np.random.default_rng(seed).choice(len(train), size=count // 2, replace=False))
+    sample = train.select(rows) if len(rows) < len(train) else train
+    for column in ("source", "target"):
+        for batch in sample.select_columns(column).iter(batch_size=10_000):
+            yield from batch[column]
+
+
+def learned_tokenizer(
+    train: datasets.Dataset, vocab_size: int, sample: int, seed: int, cache_dir: str | None = None
+) -> PreTrainedTokenizerFast:
+    """``train_tokenizer`` on ``sample_sentences``, cached: the same training data (datasets' fingerprint), size,
+    sample, seed and recipe (this module's code) give the tokenizer learned before, without learning it again."""
+    key = Hasher.hash((train._fingerprint, vocab_size, sample, seed, Hasher.hash(train_tokenizer)))
+    folder = Path(cache_dir or datasets.config.HF_DATASETS_CACHE) / "vanilla-tokenizers" / key
+    if (folder / "tokenizer.json").is_file():
+        logger.info("tokenizer: learned before, from the same data (%s)", folder)
+        return AutoTokenizer.from_pretrained(folder)
+    tokenizer = train_tokenizer(sample_sentences(train, sample, seed), vocab_size)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent))
+    tokenizer.save_pretrained(staging)
+    try:
+        staging.rename(folder)  # atomic: a half-written tokenizer is never taken from the cache
+    except OSError:  # another process cached it meanwhile
+        shutil.rmtree(staging)
+    return tokenizer

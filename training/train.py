@@ -37,9 +37,9 @@ from .average import average_newest_into
 from .bpe_dropout import BPEDropoutPairs
 from .cli import console_script, load_tokenizer
 from .curve import LearningCurveCallback
-from .data import DataArguments, load_parallel_data, tokenize_splits
+from .data import DataArguments, lengths, load_parallel_data, tokenize_splits
 from .metrics import score_translations
-from .tokenizer import train_tokenizer
+from .tokenizer import learned_tokenizer
 from .trainer import PaperSeq2SeqTrainer, TimeBudget, resolve_checkpoint
 
 logger = logging.getLogger("vanilla_train")
@@ -184,7 +184,7 @@ def shortest_first(dataset):
     """An evaluation set sorted by source length, shortest first, so generation batches carry little padding.
     Shortest first because data-parallel evaluation fills the ranks' uneven last batches with pairs from the start:
     short ones never lengthen that batch's padding, so every pair is translated as one process would."""
-    order = np.argsort([len(ids) for ids in dataset["input_ids"]], kind="stable")
+    order = np.argsort(lengths(dataset)[0], kind="stable")
     return dataset.select(order.tolist())
 
 
@@ -196,6 +196,21 @@ def spread_sample(dataset, count: int):
     return dataset.select(np.linspace(0, len(dataset) - 1, num=count).round().astype(int).tolist())
 
 
+def run_tokenizer(model_args: ModelArguments, data_args: DataArguments, raw: datasets.DatasetDict, output_dir: Path,
+                  seed: int) -> PreTrainedTokenizerBase:  # fmt: skip
+    """The start model's tokenizer, the one --tokenizer names, the run's own (a run being resumed, or the first
+    process's), else one learned from a sample of the training data (or taken from the cache of tokenizers)."""
+    for folder in (model_args.model_name_or_path, data_args.tokenizer):
+        if folder:
+            tokenizer = load_tokenizer(folder)
+            if not tokenizer.is_fast or tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
+                raise ValueError(f"the tokenizer of {folder} must be a fast tokenizer with a pad and an end token")
+            return tokenizer
+    if (output_dir / "tokenizer.json").is_file():
+        return load_tokenizer(str(output_dir))
+    return learned_tokenizer(raw["train"], data_args.vocab_size, data_args.tokenizer_sample, seed, data_args.cache_dir)
+
+
 def build_trainer(
     model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
 ) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
@@ -203,17 +218,12 @@ def build_trainer(
     set_seed(training_args.seed)
     output_dir = Path(training_args.output_dir)
 
-    raw = load_parallel_data(data_args)
+    with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
+        raw = load_parallel_data(data_args)
     with training_args.main_process_first(desc="tokenizer"):
-        if model_args.model_name_or_path:
-            tokenizer = load_tokenizer(model_args.model_name_or_path)
-        elif (output_dir / "tokenizer.json").is_file():  # made by the first process, or by the run being resumed
-            tokenizer = load_tokenizer(str(output_dir))
-        else:
-            train = raw["train"]
-            tokenizer = train_tokenizer(list(train["source"]) + list(train["target"]), data_args.vocab_size)
-            if training_args.should_save:
-                tokenizer.save_pretrained(output_dir)
+        tokenizer = run_tokenizer(model_args, data_args, raw, output_dir, training_args.seed)
+        if training_args.should_save and not (output_dir / "tokenizer.json").is_file():
+            tokenizer.save_pretrained(output_dir)
     with training_args.main_process_first(desc="tokenize"):
         data = tokenize_splits(raw, tokenizer, data_args)
     validation = shortest_first(data["validation"]) if "validation" in data else None

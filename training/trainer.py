@@ -22,6 +22,7 @@ from hub_card import write_model_card
 
 from .batching import TokenBatchSampler
 from .bpe_dropout import BPEDropoutBatchSampler, BPEDropoutPairs
+from .data import lengths
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +199,9 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         self.noam_warmup_steps = noam_warmup_steps
 
     def _get_train_sampler(self, train_dataset=None) -> TokenBatchSampler:
-        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        # Trainer passes the dataset stripped of the columns the model does not take, the lengths among them; the
+        # rows are the same, so the sampler plans on the full training set.
+        dataset = self.train_dataset
         placement = {
             "num_replicas": self.args.world_size,
             "rank": self.args.process_index,
@@ -206,8 +209,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         }
         if isinstance(dataset, BPEDropoutPairs):
             return BPEDropoutBatchSampler(dataset, self.max_tokens_per_batch, **placement)
-        lengths = [len(ids) for ids in dataset["input_ids"]], [len(ids) for ids in dataset["labels"]]
-        return TokenBatchSampler(*lengths, self.max_tokens_per_batch, **placement)
+        return TokenBatchSampler(*lengths(dataset), self.max_tokens_per_batch, **placement)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
         if self.noam_warmup_steps is None or self.lr_scheduler is not None:
