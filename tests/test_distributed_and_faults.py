@@ -206,3 +206,48 @@ def test_resume_refuses_a_damaged_checkpoint_by_name(damage, message, checkpoint
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("vanilla-train: error: ") and re.search(message, last), last
+
+
+# ---- the paper's WMT14 preset, on 2 machines ------------------------------------------------------------------
+def hub_style_dataset(corpus, folder: Path) -> Path:
+    """The corpus as a dataset in the Hub's translation format (a `translation` column of {en, de}), which
+    --dataset loads from a folder as it would wmt14 from the Hub."""
+    folder.mkdir()
+    for split in ("train", "validation", "test"):
+        source, target = (Path(p).read_text(encoding="utf-8").splitlines() for p in corpus[split])
+        rows = [json.dumps({"translation": {"en": s, "de": t}}) for s, t in zip(source, target, strict=True)]
+        (folder / f"{split}.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return folder
+
+
+def test_the_wmt14_preset_runs_on_two_machines(corpus, tmp_path):
+    """--config wmt14 with only the sizes made tiny, its data through the Hub-dataset path, on two "machines" of
+    one process each (two `accelerate launch --machine_rank` on this host, over gloo): both end, the step size is
+    computed (128 tokens x 2 devices x 2 accumulation = 512), the last checkpoints are averaged and the test set
+    scored."""
+    data = hub_style_dataset(corpus, tmp_path / "wmt14-like")
+    port = str(free_port())
+    argv = ["-m", "training.train", "--config", "wmt14", "--dataset", str(data), "--dataset_config", "",
+            "--output_dir", str(tmp_path / "out"), "--d_model", "32", "--encoder_layers", "1", "--decoder_layers", "1",
+            "--num_attention_heads", "2", "--ffn_dim", "64", "--vocab_size", "300", "--max_tokens_per_batch", "128",
+            "--tokens_per_step", "512", "--max_steps", "4", "--warmup_steps", "2", "--save_steps", "2",
+            "--eval_steps", "2", "--average_last", "2", "--per_device_eval_batch_size", "8", "--max_eval_samples", "8",
+            "--disable_tqdm", "true", "--translate_examples", "0"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+
+    def machine(rank: int) -> subprocess.Popen:
+        launch = [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_machines", "2", "--num_processes", "2",
+                  "--machine_rank", str(rank), "--main_process_ip", "127.0.0.1",
+                  "--main_process_port", port]  # fmt: skip
+        return subprocess.Popen([*launch, *argv], cwd=TESTS.parent, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+    machines = [machine(0), machine(1)]
+    outputs = [m.communicate(timeout=600) for m in machines]
+    for m, (_, err) in zip(machines, outputs, strict=True):
+        assert m.returncode == 0, err[-3000:]
+    log = outputs[0][1]
+    assert "tokens per step per side: 128 per device x 2 devices x 2 accumulation = 512 (asked: 512)" in log
+    results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
+    assert results["averaged_checkpoints"] == ["checkpoint-2", "checkpoint-4"]
+    assert results["test"]["test_signature"].startswith("nrefs:1|case:mixed") and results["train"]["epoch"] > 0

@@ -97,6 +97,28 @@ def test_tsv_jsonl_and_gzip(tmp_path):
                                                                                     "target": ["x", "y"]}  # fmt: skip
 
 
+def test_several_processes_read_runs_of_lines_in_the_files_order(tmp_path):
+    """Large plain files are read by one process per core, each its own run of lines: the rows are those (and in
+    the order) one process reads, and an error names its line in the whole file."""
+    count = 60_000  # 100-byte lines: enough for the work to be split
+    source = write(tmp_path / "s.en", [f"{i:07d} ".encode() + b"x" * 91 for i in range(count)])
+    target = write(tmp_path / "t.de", [f"{i:07d} ".encode() + b"y" * 91 if i % 1000 else b"" for i in range(count)])
+    split = read_parallel_files([source, target], DataArguments(cache_dir=str(tmp_path / "a")))
+    single = read_parallel_files([source, target], DataArguments(cache_dir=str(tmp_path / "b"),
+                                                                 preprocessing_num_workers=1))  # fmt: skip
+
+    def tables(dataset):
+        return sum("generator-train" in f["filename"] for f in dataset.cache_files)
+
+    assert tables(split[0]) == 2 and tables(single[0]) == 1  # written by two processes, then by one
+    assert split[0]["source"] == single[0]["source"] and split[1] == single[1]
+    assert split[1].kept == count - 60 and split[1].dropped == {"empty": 60}
+    lines = [f"{i}\t{i}".encode() for i in range(count)]
+    lines[55_000] = b"three\tcolumns\there"
+    with pytest.raises(ValueError, match=r"d.tsv:55001: expected 2 tab-separated columns, found 3"):
+        read_parallel_files([write(tmp_path / "d.tsv", lines)], DataArguments(cache_dir=str(tmp_path / "c")))
+
+
 def test_a_changed_file_is_read_again_and_an_unchanged_one_from_the_cache(tmp_path):
     """The Arrow cache of a file is keyed by its path, size and modification time."""
     args = DataArguments(cache_dir=str(tmp_path / "cache"))
@@ -128,8 +150,9 @@ def test_tokenization_truncates_keeping_eos_and_counts(tokenizer, tmp_path, capl
     assert data["train"]["truncated"] == [True, False]
     assert data["train"]["source_length"] == [8, len(tokenizer("A dog.")["input_ids"])]
     assert "2 pairs tokenized, 1 truncated" in caplog.text
-    cached = tokenize_splits(load_parallel_data(args), tokenizer, args)  # datasets' fingerprint: the same file
-    assert cached["train"].cache_files == data["train"].cache_files
+    tokenizer.save_pretrained(tmp_path / "tokenizer")  # the same tokenizer, loaded from disk: the same cache
+    again = tokenize_splits(load_parallel_data(args), AutoTokenizer.from_pretrained(tmp_path / "tokenizer"), args)
+    assert again["train"].cache_files == data["train"].cache_files
 
 
 # ---- §5.1 token-count batches ----------------------------------------------------------------------------------

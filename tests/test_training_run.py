@@ -20,7 +20,7 @@ def test_presets_and_overrides():
     assert model_args.d_model == 64 and model_args.encoder_layers == 3  # flag beats preset beats default
     assert (training_args.adam_beta1, training_args.adam_beta2, training_args.adam_epsilon) == (0.9, 0.98, 1e-9)
     assert training_args.label_smoothing_factor == 0.1 and data_args.dataset == "multi30k"
-    for preset in ("multi30k", "base", "big"):
+    for preset in ("multi30k", "wmt14", "big"):
         assert parse_args(["--config", preset])[2].label_smoothing_factor == 0.1
     assert parse_args(["--config", "big"])[0].dropout == 0.3
     assert parse_args(["--config", "multi30k"])[1].bpe_dropout == 0.1
@@ -63,8 +63,15 @@ def test_learning_curve_summary_and_averaging(trained_run):
     assert [int(r[1]) for r in rows] == [3, 6] and float(rows[0][0]) <= float(rows[1][0])
     summary = json.loads((trained_run["summary"] / "summary.json").read_text())
     results = trained_run["results"]
-    assert summary["test2016"]["bleu"] == results["test"]["test_bleu"]
-    assert summary["test2016"]["signature"].startswith("nrefs:1|case:mixed")
+    assert summary["test"]["bleu"] == results["test"]["test_bleu"]  # local files: the test set is "test"
+    assert summary["test"]["signature"].startswith("nrefs:1|case:mixed")
+    # the record of what ran: every resolved argument, the commit, the machine
+    arguments = summary["arguments"]
+    assert arguments["d_model"] == 32 and arguments["average_last"] == 2 and arguments["dataset"] == "files"
+    assert arguments["learning_rate"] == pytest.approx(2.0 * 32**-0.5) and arguments["seed"] == 7
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert summary["code"]["commit"] == head and isinstance(summary["code"]["uncommitted_changes"], bool)
+    assert summary["machine"]["cpu_cores"] >= 1 and summary["machine"]["torch"] == torch.__version__
     assert summary["validation"]["chrf"] == results["validation"]["validation_chrf"]
     assert 0 < summary["train_minutes"] <= summary["wall_clock_minutes"] and summary["parameters"] > 0
     assert summary["command"].startswith("vanilla-train --dataset files") and "--average_last 2" in summary["command"]

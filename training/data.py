@@ -24,12 +24,20 @@ from pathlib import Path
 import datasets
 import numpy as np
 import pyarrow.compute as pc
+from datasets.fingerprint import Hasher
 from transformers import PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
 
 BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data" / "multi30k"
 BUNDLED_SPLITS = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
+TEST_SETS = {"multi30k": "test2016", "wmt14": "newstest2014"}  # what the test split of a dataset is called
+
+
+def test_set_name(dataset: str) -> str:
+    return TEST_SETS.get(dataset, "test")
+
+
 INVALID, EMPTY = "invalid UTF-8", "empty"  # why a pair is dropped ("" = kept)
 FEATURES = datasets.Features(
     {"source": datasets.Value("string"), "target": datasets.Value("string"), "status": datasets.Value("string")}
@@ -70,11 +78,24 @@ class DataArguments:
     max_tokens_per_batch: int = field(
         default=4096, metadata={"help": "padded tokens per side per device batch (§5.1: ~25,000 per step)"}
     )
+    tokens_per_step: int | None = field(
+        default=None,
+        metadata={"help": "padded tokens per side per optimizer step across all devices (§5.1: 25,000); sets "
+                          "--gradient_accumulation_steps from --max_tokens_per_batch and the number of devices"},
+    )  # fmt: skip
     max_eval_samples: int | None = field(
         default=None,
         metadata={
             "help": "validation pairs evaluated during training, spread over all lengths (the final evaluation: all)"
         },
+    )
+    streaming: bool = field(
+        default=False,
+        metadata={"help": "train while reading the training pairs (no Arrow cache; needs --max_steps): for corpora "
+                          "too large to copy, or to start at once"},
+    )  # fmt: skip
+    streaming_window: int = field(
+        default=100_000, metadata={"help": "--streaming: pairs tokenized and sorted by length together"}
     )
     preprocessing_num_workers: int | None = field(
         default=None, metadata={"help": "processes that tokenize (datasets.map num_proc); default: one per core"}
@@ -125,89 +146,139 @@ def _row(source: str | None, target: str | None) -> dict[str, str]:
     return {"source": source, "target": target, "status": "" if source and target else EMPTY}
 
 
-def _two_files(source_path: Path, target_path: Path) -> Iterator[dict]:
+def line_starts(path: Path, every: int) -> tuple[list[int], int]:
+    """Byte offsets of lines 0, every, 2 * every, ... of a plain file, and its number of lines (a last line without
+    a newline counts), in one pass over 16 MiB blocks."""
+    starts, line, position, last = [0], 0, 0, b"\n"
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            newlines = block.count(b"\n")
+            if (line + newlines) // every == line // every:
+                line += newlines
+            else:  # a span starts inside this block: find where
+                index = -1
+                for _ in range(newlines):
+                    index = block.find(b"\n", index + 1)
+                    line += 1
+                    if line % every == 0:
+                        starts.append(position + index + 1)
+            position, last = position + len(block), block[-1:]
+    return starts, line + (last != b"\n")
+
+
+def spans(files: list[Path], pieces: int) -> list[tuple[int, int | None, tuple[int, ...]]]:
+    """The input cut into ``pieces`` runs of lines, (first line, line count or None for all, byte offset in each
+    file), to be read by as many processes. Parallel plain files are counted here, and must have equal line counts.
+    A gzip file cannot be entered midway: it is one run."""
+    if pieces == 1 or any(f.suffix == ".gz" for f in files):
+        return [(0, None, (0,) * len(files))]
+    counts = [line_starts(f, 1 << 62)[1] for f in files]
+    if len(set(counts)) > 1:
+        raise ValueError(
+            f"{files[0]} has {counts[0]} lines but {files[1]} has {counts[1]}: "
+            "parallel files must have one line per sentence pair"
+        )
+    every = max(1, -(-counts[0] // pieces))
+    starts = [line_starts(f, every)[0] for f in files]
+    return [(i * every, min(every, counts[0] - i * every), tuple(s[i] for s in starts))
+            for i in range(len(starts[0])) if i * every < counts[0]]  # fmt: skip
+
+
+def _lines(path: Path, offset: int, count: int | None) -> Iterator[bytes]:
+    with _open_bytes(path) as f:
+        if offset:
+            f.seek(offset)
+        yield from itertools.islice(f, count)
+
+
+def _two_files(source_path: Path, target_path: Path, span: tuple) -> Iterator[dict]:
+    _, count, (source_offset, target_offset) = span
     counts = [0, 0]
-    with _open_bytes(source_path) as sources, _open_bytes(target_path) as targets:
-        for source, target in itertools.zip_longest(sources, targets):
-            counts[0] += source is not None
-            counts[1] += target is not None
-            if source is not None and target is not None:  # once one file ends, the other is only counted
-                yield _row(_decode(source), _decode(target))
-    if counts[0] != counts[1]:
+    sources, targets = _lines(source_path, source_offset, count), _lines(target_path, target_offset, count)
+    for source, target in itertools.zip_longest(sources, targets):
+        counts[0] += source is not None
+        counts[1] += target is not None
+        if source is not None and target is not None:  # once one file ends, the other is only counted
+            yield _row(_decode(source), _decode(target))
+    if counts[0] != counts[1]:  # a gzip pair, not counted beforehand
         raise ValueError(
             f"{source_path} has {counts[0]} lines but {target_path} has {counts[1]}: "
             "parallel files must have one line per sentence pair"
         )
 
 
-def _tsv(path: Path) -> Iterator[dict]:
-    with _open_bytes(path) as lines:
-        for number, raw in enumerate(lines, 1):
-            line = _decode(raw)
-            cells = None if line is None else line.split("\t")
-            if cells is not None and len(cells) != 2:
-                raise ValueError(f"{path}:{number}: expected 2 tab-separated columns, found {len(cells)}")
-            yield _row(*(cells or (None, None)))
+def _tsv(path: Path, span: tuple) -> Iterator[dict]:
+    first, count, (offset,) = span
+    for number, raw in enumerate(_lines(path, offset, count), first + 1):
+        line = _decode(raw)
+        cells = None if line is None else line.split("\t")
+        if cells is not None and len(cells) != 2:
+            raise ValueError(f"{path}:{number}: expected 2 tab-separated columns, found {len(cells)}")
+        yield _row(*(cells or (None, None)))
 
 
-def _jsonl(path: Path, source_lang: str, target_lang: str) -> Iterator[dict]:
-    with _open_bytes(path) as lines:
-        for number, raw in enumerate(lines, 1):
-            line = _decode(raw)
-            if line is None or not line.strip():
-                yield _row(line, line)
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from error
-            record = record.get("translation", record)
-            if source_lang not in record or target_lang not in record:
-                raise ValueError(
-                    f"{path}:{number}: needs keys {source_lang!r} and {target_lang!r}, has {sorted(record)}"
-                )
-            yield _row(record[source_lang], record[target_lang])
+def _jsonl(path: Path, span: tuple, source_lang: str, target_lang: str) -> Iterator[dict]:
+    first, count, (offset,) = span
+    for number, raw in enumerate(_lines(path, offset, count), first + 1):
+        line = _decode(raw)
+        if line is None or not line.strip():
+            yield _row(line, line)
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from error
+        record = record.get("translation", record)
+        if source_lang not in record or target_lang not in record:
+            keys = f"{source_lang!r} and {target_lang!r}"
+            raise ValueError(f"{path}:{number}: needs keys {keys}, has {sorted(record)}")
+        yield _row(record[source_lang], record[target_lang])
 
 
-def parallel_rows(paths: tuple[str, ...], source_lang: str, target_lang: str, stamps: tuple = ()) -> Iterator[dict]:
-    """Every line (pair) of two plain-text files (optionally .gz), one TSV (source<TAB>target) or one JSONL file
-    (``{"<src>": ..., "<tgt>": ...}`` or ``{"translation": {...}}``), as {source, target, status}. Plain files with
-    different line counts stop here, before any training, since they cannot be aligned. (``stamps``, the files'
-    sizes and modification times, only key the cache.)"""
+def parallel_rows(
+    paths: tuple[str, ...], spans: list[tuple], source_lang: str, target_lang: str, stamps: tuple = ()
+) -> Iterator[dict]:
+    """Every line (pair) of ``spans`` of two plain-text files (optionally .gz), one TSV (source<TAB>target) or one
+    JSONL file (``{"<src>": ..., "<tgt>": ...}`` or ``{"translation": {...}}``), as {source, target, status}.
+    (``stamps``, the files' sizes and modification times, only key the cache.)"""
     files = [Path(p) for p in paths]
-    if len(files) == 2:
-        yield from _two_files(*files)
-        return
-    if len(files) != 1:
-        raise ValueError(f"give two parallel files or one .tsv/.jsonl file, got {len(files)}: {paths}")
-    suffixes = "".join(files[0].suffixes)
-    if ".tsv" in suffixes:
-        yield from _tsv(files[0])
-    elif ".jsonl" in suffixes or ".json" in suffixes:
-        yield from _jsonl(files[0], source_lang, target_lang)
-    else:
-        raise ValueError(f"{files[0]}: a single data file must be .tsv or .jsonl (optionally .gz)")
+    for span in spans:
+        if len(files) == 2:
+            yield from _two_files(*files, span)
+        elif ".tsv" in "".join(files[0].suffixes):
+            yield from _tsv(files[0], span)
+        else:
+            yield from _jsonl(files[0], span, source_lang, target_lang)
 
 
-def _stamp(path: str) -> tuple[str, int, int] | None:
+def file_stamp(path: str) -> tuple[str, int, int] | None:
     stat = Path(path).stat() if Path(path).is_file() else None
     return (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns) if stat else None
 
 
 def read_parallel_files(paths: list[str], args: DataArguments) -> tuple[datasets.Dataset, ReadReport]:
-    """The kept pairs of ``paths`` as an Arrow dataset (datasets' cache), and what was dropped."""
-    for path in paths:
-        if not Path(path).is_file():
+    """The kept pairs of ``paths`` as an Arrow dataset (datasets' cache), and what was dropped. Plain files are read
+    by ``workers`` processes, each its own runs of lines; the rows keep the files' order."""
+    files = [Path(p) for p in paths]
+    for path in files:
+        if not path.is_file():
             raise FileNotFoundError(f"data file not found: {path}")
-    if all(_is_empty(Path(path)) for path in paths):  # datasets cannot make a table of no rows
+    if len(files) not in (1, 2):
+        raise ValueError(f"give two parallel files or one .tsv/.jsonl file, got {len(files)}: {paths}")
+    suffixes = "".join(files[0].suffixes)
+    if len(files) == 1 and not (".tsv" in suffixes or ".json" in suffixes):
+        raise ValueError(f"{files[0]}: a single data file must be .tsv or .jsonl (optionally .gz)")
+    if all(_is_empty(path) for path in files):  # datasets cannot make a table of no rows
         return datasets.Dataset.from_dict({"source": [], "target": []}), ReadReport()
+    runs = spans(files, workers(args, min(path.stat().st_size for path in files) // 100) or 1)  # ~100 bytes a line
     try:
         rows = datasets.Dataset.from_generator(
             parallel_rows,
             features=FEATURES,
-            # tuples: datasets would shard list arguments over generator calls
-            gen_kwargs={"paths": tuple(paths), "source_lang": args.source_lang, "target_lang": args.target_lang,
-                        "stamps": tuple(_stamp(p) for p in paths)},
+            # tuples: datasets splits list arguments (the runs) over the processes, and would split these too
+            gen_kwargs={"paths": tuple(paths), "spans": runs, "source_lang": args.source_lang,
+                        "target_lang": args.target_lang, "stamps": tuple(file_stamp(p) for p in paths)},
+            num_proc=len(runs) if len(runs) > 1 else None,
             cache_dir=args.cache_dir,
         )  # fmt: skip
     except datasets.exceptions.DatasetGenerationError as error:  # our ValueError, wrapped by datasets
@@ -229,7 +300,7 @@ def kept_pairs(rows: datasets.Dataset) -> tuple[datasets.Dataset, ReadReport]:
 
 def _hub_dataset(args: DataArguments) -> datasets.DatasetDict:
     try:
-        raw = datasets.load_dataset(args.dataset, args.dataset_config, cache_dir=args.cache_dir)
+        raw = datasets.load_dataset(args.dataset, args.dataset_config or None, cache_dir=args.cache_dir)
     except (ConnectionError, OSError) as error:
         raise RuntimeError(
             f"could not load Hub dataset {args.dataset!r} ({args.dataset_config}): {error}. Offline, use the bundled "
@@ -249,8 +320,9 @@ def _hub_dataset(args: DataArguments) -> datasets.DatasetDict:
     return datasets.DatasetDict(splits)
 
 
-def load_parallel_data(args: DataArguments) -> datasets.DatasetDict:
-    """train / validation / test splits with ``source`` and ``target`` text columns."""
+def load_parallel_data(args: DataArguments, include_train: bool = True) -> datasets.DatasetDict:
+    """train / validation / test splits with ``source`` and ``target`` text columns (no train with
+    ``include_train=False``: --streaming reads it as it trains)."""
     if args.dataset == "multi30k":
         files = {
             split: [str(BUNDLED_DIR / f"{stem}.{lang}.gz") for lang in (args.source_lang, args.target_lang)]
@@ -264,7 +336,7 @@ def load_parallel_data(args: DataArguments) -> datasets.DatasetDict:
         return _hub_dataset(args)
     splits = {}
     for split, paths in files.items():
-        if paths:
+        if paths and (include_train or split != "train"):
             splits[split], report = read_parallel_files(paths, args)
             report.log(split, " and ".join(paths))
     return datasets.DatasetDict(splits)
@@ -283,10 +355,17 @@ def clip(ids: list[int], limit: int) -> list[int]:
 
 class Encoder:
     """datasets.map's function: ``input_ids`` and ``labels`` (clipped, keeping </s>), their lengths, and whether the
-    pair was truncated. A class, so datasets fingerprints it by the tokenizer and the limits."""
+    pair was truncated."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase, max_source_length: int, max_target_length: int):
         self.tokenizer, self.limits = tokenizer, (max_source_length, max_target_length)
+
+    def fingerprint(self, data: datasets.Dataset) -> str:
+        """The cache key of ``data`` tokenized: the data's fingerprint, the tokenizer's serialized state, the limits
+        and this code. (datasets would hash the tokenizer object, and a tokenizer just learned hashes differently
+        from the same one loaded from disk, so the second run would tokenize everything again.)"""
+        state = self.tokenizer.backend_tokenizer.to_str()
+        return Hasher.hash((data._fingerprint, state, self.limits, Hasher.hash(Encoder.__call__)))
 
     def __call__(self, batch: dict) -> dict:
         encode = self.tokenizer.backend_tokenizer.encode_batch_fast
@@ -313,12 +392,14 @@ def tokenize_splits(
     tokenized = {}
     for split, data in raw.items():
         tokenized[split] = data.map(encode, batched=True, batch_size=2000, num_proc=workers(args, len(data)),
-                                    desc=f"tokenize {split}")  # fmt: skip
+                                    new_fingerprint=encode.fingerprint(data), desc=f"tokenize {split}")  # fmt: skip
         truncated = pc.sum(tokenized[split].data.column("truncated")).as_py() or 0
         logger.info("%s: %d pairs tokenized, %d truncated to the length limits", split, len(data), truncated)
     return datasets.DatasetDict(tokenized)
 
 
 def lengths(dataset: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """The ``source_length`` and ``target_length`` columns of a tokenized split, as numpy arrays."""
-    return tuple(dataset.with_format("numpy")[name] for name in ("source_length", "target_length"))
+    """The ``source_length`` and ``target_length`` columns of a tokenized split, as numpy arrays (through Arrow:
+    datasets' numpy format builds the column row by row, minutes for millions of pairs)."""
+    table = dataset.select_columns(["source_length", "target_length"]).with_format("arrow")[:]
+    return table.column("source_length").to_numpy(), table.column("target_length").to_numpy()

@@ -8,10 +8,12 @@ odd pieces. Only "▁" marks a space, so the split costs no reversibility. Wrapp
 ``AutoTokenizer`` loads it.
 """
 
+import itertools
 import logging
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import datasets
@@ -56,17 +58,27 @@ def sample_sentences(train: datasets.Dataset, count: int, seed: int) -> Iterator
             yield from batch[column]
 
 
+def streamed_sentences(pairs: Iterable[dict], count: int) -> Iterator[str]:
+    """The sources, then the targets, of the first ``count // 2`` usable pairs of a stream (a corpus read as it
+    streams cannot be sampled at random without reading it whole)."""
+    first = [pair for pair in itertools.islice((p for p in pairs if not p["status"]), count // 2)]
+    yield from (pair["source"] for pair in first)
+    yield from (pair["target"] for pair in first)
+
+
 def learned_tokenizer(
-    train: datasets.Dataset, vocab_size: int, sample: int, seed: int, cache_dir: str | None = None
+    sentences: Callable[[], Iterator[str]], data_key: object, vocab_size: int, cache_dir: str | None = None
 ) -> PreTrainedTokenizerFast:
-    """``train_tokenizer`` on ``sample_sentences``, cached: the same training data (datasets' fingerprint), size,
-    sample, seed and recipe (this module's code) give the tokenizer learned before, without learning it again."""
-    key = Hasher.hash((train._fingerprint, vocab_size, sample, seed, Hasher.hash(train_tokenizer)))
+    """``train_tokenizer`` on ``sentences()``, cached: the same data (``data_key``: its fingerprint and how it was
+    sampled), size and recipe (this module's code) give the tokenizer learned before, without learning it again."""
+    key = Hasher.hash((data_key, vocab_size, Hasher.hash(train_tokenizer)))
     folder = Path(cache_dir or datasets.config.HF_DATASETS_CACHE) / "vanilla-tokenizers" / key
     if (folder / "tokenizer.json").is_file():
         logger.info("tokenizer: learned before, from the same data (%s)", folder)
         return AutoTokenizer.from_pretrained(folder)
-    tokenizer = train_tokenizer(sample_sentences(train, sample, seed), vocab_size)
+    start = time.monotonic()
+    tokenizer = train_tokenizer(sentences(), vocab_size)
+    logger.info("tokenizer: %d tokens learned in %.0f s", len(tokenizer), time.monotonic() - start)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent))
     tokenizer.save_pretrained(staging)

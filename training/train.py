@@ -11,21 +11,27 @@ any flag on the command line overrides. ``--resume_from_checkpoint auto`` resume
 import json
 import logging
 import os
+import platform
 import shutil
+import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import datasets
 import numpy as np
+import psutil
 import torch
+import transformers
 import yaml
 from transformers import (
     DataCollatorForSeq2Seq,
     HfArgumentParser,
     PreTrainedTokenizerBase,
     Seq2SeqTrainingArguments,
+    TrainerCallback,
     set_seed,
 )
 
@@ -37,14 +43,15 @@ from .average import average_newest_into
 from .bpe_dropout import BPEDropoutPairs
 from .cli import console_script, load_tokenizer
 from .curve import LearningCurveCallback
-from .data import DataArguments, lengths, load_parallel_data, tokenize_splits
+from .data import DataArguments, file_stamp, lengths, load_parallel_data, test_set_name, tokenize_splits
 from .metrics import score_translations
-from .tokenizer import learned_tokenizer
+from .streaming import StreamingTokenBatches, streaming_pairs
+from .tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 from .trainer import PaperSeq2SeqTrainer, TimeBudget, resolve_checkpoint
 
 logger = logging.getLogger("vanilla_train")
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-PRESETS = ("demo", "multi30k", "base", "big")
+PRESETS = ("demo", "multi30k", "wmt14", "big")
 
 
 @dataclass
@@ -196,10 +203,11 @@ def spread_sample(dataset, count: int):
     return dataset.select(np.linspace(0, len(dataset) - 1, num=count).round().astype(int).tolist())
 
 
-def run_tokenizer(model_args: ModelArguments, data_args: DataArguments, raw: datasets.DatasetDict, output_dir: Path,
+def run_tokenizer(model_args: ModelArguments, data_args: DataArguments, train, output_dir: Path,
                   seed: int) -> PreTrainedTokenizerBase:  # fmt: skip
     """The start model's tokenizer, the one --tokenizer names, the run's own (a run being resumed, or the first
-    process's), else one learned from a sample of the training data (or taken from the cache of tokenizers)."""
+    process's), else one learned from a sample of ``train`` (a Dataset, or the stream of --streaming), or taken
+    from the cache of tokenizers."""
     for folder in (model_args.model_name_or_path, data_args.tokenizer):
         if folder:
             tokenizer = load_tokenizer(folder)
@@ -208,7 +216,14 @@ def run_tokenizer(model_args: ModelArguments, data_args: DataArguments, raw: dat
             return tokenizer
     if (output_dir / "tokenizer.json").is_file():
         return load_tokenizer(str(output_dir))
-    return learned_tokenizer(raw["train"], data_args.vocab_size, data_args.tokenizer_sample, seed, data_args.cache_dir)
+    sample = data_args.tokenizer_sample
+    if isinstance(train, datasets.Dataset):
+        sentences, key = partial(sample_sentences, train, sample, seed), (train._fingerprint, sample, seed)
+    else:
+        sentences = partial(streamed_sentences, train, sample)
+        key = ("stream", data_args.dataset, data_args.dataset_config, data_args.train_files and
+               [file_stamp(p) for p in data_args.train_files], sample)  # fmt: skip
+    return learned_tokenizer(sentences, key, data_args.vocab_size, data_args.cache_dir)
 
 
 def build_trainer(
@@ -218,10 +233,14 @@ def build_trainer(
     set_seed(training_args.seed)
     output_dir = Path(training_args.output_dir)
 
+    if data_args.streaming:
+        check_streaming(data_args, training_args)
+    step_size(data_args, training_args)
     with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
-        raw = load_parallel_data(data_args)
+        raw = load_parallel_data(data_args, include_train=not data_args.streaming)
+    train = streaming_pairs(data_args) if data_args.streaming else raw["train"]
     with training_args.main_process_first(desc="tokenizer"):
-        tokenizer = run_tokenizer(model_args, data_args, raw, output_dir, training_args.seed)
+        tokenizer = run_tokenizer(model_args, data_args, train, output_dir, training_args.seed)
         if training_args.should_save and not (output_dir / "tokenizer.json").is_file():
             tokenizer.save_pretrained(output_dir)
     with training_args.main_process_first(desc="tokenize"):
@@ -236,13 +255,15 @@ def build_trainer(
     if model_args.lr_schedule == "paper":
         training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
     collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
-    train_dataset = (
-        BPEDropoutPairs(
+    if data_args.streaming:
+        train_dataset = StreamingTokenBatches(train, tokenizer, data_args, training_args.process_index,
+                                              training_args.world_size, training_args.seed)  # fmt: skip
+    elif data_args.bpe_dropout:
+        train_dataset = BPEDropoutPairs(
             data["train"], tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length
         )
-        if data_args.bpe_dropout
-        else data["train"]
-    )
+    else:
+        train_dataset = data["train"]
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=training_args,
@@ -257,9 +278,55 @@ def build_trainer(
     )
     if model_args.max_train_minutes:
         trainer.add_callback(TimeBudget(model_args.max_train_minutes))
-    sampler = trainer._get_train_sampler()  # the very sampler training uses
-    logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
+    if not data_args.streaming:
+        sampler = trainer._get_train_sampler()  # the very sampler training uses
+        logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
     return trainer, data
+
+
+def step_size(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> int:
+    """§5.1's batch is counted per optimizer step: the per-device budget x devices x gradient accumulation. With
+    --tokens_per_step, the accumulation is set to come closest to it. Logs (and returns) the tokens per side."""
+    per_device, devices = data_args.max_tokens_per_batch, training_args.world_size
+    if data_args.tokens_per_step:
+        training_args.gradient_accumulation_steps = max(1, round(data_args.tokens_per_step / (per_device * devices)))
+    accumulation = training_args.gradient_accumulation_steps
+    total = per_device * devices * accumulation
+    asked = f" (asked: {data_args.tokens_per_step})" if data_args.tokens_per_step else ""
+    logger.info("tokens per step per side: %d per device x %d devices x %d accumulation = %d%s", per_device, devices,
+                accumulation, total, asked)  # fmt: skip
+    if data_args.tokens_per_step and abs(total - data_args.tokens_per_step) > 0.25 * data_args.tokens_per_step:
+        logger.warning("a step holds %d tokens per side, far from the %d asked: adjust --max_tokens_per_batch",
+                       total, data_args.tokens_per_step)  # fmt: skip
+    return total
+
+
+def check_streaming(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> None:
+    """What --streaming needs: a length in steps (the stream has no end), no BPE-dropout, no worker processes (the
+    stream keeps, in the training process, where each window began, for the checkpoints)."""
+    if training_args.max_steps <= 0:
+        raise ValueError("--streaming needs --max_steps: the stream of training pairs has no end")
+    if data_args.bpe_dropout:
+        raise ValueError("--streaming does not re-segment pairs (--bpe_dropout): the pairs are read once a pass")
+    if training_args.dataloader_num_workers:
+        raise ValueError("--streaming needs --dataloader_num_workers 0: the stream's position is kept in the "
+                         "training process for the checkpoints")  # fmt: skip
+    training_args.ignore_data_skip = True  # a resumed stream reads on from its saved position itself
+
+
+class FirstStepLog(TrainerCallback):
+    """Logs when the first training step of this process ends, counted from the process's start (imports
+    included): what reading the data, the tokenizer and the model cost before training got going
+    (benchmarks/data_scale.py reads it)."""
+
+    def __init__(self):
+        self.done = False
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if not self.done:
+            started = psutil.Process().create_time()
+            logger.info("first training step done %.1f s after start", time.time() - started)
+            self.done = True
 
 
 def launcher_processes() -> int | None:
@@ -291,10 +358,13 @@ def run(argv: list[str] | None = None) -> dict:
         )  # fmt: skip
     keep_freed_memory()
     trainer, data = build_trainer(model_args, data_args, training_args)
+    trainer.add_callback(FirstStepLog())
     output_dir = Path(training_args.output_dir)
     resume = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
     if resume:
         logger.info("resuming from %s", resume)
+        if isinstance(trainer.train_dataset, StreamingTokenBatches):
+            trainer.train_dataset.resume(Path(resume))
     start = time.monotonic()
     train_result = trainer.train(resume_from_checkpoint=resume)
     results = {"train": train_result.metrics}
@@ -319,7 +389,7 @@ def run(argv: list[str] | None = None) -> dict:
         if model_args.summary_dir:
             write_summary(
                 Path(model_args.summary_dir), results, train_minutes, (time.monotonic() - run_start) / 60,
-                trainer.model, output_dir, argv,
+                trainer.model, output_dir, argv, (model_args, data_args, training_args),
             )  # fmt: skip
     if training_args.push_to_hub:
         trainer.push_to_hub(commit_message="vanilla-train: final model, tokenizer, results and card")
@@ -368,11 +438,43 @@ def choose_length_penalty(trainer: PaperSeq2SeqTrainer, validation, generation: 
     return best, tried[best], {str(alpha): tried[alpha].metrics["validation_bleu"] for alpha in candidates}
 
 
+def git_commit() -> dict:
+    """The commit of the code that ran, and whether the work tree differed from it (None outside a git checkout)."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    return {"commit": commit, "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no"))
+            if commit else None}  # fmt: skip
+
+
+def machine() -> dict:
+    """What the run ran on."""
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return {"processor": platform.processor() or platform.machine(), "cpu_cores": os.cpu_count(), "gpus": gpus,
+            "python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__}  # fmt: skip
+
+
+def resolved_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> dict:
+    """Every argument of the run after the preset and the command line (tokens masked by to_dict)."""
+    return {**asdict(model_args), **asdict(data_args), **training_args.to_dict()}
+
+
 def write_summary(
-    folder: Path, results: dict, train_minutes: float, wall_minutes: float, model, output_dir: Path, argv
-) -> None:
-    """summary.json (test2016 and validation scores, minutes, parameters, the command) and the learning curve."""
+    folder: Path, results: dict, train_minutes: float, wall_minutes: float, model, output_dir: Path, argv,
+    arguments: tuple,
+) -> None:  # fmt: skip
+    """summary.json, the record of the run: its test and validation scores, minutes, parameters, the command and
+    every argument it resolved to, the git commit and the machine; and the learning curve."""
     folder.mkdir(parents=True, exist_ok=True)
+    model_args, data_args, training_args = arguments
 
     def scores(split: str) -> dict:
         metrics = results.get(split, {})
@@ -380,7 +482,7 @@ def write_summary(
         return {key: metrics[f"{split}_{key}"] for key in keys if f"{split}_{key}" in metrics}
 
     summary = {
-        "test2016": scores("test"),
+        test_set_name(data_args.dataset): scores("test"),
         "validation": scores("validation"),
         "beam": {
             "num_beams": model.generation_config.num_beams,
@@ -391,7 +493,9 @@ def write_summary(
         "wall_clock_minutes": round(wall_minutes, 2),  # the whole command: data, training, final evaluation
         "parameters": sum(p.numel() for p in model.parameters()),
         "command": "vanilla-train " + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": f"{os.cpu_count()} CPU cores, torch {torch.__version__}",
+        "arguments": resolved_arguments(model_args, data_args, training_args),
+        "code": git_commit(),
+        "machine": machine(),
     }
     (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     for name in ("learning_curve.csv", "learning_curve.json"):

@@ -23,6 +23,7 @@ from hub_card import write_model_card
 from .batching import TokenBatchSampler
 from .bpe_dropout import BPEDropoutBatchSampler, BPEDropoutPairs
 from .data import lengths
+from .streaming import StreamingTokenBatches
 
 logger = logging.getLogger(__name__)
 
@@ -211,6 +212,14 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             return BPEDropoutBatchSampler(dataset, self.max_tokens_per_batch, **placement)
         return TokenBatchSampler(*lengths(dataset), self.max_tokens_per_batch, **placement)
 
+    def get_train_dataloader(self) -> torch.utils.data.DataLoader:
+        if not isinstance(self.train_dataset, StreamingTokenBatches):
+            return super().get_train_dataloader()
+        # --streaming: the stream yields whole token batches of this rank's own pairs; accelerate would shard or
+        # dispatch them again.
+        return torch.utils.data.DataLoader(self.train_dataset, batch_size=None, collate_fn=self.data_collator,
+                                           pin_memory=self.args.dataloader_pin_memory)  # fmt: skip
+
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
         if self.noam_warmup_steps is None or self.lr_scheduler is not None:
             return super().create_scheduler(num_training_steps, optimizer)
@@ -249,10 +258,13 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             super()._save_checkpoint(model, trial)
         finally:
             self.args.save_total_limit = keep
-        self.accelerator.wait_for_everyone()  # every rank's files (RNG states) are on disk before the marker
+        run_dir = Path(self._get_output_dir(trial=trial))
+        folder = run_dir / f"checkpoint-{self.state.global_step}"
+        if isinstance(self.train_dataset, StreamingTokenBatches):  # where each rank's stream goes on
+            folder.mkdir(parents=True, exist_ok=True)
+            self.train_dataset.save(folder, self.state.global_step * self.args.gradient_accumulation_steps)
+        self.accelerator.wait_for_everyone()  # every rank's files (RNG states, streams) are on disk before the marker
         if self.args.should_save:
-            run_dir = Path(self._get_output_dir(trial=trial))
-            folder = run_dir / f"checkpoint-{self.state.global_step}"
             torch.save(self.args, folder / TRAINING_ARGS_NAME)  # saved above with the limit set aside
             mark_complete(folder, self.state.global_step)
             rotate_complete_checkpoints(run_dir, keep, self.state.best_model_checkpoint)

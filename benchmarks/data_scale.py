@@ -1,0 +1,125 @@
+"""How the data path scales: time to the first training step (cold and warm caches), peak memory, and how fast the
+training data loader feeds batches, for synthetic corpora of growing size.
+
+    python -m benchmarks.data_scale --pairs 500000 1500000 4500000 --json results/data-scale.json
+
+A corpus of N pairs is made from the bundled Multi30k training sentences joined two by two (pair i joins sentences
+i and 7i + 1, both sides alike), about the size of WMT14 en-de at 4.5M pairs (1.2 GB of text). Each N runs
+``vanilla-train --config demo --dataset files --max_steps 1`` in its own process twice: with an empty cache (cold:
+reading, the BPE vocabulary, tokenization) and again (warm: everything from the cache); the time to the first step
+is what the run logs when its first step ends. Peak RSS is that of the largest process of the run (tokenizing
+workers included). Then the training data loader of the warm run is iterated on its own: real (unpadded) source and
+target tokens per second, in one process. ``--streaming`` adds the same for ``vanilla-train --streaming``.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from training.data import BUNDLED_DIR
+
+FIRST_STEP = re.compile(r"first training step done (\d+\.\d+) s after start")
+# Runs the command it is given and prints the peak RSS of the largest process it started (KiB).
+PEAK_OF_CHILD = (
+    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+    "sys.stderr.write(r.stderr[-20000:]); "
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)"
+)
+
+
+def write_corpus(folder: Path, pairs: int) -> list[str]:
+    """``pairs`` synthetic sentence pairs as two plain-text files; returns their paths."""
+    sides = {}
+    for lang in ("en", "de"):
+        with gzip.open(BUNDLED_DIR / f"train.{lang}.gz", "rt", encoding="utf-8") as f:
+            sides[lang] = [line.rstrip("\n") for line in f]
+    paths = []
+    for lang, sentences in sides.items():
+        path = folder / f"train.{lang}"
+        n = len(sentences)
+        with open(path, "w", encoding="utf-8") as f:
+            for start in range(0, pairs, 100_000):
+                f.write("".join(f"{sentences[i % n]} {sentences[(7 * i + 1) % n]}\n"
+                                for i in range(start, min(pairs, start + 100_000))))  # fmt: skip
+        paths.append(str(path))
+    return paths
+
+
+def time_to_first_step(files: list[str], cache: Path, output: Path, extra: list[str]) -> dict:
+    command = [str(Path(sys.executable).parent / "vanilla-train"), "--config", "demo", "--dataset", "files",
+               "--train_files", *files, "--max_steps", "1", "--eval_strategy", "no", "--save_strategy", "no",
+               "--output_dir", str(output), "--cache_dir", str(cache), "--disable_tqdm", "true", *extra]  # fmt: skip
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", PEAK_OF_CHILD, *command], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if result.returncode:
+        raise RuntimeError(f"vanilla-train failed: {result.stderr[-3000:]}")
+    first = FIRST_STEP.search(result.stderr)
+    return {"first_step_s": float(first.group(1)) if first else None, "command_s": round(wall, 1),
+            "peak_rss_mib": round(int(result.stdout.split()[-1]) / 1024)}  # fmt: skip
+
+
+def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[str], batches: int = 300) -> dict:
+    """Real source + target tokens per second out of the training DataLoader (collated batches), one process."""
+    from training.train import build_trainer, parse_args
+
+    argv = ["--config", "demo", "--dataset", "files", "--train_files", *files, "--output_dir", str(output),
+            "--cache_dir", str(cache), "--disable_tqdm", "true", "--max_steps", str(batches), *extra]  # fmt: skip
+    trainer, _ = build_trainer(*parse_args(argv))
+    loader = trainer.get_train_dataloader()
+    tokens, start = 0, time.perf_counter()
+    for i, batch in enumerate(loader):
+        tokens += int(batch["attention_mask"].sum()) + int((batch["labels"] != -100).sum())
+        if i + 1 == batches:
+            break
+    seconds = time.perf_counter() - start
+    return {"loader_tokens_per_s": round(tokens / seconds), "loader_batches": i + 1}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", type=int, nargs="+", default=[500_000, 1_500_000, 4_500_000])
+    parser.add_argument("--streaming", action="store_true", help="also measure vanilla-train --streaming")
+    parser.add_argument("--workdir", help="where the corpora and caches go (default: a temporary folder)")
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args(argv)
+    results = {"machine": {"processor": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                           "torch": torch.__version__}, "runs": []}  # fmt: skip
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="data-scale-"))
+    try:
+        for pairs in args.pairs:
+            folder = workdir / str(pairs)
+            folder.mkdir(parents=True, exist_ok=True)
+            files = write_corpus(folder, pairs)
+            modes = [("arrow", [])] + ([("streaming", ["--streaming", "true"])] if args.streaming else [])
+            for mode, extra in modes:
+                cache = folder / f"cache-{mode}"
+                row = {"pairs": pairs, "mode": mode, "corpus_mib": round(sum(Path(f).stat().st_size for f in files)
+                                                                         / 2**20)}  # fmt: skip
+                row["cold"] = time_to_first_step(files, cache, folder / "out-cold", extra)
+                row["warm"] = time_to_first_step(files, cache, folder / "out-warm", extra)  # a new run, same cache
+                row.update(loader_throughput(files, cache, folder / "out-warm", extra))
+                results["runs"].append(row)
+                print(json.dumps(row), flush=True)
+            shutil.rmtree(folder)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()

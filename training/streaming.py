@@ -1,0 +1,148 @@
+"""``--streaming``: train on a corpus as it is read, for corpora too large to copy into an Arrow cache (or to wait
+for): training starts after the first window of pairs is tokenized, whatever the corpus size.
+
+Pairs come from a ``datasets.IterableDataset`` (the same readers and drop rules as the Arrow path, or a Hub dataset
+streamed), each rank keeping its own part (``split_dataset_by_node``). They are batched by token count as fairseq
+and tensor2tensor bucket: a window of ``--streaming_window`` pairs (100,000: about a second of reading, five of
+tokenizing on one core) is tokenized, sorted by length (ties in a seeded random
+order), cut into batches of at most ``max_tokens_per_batch`` padded tokens per side, and the batches of the window
+are yielded in a seeded random order. The stream has no end: after the last pair it starts the next pass (epoch), so
+every rank has a batch for every step and none is left waiting at an epoch's end; ``--max_steps`` sets the length.
+
+Resuming: the stream records where each window began (the source's ``state_dict``); a checkpoint stores, for each
+rank, the window of the next batch and how many of its batches were used, and a resumed run reads on from there,
+tokenizing nothing it skips. The batches are then exactly those an uninterrupted run would have had.
+"""
+
+import itertools
+import json
+import logging
+from collections import Counter, deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import datasets
+import numpy as np
+import torch
+from datasets.distributed import split_dataset_by_node
+from transformers import PreTrainedTokenizerBase
+
+from .batching import cut_points
+from .data import FEATURES, DataArguments, Encoder, _row, file_stamp, parallel_rows
+
+logger = logging.getLogger(__name__)
+STATE_FILE = "stream_state_rank{rank}.json"
+
+
+def streaming_pairs(args: DataArguments) -> datasets.IterableDataset:
+    """The training pairs as an IterableDataset of {source, target, status} rows."""
+    if args.dataset == "files":
+        if not args.train_files:
+            raise ValueError("--streaming with --dataset files needs --train_files")
+        for path in args.train_files:
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"data file not found: {path}")
+        files = [Path(p) for p in args.train_files]
+        return datasets.IterableDataset.from_generator(
+            parallel_rows,
+            features=FEATURES,
+            gen_kwargs={"paths": tuple(args.train_files), "spans": [(0, None, (0,) * len(files))],
+                        "source_lang": args.source_lang, "target_lang": args.target_lang,
+                        "stamps": tuple(file_stamp(p) for p in args.train_files)},
+        )  # fmt: skip
+    if args.dataset == "multi30k":
+        raise ValueError("--streaming is for corpora too large to cache; the bundled Multi30k trains without it")
+    stream = datasets.load_dataset(args.dataset, args.dataset_config or None, split="train", streaming=True)
+
+    def rows(batch: dict) -> dict:
+        pairs = [_row(pair[args.source_lang], pair[args.target_lang]) for pair in batch["translation"]]
+        return {name: [pair[name] for pair in pairs] for name in FEATURES}
+
+    return stream.map(rows, batched=True, remove_columns=["translation"], features=FEATURES)
+
+
+@dataclass
+class WindowStart:
+    """Where a window began: the pass, the window's number in it, the source's state, and the stream's running count
+    of batches before it."""
+
+    epoch: int
+    window: int
+    source_state: dict
+    batches_before: int
+
+
+class StreamingTokenBatches(torch.utils.data.IterableDataset):
+    """Endless token batches (lists of {input_ids, labels}) of this rank's pairs; see the module docstring."""
+
+    def __init__(
+        self,
+        source: datasets.IterableDataset,
+        tokenizer: PreTrainedTokenizerBase,
+        args: DataArguments,
+        rank: int = 0,
+        world_size: int = 1,
+        seed: int = 0,
+    ):
+        self.source = split_dataset_by_node(source, rank=rank, world_size=world_size)
+        self.encode = Encoder(tokenizer, args.max_source_length, args.max_target_length)
+        self.max_tokens, self.window = args.max_tokens_per_batch, args.streaming_window
+        self.seed, self.rank = seed, rank
+        self.resume_from: dict | None = None  # set by resume(): where the next batch is
+        self.starts: deque[WindowStart] = deque(maxlen=4)  # the last windows planned (prefetching reads ahead)
+        self.dropped = Counter()
+
+    def batches_of(self, rows: list[dict], epoch: int, window: int) -> list[list[dict]]:
+        """One window's pairs, tokenized and cut into token batches in a seeded random order."""
+        encoded = self.encode({"source": [r["source"] for r in rows], "target": [r["target"] for r in rows]})
+        source, target = np.asarray(encoded["source_length"]), np.asarray(encoded["target_length"])
+        generator = np.random.default_rng([self.seed, self.rank, epoch, window])
+        order = np.lexsort((generator.permutation(len(rows)), target, source))
+        ends = cut_points(np.maximum(source, target)[order].tolist(), self.max_tokens)
+        batches = [order[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True)]
+        return [[{"input_ids": encoded["input_ids"][i], "labels": encoded["labels"][i]} for i in batches[b]]
+                for b in generator.permutation(len(batches))]  # fmt: skip
+
+    def __iter__(self):
+        epoch, window, skip, count = 0, 0, 0, 0
+        if self.resume_from:
+            epoch, window, skip = self.resume_from["epoch"], self.resume_from["window"], self.resume_from["skip"]
+            self.source.load_state_dict(self.resume_from["source_state"])
+            count = self.resume_from["batches_before"]
+        while True:
+            self.source.set_epoch(epoch)
+            rows = iter(self.source)
+            while True:
+                state = self.source.state_dict()
+                chunk = [r for r in itertools.islice(rows, self.window)]
+                if not chunk:
+                    break
+                kept = [r for r in chunk if not r["status"]]
+                self.dropped.update(r["status"] for r in chunk if r["status"])
+                self.starts.append(WindowStart(epoch, window, state, count))
+                batches = self.batches_of(kept, epoch, window) if kept else []
+                yield from batches[skip:]
+                count += len(batches)
+                skip, window = 0, window + 1
+            if count == 0:
+                raise ValueError("--streaming: no usable sentence pair in the training data")
+            logger.info("rank %d: pass %d over the training data done; dropped: %s", self.rank, epoch,
+                        dict(self.dropped) or "none")  # fmt: skip
+            epoch, window = epoch + 1, 0
+
+    def position(self, batches_used: int) -> dict:
+        """Where the batch after the first ``batches_used`` is: the window it belongs to and how many of that
+        window's batches come before it (what ``resume`` takes)."""
+        for start in reversed(self.starts):
+            if start.batches_before <= batches_used:
+                return {**asdict(start), "skip": batches_used - start.batches_before}
+        raise RuntimeError(f"batch {batches_used} is older than the windows the stream remembers")
+
+    def save(self, folder: Path, batches_used: int) -> None:
+        (folder / STATE_FILE.format(rank=self.rank)).write_text(json.dumps(self.position(batches_used)))
+
+    def resume(self, folder: Path) -> None:
+        path = folder / STATE_FILE.format(rank=self.rank)
+        if not path.is_file():
+            raise ValueError(f"cannot resume the stream from {folder}: {path.name} is missing")
+        self.resume_from = json.loads(path.read_text())
