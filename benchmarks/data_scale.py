@@ -75,7 +75,8 @@ def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[s
     from training.train import build_trainer, parse_args
 
     argv = ["--config", "demo", "--dataset", "files", "--train_files", *files, "--output_dir", str(output),
-            "--cache_dir", str(cache), "--disable_tqdm", "true", "--max_steps", str(batches), *extra]  # fmt: skip
+            "--cache_dir", str(cache), "--disable_tqdm", "true", "--max_steps", str(batches), "--eval_strategy", "no",
+            *extra]  # fmt: skip
     trainer, _ = build_trainer(*parse_args(argv))
     loader = trainer.get_train_dataloader()
     tokens, start = 0, time.perf_counter()

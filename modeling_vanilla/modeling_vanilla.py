@@ -1,21 +1,19 @@
-"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as a transformers model.
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017; arXiv:1706.03762) as a transformers model.
 
-The classes follow the paper's sections: 3.2.1 scaled dot-product attention, 3.2.2 multi-head attention,
-3.3 position-wise feed-forward networks, 3.4 embeddings and softmax, 3.5 positional encoding, and 3.1 for the
-encoder and decoder stacks built from them. Sub-layers are post-LN, ``LayerNorm(x + Dropout(Sublayer(x)))``,
-with no LayerNorm after the stacks.
+In the paper's order: §3.1 the encoder and decoder stacks, §3.2.1 scaled dot-product attention, §3.2.2 multi-head
+attention, §3.2.3 its three uses (the masks), §3.3 position-wise feed-forward networks, §3.4 embeddings and
+softmax, §3.5 positional encoding; then the transformers classes that assemble them. Sub-layers are post-LN,
+``LayerNorm(x + Dropout(Sublayer(x)))``, with no LayerNorm after the stacks. docs/paper.md maps every choice of the
+paper to the code.
 
-This file travels to the Hub next to the weights (``trust_remote_code``): it imports only torch, transformers and
-``configuration_vanilla``.
+What runs beyond the paper to be fast is in ``speedups.py`` (each piece computes the same function), what the model
+refuses is in ``checks.py``. This file and those travel to the Hub next to the weights (``trust_remote_code``):
+they import only torch, transformers and each other.
 """
 
-import json
 import math
 import os
-import re
 from collections.abc import Callable
-from contextvars import ContextVar
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -39,205 +37,101 @@ from transformers.utils import TransformersKwargs, can_return_tuple, is_torchdyn
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
+from .checks import (
+    check_checkpoint_files,
+    check_embeddings,
+    check_loaded_weights,
+    check_padding_mask,
+    check_token_ids,
+    local_model_dir,
+    may_read_values,
+    values_checked,
+)
 from .configuration_vanilla import VanillaTransformerConfig
-
-# ----------------------------------------------------------------------------------------------------------------
-# Input checks: a wrong id, mask or embedding fails here with a message that names it, not deep inside torch.
-# Shapes and dtypes are checked on every call (host only). Checks of values (an id out of range, a NaN) read the
-# tensor back to the host, so ``generate()`` makes them once for the whole call instead of at every decoding step.
-# ----------------------------------------------------------------------------------------------------------------
-_VALUES_CHECKED = ContextVar("vanilla_transformer_values_checked", default=False)
-
-
-def value_checks_due() -> bool:
-    """False inside ``generate()`` (its inputs were checked once) and while compiling (no data-dependent branch)."""
-    return not is_torchdynamo_compiling() and not _VALUES_CHECKED.get()
-
-
-def check_token_ids(ids: torch.Tensor | None, vocab_size: int, name: str, ignore_index: int | None = None) -> None:
-    """Raise ValueError unless ``ids`` is a non-empty (batch, length) integer tensor of ids in [0, vocab_size)
-    (``ignore_index`` allowed too: -100 in labels)."""
-    if ids is None:
-        return
-    if ids.dim() != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
-        raise ValueError(f"`{name}` must be a non-empty (batch, length) tensor, got shape {tuple(ids.shape)}")
-    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
-        raise ValueError(f"`{name}` must hold integer token ids, got dtype {ids.dtype}")
-    if not value_checks_due():
-        return
-    bad = (ids < 0) | (ids >= vocab_size)
-    if ignore_index is not None:
-        bad &= ids != ignore_index
-    if bad.any():
-        allowed = f" or {ignore_index}" if ignore_index is not None else ""
-        raise ValueError(f"`{name}` holds token id {int(ids[bad][0])}, outside [0, vocab_size={vocab_size}){allowed}")
-
-
-def check_padding_mask(mask: torch.Tensor | None, shape: tuple[int, int], name: str, of: str) -> None:
-    """A 2-D mask is (batch, keys) of 1 (token) and 0 (padding), as transformers' tokenizers return it. An additive
-    mask (0 / -inf) would be read as its inverse, so values other than 0 and 1 are refused."""
-    if mask is None or mask.dim() == 4:  # 4-D: a ready-made attention mask, used as given
-        return
-    if tuple(mask.shape) != tuple(shape):
-        raise ValueError(f"`{name}` has shape {tuple(mask.shape)} but must be {tuple(shape)}, the shape of {of}")
-    if value_checks_due() and mask.dtype != torch.bool and ((mask != 0) & (mask != 1)).any():
-        value = mask[(mask != 0) & (mask != 1)][0].item()
-        raise ValueError(
-            f"`{name}` must hold 1 (attend) and 0 (padding), found {value}: an additive mask (0 / -inf) is not "
-            "accepted; pass `mask == 0` instead"
-        )
-
-
-def check_embeddings(embeds: torch.Tensor | None, width: int, name: str) -> None:
-    """``inputs_embeds`` must be a non-empty float (batch, length, d_model) tensor of finite values."""
-    if embeds is None:
-        return
-    if embeds.dim() != 3 or embeds.shape[0] == 0 or embeds.shape[1] == 0 or embeds.shape[2] != width:
-        raise ValueError(f"`{name}` must be (batch, length, d_model={width}), got shape {tuple(embeds.shape)}")
-    if not embeds.dtype.is_floating_point:
-        raise ValueError(f"`{name}` must be a floating-point tensor, got dtype {embeds.dtype}")
-    if value_checks_due() and not torch.isfinite(embeds).all():
-        raise ValueError(f"`{name}` holds NaN or infinite values")
-
-
-def check_safetensors_file(path: Path) -> None:
-    """Raise OSError naming ``path`` unless its header is whole and its tensors fill the rest of the file exactly
-    (safetensors' own error for a file cut short names no file)."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        header_size = int.from_bytes(f.read(8), "little") if size >= 8 else size
-        try:
-            header = json.loads(f.read(header_size)) if 8 + header_size <= size else None
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            header = None
-    if not isinstance(header, dict):
-        raise OSError(f"{path} is not a safetensors file, or its header is damaged ({size} bytes)")
-    data_size = max((entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0)
-    if 8 + header_size + data_size != size:
-        raise OSError(f"{path} holds {size} bytes but its header describes {8 + header_size + data_size}: the file "
-                      "was cut short or damaged")  # fmt: skip
-
-
-# A Hub model id: "name" or "namespace/name" (anything else that is no directory is a missing local path).
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-
-
-def local_model_dir(name: str | os.PathLike) -> Path | None:
-    """The directory ``name`` is; None if it is no directory but can be a Hub id; else FileNotFoundError (rather
-    than the Hub's error about a malformed repo id, or an offline error, for a local path that does not exist)."""
-    if Path(name).is_dir():
-        return Path(name)
-    if HUB_ID.match(str(name)):
-        return None
-    raise FileNotFoundError(f"no such model directory: {name}")
-
-
-def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
-    """Teacher forcing: the decoder reads ``<start> y_1 ... y_{n-1}`` to predict ``y_1 ... y_n``."""
-    shifted = labels.new_full(labels.shape, decoder_start_token_id)
-    shifted[:, 1:] = labels[:, :-1]
-    return shifted.masked_fill_(shifted == -100, pad_token_id)
+from .speedups import LinearCrossEntropy, math_attention_is_faster, residual_dropout
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# §3.2.3 masks. For "sdpa" and "eager" they are built here, small and broadcastable: a key-padding mask
-# (B, 1, 1, Lk), None when nothing is padded, and no causal mask at all for one-token decoding steps or where SDPA's
-# is_causal does the job. Other implementations (flash, flex) get transformers' mask builders, in their formats.
+# §3.1 Encoder and decoder stacks
 # ----------------------------------------------------------------------------------------------------------------
-SIMPLE_MASK_IMPLEMENTATIONS = ("sdpa", "eager")
+class SublayerConnection(nn.Module):
+    """ "We employ a residual connection around each of the two sub-layers, followed by layer normalization. That
+    is, the output of each sub-layer is LayerNorm(x + Sublayer(x))", with §5.4's dropout applied "to the output of
+    each sub-layer, before it is added to the sub-layer input"."""
 
-
-def key_padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """(B, Lk) of 1 (token) / 0 (padding) -> boolean (B, 1, 1, Lk), True where a key may be attended; None if none
-    is padded."""
-    if attention_mask is None or (not is_torchdynamo_compiling() and bool(attention_mask.all())):
-        return None
-    return attention_mask.bool()[:, None, None, :]
-
-
-def causal_self_attention_mask(
-    query_length: int,
-    past_length: int | torch.Tensor,
-    padding: torch.Tensor | None,
-    device: torch.device,
-    static_length: int | None = None,
-) -> torch.Tensor | None:
-    """Decoder self-attention: query i (at position past_length + i) attends to keys 0..past_length+i, not to padding.
-
-    None where the attention function can do without: a single new query sees every cached key, and with no past
-    and no padding the causal attention module masks the future itself (SDPA's ``is_causal``, and the same in
-    ``eager_attention_forward``). A static cache (``static_length``: its preallocated length) returns all its slots,
-    written or not, so there the mask always spans them and hides the unwritten ones. ``past_length`` may be a
-    tensor (a static cache's counter), so the mask is built from tensors and compiles without recompiling per step.
-    """
-    if padding is None and static_length is None and (query_length == 1 or past_length == 0):
-        return None
-    key_length = static_length if static_length is not None else past_length + query_length
-    query_positions = torch.arange(query_length, device=device)[:, None] + past_length  # (Lq, 1)
-    causal = (torch.arange(key_length, device=device) <= query_positions)[None, None]  # (1, 1, Lq, Lk)
-    if padding is None:
-        return causal
-    if padding.shape[-1] < key_length:  # a static cache's slots beyond the given mask: hidden by `causal` anyway
-        padding = F.pad(padding, (0, key_length - padding.shape[-1]), value=True)
-    return causal & padding  # (B, 1, Lq, Lk)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# §3.5 Positional encoding
-# ----------------------------------------------------------------------------------------------------------------
-def sinusoid_table(num_positions: int, dim: int, layout: str) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
-
-    ``layout="interleaved"`` places the pair (sin, cos) of frequency i at columns (2i, 2i+1) as the equations read;
-    ``"concat"`` places all sines first, then all cosines (fairseq, tensor2tensor, Marian). Computed in float64 so
-    that the float32 table is exact to rounding at any position.
-    """
-    pos = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    inv_freq = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (d/2,)
-    angles = pos * inv_freq  # (P, d/2)
-    if layout == "interleaved":
-        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)
-    else:
-        table = torch.cat((angles.sin(), angles.cos()), dim=-1)
-    return table.float()  # (P, d)
-
-
-class SinusoidalPositionalEncoding(nn.Module):
-    """§3.5: fixed sinusoids added to the embeddings. Not learned, so it extends to lengths never seen in training:
-    the table is a non-persistent buffer (never saved) that grows when a longer sequence arrives."""
-
-    def __init__(self, num_positions: int, dim: int, layout: str):
+    def __init__(self, config: VanillaTransformerConfig):
         super().__init__()
-        self.dim, self.layout = dim, layout
-        self.register_buffer("table", sinusoid_table(num_positions, dim, layout), persistent=False)
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.dropout = config.dropout
 
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        # position_ids: (L,) or (B, L) -> (..., d_model)
-        if not is_torchdynamo_compiling():
-            needed = int(position_ids.max()) + 1
-            if needed > self.table.shape[0]:
-                self.table = sinusoid_table(max(needed, 2 * self.table.shape[0]), self.dim, self.layout).to(
-                    self.table.device
-                )
-        return self.table[position_ids]
+    def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + residual_dropout(sublayer_output, self.dropout, self.training))  # (B, L, d_model)
 
 
-class LearnedPositionalEmbedding(nn.Embedding):
-    """Table 3, row (E): learned positional embeddings instead of sinusoids (a fixed maximum length)."""
+class EncoderLayer(GradientCheckpointingLayer):
+    """ "Each layer has two sub-layers. The first is a multi-head self-attention mechanism, and the second is a
+    simple, position-wise fully connected feed-forward network.\""""
 
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        if not is_torchdynamo_compiling() and int(position_ids.max()) >= self.num_embeddings:
-            raise ValueError(
-                f"position {int(position_ids.max())} is beyond max_position_embeddings={self.num_embeddings} of the "
-                "learned position embeddings; use position_embedding_type='sinusoidal' for unbounded lengths"
-            )
-        return super().forward(position_ids)
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(
+            config.d_model,
+            config.num_attention_heads,
+            dropout=config.attention_dropout,
+            layer_idx=layer_idx,
+            config=config,
+        )
+        self.self_attn_sublayer = SublayerConnection(config)
+        self.ffn = PositionWiseFeedForward(config)
+        self.ffn_sublayer = SublayerConnection(config)
+
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs: Unpack[TransformersKwargs]
+    ) -> torch.Tensor:
+        attended, _ = self.self_attn(hidden_states, attention_mask=attention_mask, **kwargs)
+        hidden_states = self.self_attn_sublayer(hidden_states, attended)
+        return self.ffn_sublayer(hidden_states, self.ffn(hidden_states))
 
 
-def build_position_encoding(config: VanillaTransformerConfig) -> nn.Module:
-    if config.position_embedding_type == "learned":
-        return LearnedPositionalEmbedding(config.max_position_embeddings, config.d_model)
-    return SinusoidalPositionalEncoding(config.max_position_embeddings, config.d_model, config.sinusoidal_layout)
+class DecoderLayer(GradientCheckpointingLayer):
+    """ "In addition to the two sub-layers in each encoder layer, the decoder inserts a third sub-layer, which
+    performs multi-head attention over the output of the encoder stack", and its self-attention is masked so that
+    "the predictions for position i can depend only on the known outputs at positions less than i"."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
+        super().__init__()
+        heads, dropout = config.num_attention_heads, config.attention_dropout
+        self.self_attn = MultiHeadAttention(
+            config.d_model, heads, dropout=dropout, is_causal=True, layer_idx=layer_idx, config=config
+        )
+        self.self_attn_sublayer = SublayerConnection(config)
+        self.cross_attn = MultiHeadAttention(config.d_model, heads, dropout=dropout, layer_idx=layer_idx, config=config)
+        self.cross_attn_sublayer = SublayerConnection(config)
+        self.ffn = PositionWiseFeedForward(config)
+        self.ffn_sublayer = SublayerConnection(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        attended, _ = self.self_attn(
+            hidden_states, attention_mask=attention_mask, past_key_values=past_key_values, **kwargs
+        )
+        hidden_states = self.self_attn_sublayer(hidden_states, attended)
+        attended, _ = self.cross_attn(
+            hidden_states,
+            encoder_hidden_states,
+            attention_mask=encoder_attention_mask,
+            past_key_values=past_key_values,
+            **kwargs,
+        )
+        hidden_states = self.cross_attn_sublayer(hidden_states, attended)
+        return self.ffn_sublayer(hidden_states, self.ffn(hidden_states))
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -271,10 +165,10 @@ def eager_attention_forward(
         if attention_mask.dtype == torch.bool:
             scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
         else:
-            scores = scores + attention_mask[..., : key.shape[-2]]
+            scores = scores + attention_mask[..., :key_length]
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     weights = F.dropout(weights, p=dropout, training=module.training)
-    output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, Lq, h, d_k)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()  # (B, h, Lq, d_k) -> (B, Lq, h, d_k)
     return output, weights
 
 
@@ -342,23 +236,9 @@ class MultiHeadAttention(nn.Module):
         if self.in_proj is None:
             return self.k_proj(key), self.v_proj(value)
         d, w, b = self.embed_dim, self.in_proj.weight, self.in_proj.bias
-        if value is key:  # encoder-decoder attention: K and V from one product
+        if value is key:  # encoder-decoder attention: K and V from one product, (B, Lk, 2d) -> 2 x (B, Lk, d)
             return F.linear(key, w[d:], _rows(b, d, 3 * d)).chunk(2, dim=-1)
         return F.linear(key, w[d : 2 * d], _rows(b, d, 2 * d)), F.linear(value, w[2 * d :], _rows(b, 2 * d, 3 * d))
-
-    @staticmethod
-    def _math_is_faster(q: torch.Tensor, k: torch.Tensor) -> bool:
-        """Training in bf16 on a CPU, plain matmul + softmax beats SDPA on short sequences: PyTorch's CPU
-        flash-attention backward gains nothing from bf16 there (d_model 256, 16 tokens: 10.7k vs 5.0k tokens/s per
-        training step). Same math, agreeing to 1e-5. In fp32 the two run at the same speed, and SDPA, which keeps
-        no attention matrix for the backward pass, is kept."""
-        return (
-            q.device.type == "cpu"
-            and q.dtype in (torch.bfloat16, torch.float16)
-            and torch.is_grad_enabled()
-            and q.requires_grad
-            and k.shape[-2] <= 256
-        )
 
     def forward(
         self,
@@ -391,26 +271,26 @@ class MultiHeadAttention(nn.Module):
         cache, cached_cross = (None if is_cross else past_key_values), False  # a plain Cache holds self-attention
         if isinstance(past_key_values, EncoderDecoderCache):
             if is_cross:
-                cached_cross = bool(past_key_values.is_updated.get(self.layer_idx))
+                cached_cross = bool(past_key_values.is_updated.get(self.layer_idx))  # a Python bool
                 cache = past_key_values.cross_attention_cache
             else:
                 cache = past_key_values.self_attention_cache
 
         if not is_cross and self.in_proj is not None:  # self-attention: Q, K, V from one product
-            q, k, v = (self._split_heads(t) for t in self.in_proj(query).chunk(3, dim=-1))
+            q, k, v = (self._split_heads(t) for t in self.in_proj(query).chunk(3, dim=-1))  # 3 x (B, h, Lq, d_k)
         else:
-            q = self._split_heads(self._project_query(query))
+            q = self._split_heads(self._project_query(query))  # (B, h, Lq, d_k)
             if cached_cross:
                 k, v = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
             else:
-                k, v = (self._split_heads(t) for t in self._project_key_value(key, value))
+                k, v = (self._split_heads(t) for t in self._project_key_value(key, value))  # 2 x (B, h, Lk, d_k)
         if cache is not None and not cached_cross:
             k, v = cache.update(k, v, self.layer_idx)
             if is_cross and isinstance(past_key_values, EncoderDecoderCache):
                 past_key_values.is_updated[self.layer_idx] = True
 
         implementation = self.config._attn_implementation if self.config is not None else "sdpa"
-        if implementation == "sdpa" and self._math_is_faster(q, k):
+        if implementation == "sdpa" and math_attention_is_faster(q, k):
             implementation = "eager"
         attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         output, weights = attention(
@@ -423,27 +303,41 @@ class MultiHeadAttention(nn.Module):
             scaling=self.scaling,
             **kwargs,
         )  # (B, Lq, h, d_k)
-        return self.out_proj(output.reshape(*query.shape[:-1], self.embed_dim)), weights  # Concat(heads) W^O
+        concat = output.reshape(*query.shape[:-1], self.embed_dim)  # Concat(head_1..head_h): (B, Lq, h * d_k)
+        return self.out_proj(concat), weights  # Concat(...) W^O
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# §5.4 Residual dropout
+# §3.2.3 Applications of attention in our model: the masks. transformers' masking_utils builds them in the format
+# of each attention implementation. It may drop a mask where SDPA needs none (nothing padded, a causal mask SDPA's
+# is_causal makes), but finding that out reads the mask's values back to the host; inside generate() no decoding
+# step does that (``may_read_values``), and the masks are always built.
 # ----------------------------------------------------------------------------------------------------------------
-def residual_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Dropout(x) = x * m / (1 - P_drop), m_i ~ Bernoulli(1 - P_drop), applied to every sub-layer output and to the
-    embedding sums (§5.4).
+def encoder_self_attention_mask(config, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None):
+    """ "Each position in the encoder can attend to all positions in the previous layer of the encoder", padding
+    excepted."""
+    return create_bidirectional_mask(config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+                                     allow_is_bidirectional_skip=may_read_values())  # fmt: skip
 
-    Written here rather than ``F.dropout`` for the CPU only: there, ``F.dropout`` draws one 32-bit Mersenne-Twister
-    number per element, about a fifth of a bf16 training step of this model. One draw serves two elements here (two
-    15-bit uniforms from its two halves), so P_drop is resolved to 1/32768; same RNG, so ``torch.manual_seed``
-    still fixes the masks. Other devices use ``F.dropout``."""
-    if not training or p == 0.0:
-        return x
-    if x.device.type != "cpu":
-        return F.dropout(x, p=p, training=True)
-    bits = torch.empty((x.numel() + 1) // 2, dtype=torch.int32).random_()  # uniform on [0, 2^31)
-    keep = (bits.view(torch.int16)[: x.numel()] & 0x7FFF) >= round(p * 32768)
-    return x * keep.view(x.shape) * (1.0 / (1.0 - p))
+
+def decoder_self_attention_mask(
+    config, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None, cache: Cache | None
+):
+    """ "We need to prevent leftward information flow in the decoder ... by masking out (setting to -inf) all values
+    in the input of the softmax which correspond to illegal connections": each position sees itself and the ones
+    before it (cached ones included), padding excepted."""
+    return create_causal_mask(config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+                              past_key_values=cache, allow_is_causal_skip=may_read_values())  # fmt: skip
+
+
+def encoder_decoder_attention_mask(
+    config, inputs_embeds: torch.Tensor, encoder_attention_mask: torch.Tensor | None, encoder_hidden_states
+):
+    """ "This allows every position in the decoder to attend over all positions in the input sequence", padding
+    excepted."""
+    return create_bidirectional_mask(config=config, inputs_embeds=inputs_embeds, attention_mask=encoder_attention_mask,
+                                     encoder_hidden_states=encoder_hidden_states,
+                                     allow_is_bidirectional_skip=may_read_values())  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -463,86 +357,82 @@ class PositionWiseFeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = self.activation(self.fc1(x))  # (B, L, d_ff)
         hidden = F.dropout(hidden, p=self.activation_dropout, training=self.training)
-        return self.fc2(hidden)
+        return self.fc2(hidden)  # (B, L, d_model)
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# §3.1 Encoder and decoder stacks
+# §3.4 Embeddings and softmax: "we share the same weight matrix between the two embedding layers and the
+# pre-softmax linear transformation ... In the embedding layers, we multiply those weights by sqrt(d_model)". The
+# matrix is VanillaTransformerModel.shared (tied by _tied_weights_keys), the scale is applied in _Stack.embed, and
+# the pre-softmax layer is VanillaTransformerForSeq2Seq.lm_head.
 # ----------------------------------------------------------------------------------------------------------------
-class SublayerConnection(nn.Module):
-    """§3.1 / §5.4: the output of each sub-layer is LayerNorm(x + Dropout(Sublayer(x))) (post-LN)."""
 
-    def __init__(self, config: VanillaTransformerConfig):
+
+# ----------------------------------------------------------------------------------------------------------------
+# §3.5 Positional encoding
+# ----------------------------------------------------------------------------------------------------------------
+def sinusoid_table(num_positions: int, dim: int, layout: str) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    ``layout="interleaved"`` places the pair (sin, cos) of frequency i at columns (2i, 2i+1) as the equations read;
+    ``"concat"`` places all sines first, then all cosines (fairseq, tensor2tensor, Marian). Computed in float64 so
+    that the float32 table is exact to rounding at any position.
+    """
+    pos = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    inv_freq = 10000.0 ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (d/2,)
+    angles = pos * inv_freq  # (P, d/2)
+    if layout == "interleaved":
+        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)  # (P, d/2, 2) -> (P, d)
+    else:
+        table = torch.cat((angles.sin(), angles.cos()), dim=-1)  # (P, d)
+    return table.float()
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """§3.5: fixed sinusoids added to the embeddings, which "may allow the model to extrapolate to sequence lengths
+    longer than the ones encountered during training": the table is a non-persistent buffer (never saved) that
+    grows when a longer sequence arrives."""
+
+    def __init__(self, num_positions: int, dim: int, layout: str):
         super().__init__()
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        self.dropout = config.dropout
+        self.dim, self.layout = dim, layout
+        self.register_buffer("table", sinusoid_table(num_positions, dim, layout), persistent=False)
 
-    def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
-        return self.norm(x + residual_dropout(sublayer_output, self.dropout, self.training))
-
-
-class EncoderLayer(GradientCheckpointingLayer):
-    """Encoder layer: self-attention over the source, then the feed-forward network, each post-LN."""
-
-    def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
-        super().__init__()
-        self.self_attn = MultiHeadAttention(
-            config.d_model,
-            config.num_attention_heads,
-            dropout=config.attention_dropout,
-            layer_idx=layer_idx,
-            config=config,
-        )
-        self.self_attn_sublayer = SublayerConnection(config)
-        self.ffn = PositionWiseFeedForward(config)
-        self.ffn_sublayer = SublayerConnection(config)
-
-    def forward(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs: Unpack[TransformersKwargs]
-    ) -> torch.Tensor:
-        attended, _ = self.self_attn(hidden_states, attention_mask=attention_mask, **kwargs)
-        hidden_states = self.self_attn_sublayer(hidden_states, attended)
-        return self.ffn_sublayer(hidden_states, self.ffn(hidden_states))
+    def forward(self, position_ids: torch.Tensor, positions_needed: int) -> torch.Tensor:
+        """position_ids (L,) -> (L, d_model); ``positions_needed`` (a host integer: no value is read back from the
+        device) is one more than the largest of them."""
+        if not is_torchdynamo_compiling() and positions_needed > self.table.shape[0]:
+            size = max(positions_needed, 2 * self.table.shape[0])
+            self.table = sinusoid_table(size, self.dim, self.layout).to(self.table.device)
+        return self.table[position_ids]
 
 
-class DecoderLayer(GradientCheckpointingLayer):
-    """Decoder layer: masked self-attention, encoder-decoder attention (queries from the decoder, keys and values
-    from the encoder output, §3.2.3), then the feed-forward network, each post-LN."""
+class LearnedPositionalEmbedding(nn.Embedding):
+    """Table 3, row (E): learned positional embeddings instead of sinusoids (a fixed maximum length)."""
 
-    def __init__(self, config: VanillaTransformerConfig, layer_idx: int):
-        super().__init__()
-        heads, dropout = config.num_attention_heads, config.attention_dropout
-        self.self_attn = MultiHeadAttention(
-            config.d_model, heads, dropout=dropout, is_causal=True, layer_idx=layer_idx, config=config
-        )
-        self.self_attn_sublayer = SublayerConnection(config)
-        self.cross_attn = MultiHeadAttention(config.d_model, heads, dropout=dropout, layer_idx=layer_idx, config=config)
-        self.cross_attn_sublayer = SublayerConnection(config)
-        self.ffn = PositionWiseFeedForward(config)
-        self.ffn_sublayer = SublayerConnection(config)
+    def forward(self, position_ids: torch.Tensor, positions_needed: int) -> torch.Tensor:
+        if positions_needed > self.num_embeddings:
+            raise ValueError(
+                f"position {positions_needed - 1} is beyond max_position_embeddings={self.num_embeddings} of the "
+                "learned position embeddings; use position_embedding_type='sinusoidal' for unbounded lengths"
+            )
+        return super().forward(position_ids)  # (L, d_model)
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None,
-        encoder_hidden_states: torch.Tensor,
-        encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> torch.Tensor:
-        attended, _ = self.self_attn(
-            hidden_states, attention_mask=attention_mask, past_key_values=past_key_values, **kwargs
-        )
-        hidden_states = self.self_attn_sublayer(hidden_states, attended)
-        attended, _ = self.cross_attn(
-            hidden_states,
-            encoder_hidden_states,
-            attention_mask=encoder_attention_mask,
-            past_key_values=past_key_values,
-            **kwargs,
-        )
-        hidden_states = self.cross_attn_sublayer(hidden_states, attended)
-        return self.ffn_sublayer(hidden_states, self.ffn(hidden_states))
+
+def build_position_encoding(config: VanillaTransformerConfig) -> nn.Module:
+    if config.position_embedding_type == "learned":
+        return LearnedPositionalEmbedding(config.max_position_embeddings, config.d_model)
+    return SinusoidalPositionalEncoding(config.max_position_embeddings, config.d_model, config.sinusoidal_layout)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The transformers classes
+# ----------------------------------------------------------------------------------------------------------------
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Teacher forcing: the decoder reads ``<start> y_1 ... y_{n-1}`` to predict ``y_1 ... y_n``."""
+    shifted = labels.new_full(labels.shape, decoder_start_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    return shifted.masked_fill_(shifted == -100, pad_token_id)
 
 
 class VanillaTransformerPreTrainedModel(PreTrainedModel):
@@ -569,21 +459,14 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         name = str(pretrained_model_name_or_path)
         folder = local_model_dir(name)
         if folder is not None:
-            folder = folder / (kwargs.get("subfolder") or "")
-            if not (folder / "config.json").is_file() and kwargs.get("config") is None:
-                raise FileNotFoundError(f"{folder} has no config.json: it is not a saved model directory")
-            for weights in sorted(folder.glob("*.safetensors")):
-                check_safetensors_file(weights)
+            check_checkpoint_files(folder / (kwargs.get("subfolder") or ""), kwargs.get("config") is not None)
             loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         else:
             try:
                 loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
             except OSError as error:
                 raise OSError(f"{name} is no local directory, and loading it from the Hub failed: {error}") from error
-        model = loaded[0] if isinstance(loaded, tuple) else loaded  # (model, loading info) on request
-        for weight, tensor in model.named_parameters():
-            if tensor.device.type != "meta" and not torch.isfinite(tensor).all():
-                raise ValueError(f"{name}: weight `{weight}` holds NaN or infinite values; the checkpoint is damaged")
+        check_loaded_weights(loaded[0] if isinstance(loaded, tuple) else loaded, name)  # (model, info) on request
         return loaded
 
     def save_pretrained(self, *args, **kwargs):
@@ -628,7 +511,9 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
 
 
 class _Stack(VanillaTransformerPreTrainedModel):
-    """What both stacks share: §3.4 scaled embeddings plus §3.5 positions, with dropout on the sum (§5.4)."""
+    """What both stacks share: §3.4 scaled embeddings plus §3.5 positions, with §5.4's dropout on the sum."""
+
+    input_prefix = ""  # the names of its inputs in the full model's forward: "" or "decoder_"
 
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
         super().__init__(config)
@@ -647,27 +532,35 @@ class _Stack(VanillaTransformerPreTrainedModel):
         self.embed_tokens = value
 
     def embed(
-        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, past_length: int = 0
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        past_length: int | torch.Tensor = 0,
+        positions_needed: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns (token embeddings * sqrt(d_model), Dropout(that + PE)), both (B, L, d_model)."""
+        """Returns (token embeddings * sqrt(d_model), Dropout(that + PE)), both (B, L, d_model). The new tokens sit
+        at positions ``past_length`` (cached tokens before them) onwards; ``positions_needed``, for a static cache
+        whose length is a tensor, is its size (a host integer)."""
         ids_name, embeds_name = f"{self.input_prefix}input_ids", f"{self.input_prefix}inputs_embeds"
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(f"Give exactly one of `{ids_name}` and `{embeds_name}`")
         check_token_ids(input_ids, self.config.vocab_size, ids_name)
         check_embeddings(inputs_embeds, self.config.d_model, embeds_name)
         if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids)
+            inputs_embeds = self.embed_tokens(input_ids)  # (B, L, d_model)
         inputs_embeds = inputs_embeds * self.embed_scale
-        positions = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + past_length  # (L,)
-        hidden = inputs_embeds + self.embed_positions(positions).to(inputs_embeds.dtype)
+        length = inputs_embeds.shape[1]
+        positions = torch.arange(length, device=inputs_embeds.device) + past_length  # (L,)
+        needed = positions_needed if positions_needed is not None else past_length + length
+        hidden = inputs_embeds + self.embed_positions(positions, needed).to(inputs_embeds.dtype)
         return inputs_embeds, residual_dropout(hidden, self.dropout, self.training)
 
 
 class VanillaTransformerEncoder(_Stack):
-    """§3.1 Encoder: N identical layers of self-attention and feed-forward over the embedded source."""
+    """§3.1 Encoder: "a stack of N = 6 identical layers" of self-attention and feed-forward over the embedded
+    source."""
 
-    input_prefix = ""  # its inputs are the model's input_ids / inputs_embeds
-
+    input_prefix = ""
     _can_record_outputs = {"hidden_states": EncoderLayer, "attentions": MultiHeadAttention}
 
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
@@ -686,23 +579,17 @@ class VanillaTransformerEncoder(_Stack):
     ) -> BaseModelOutput:
         inputs_embeds, hidden_states = self.embed(input_ids, inputs_embeds)
         check_padding_mask(attention_mask, inputs_embeds.shape[:2], "attention_mask", "the `input_ids`")
-        # Padding keys are masked (§3.2.3); the mask's form depends on the attention implementation.
-        if self.config._attn_implementation in SIMPLE_MASK_IMPLEMENTATIONS:
-            mask = key_padding_mask(attention_mask)
-        else:
-            mask = create_bidirectional_mask(
-                config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask
-            )
+        mask = encoder_self_attention_mask(self.config, inputs_embeds, attention_mask)
         for layer in self.layers:
             hidden_states = layer(hidden_states, mask, **kwargs)
         return BaseModelOutput(last_hidden_state=hidden_states)
 
 
 class VanillaTransformerDecoder(_Stack):
-    """§3.1 Decoder: N identical layers of masked self-attention, encoder-decoder attention and feed-forward."""
+    """§3.1 Decoder: "also composed of a stack of N = 6 identical layers" of masked self-attention,
+    encoder-decoder attention and feed-forward."""
 
-    input_prefix = "decoder_"  # its inputs are the model's decoder_input_ids / decoder_inputs_embeds
-
+    input_prefix = "decoder_"
     _can_record_outputs = {
         "hidden_states": DecoderLayer,
         "attentions": OutputRecorder(MultiHeadAttention, index=1, layer_name="self_attn"),
@@ -731,50 +618,29 @@ class VanillaTransformerDecoder(_Stack):
             raise ValueError("The decoder needs `encoder_hidden_states` (the encoder output)")
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        self_cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else None
+        # cached tokens: a host integer for a dynamic cache; a tensor for a static one, whose size bounds positions
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        inputs_embeds, hidden_states = self.embed(input_ids, inputs_embeds, past_length)
+        static_size = self_cache.get_max_length() if self_cache is not None and self_cache.is_compileable else None
+        inputs_embeds, hidden_states = self.embed(input_ids, inputs_embeds, past_length, static_size)
         # transformers' convention: a 2-D decoder mask covers the cached tokens and the new ones
         batch, length = inputs_embeds.shape[:2]
-        check_padding_mask(
-            attention_mask, (batch, past_length + length), "decoder_attention_mask",
-            f"the {past_length} cached and {length} new decoder tokens",
-        )  # fmt: skip
+        if not isinstance(past_length, torch.Tensor):
+            check_padding_mask(
+                attention_mask, (batch, past_length + length), "decoder_attention_mask",
+                f"the {past_length} cached and {length} new decoder tokens",
+            )  # fmt: skip
         check_padding_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask", "the source")
-
-        # Future positions are masked (§3.2.3), plus padding if a decoder mask is given.
-        self_cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else None
-        simple = self.config._attn_implementation in SIMPLE_MASK_IMPLEMENTATIONS
-        if simple and not (attention_mask is not None and attention_mask.dim() == 4):
-            static = self_cache is not None and self_cache.is_compileable  # StaticCache: fixed-size buffers
-            causal_mask = causal_self_attention_mask(
-                inputs_embeds.shape[1],
-                past_length,
-                key_padding_mask(attention_mask),
-                inputs_embeds.device,
-                static_length=self_cache.get_mask_sizes(inputs_embeds.shape[1], 0)[0] if static else None,
-            )
-        else:  # also passes through a ready 4-D mask (generate() builds one for a static cache)
-            causal_mask = create_causal_mask(
-                config=self.config,
-                inputs_embeds=inputs_embeds,
-                attention_mask=attention_mask,
-                past_key_values=self_cache,
-            )
-        if simple:
-            encoder_mask = key_padding_mask(encoder_attention_mask)
-        else:
-            encoder_mask = create_bidirectional_mask(
-                config=self.config,
-                inputs_embeds=inputs_embeds,
-                attention_mask=encoder_attention_mask,
-                encoder_hidden_states=encoder_hidden_states,
-            )
+        self_mask = decoder_self_attention_mask(self.config, inputs_embeds, attention_mask, self_cache)
+        cross_mask = encoder_decoder_attention_mask(
+            self.config, inputs_embeds, encoder_attention_mask, encoder_hidden_states
+        )
         for layer in self.layers:
             hidden_states = layer(
                 hidden_states,
-                causal_mask,
+                self_mask,
                 encoder_hidden_states,
-                encoder_attention_mask=encoder_mask,
+                encoder_attention_mask=cross_mask,
                 past_key_values=past_key_values,
                 **kwargs,
             )
@@ -856,71 +722,6 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# §3.4 pre-softmax linear + §5.4 label-smoothed cross-entropy, fused for training
-# ----------------------------------------------------------------------------------------------------------------
-# Rows per chunk. Every chunk adds its (V, d) product into dL/dW, so a chunk needs enough rows for its matrix
-# products to outweigh that pass over W: on the CPU, d_model 512 with a 37k vocabulary took 3.0 s with 113-row
-# chunks against 1.4 s with 1,813 (1.85 s unfused); d_model 256 with 8k, 0.33 s with 524 rows and 0.35 s with 2,097.
-LOSS_CHUNK_ROWS = 1024
-
-
-class LinearCrossEntropy(torch.autograd.Function):
-    """loss = sum_i [ lse(z_i) - (1 - eps) z_{i, y_i} - eps / V sum_c z_{i, c} ] / denominator,   z = h W^T + b
-
-    The same value as ``F.cross_entropy(z, y, label_smoothing=eps, reduction="sum") / denominator``, without ever
-    holding the (tokens, vocab) logits or their gradient. Rows go through in chunks; each chunk's gradient
-    dL/dz = (softmax(z) - (1 - eps) onehot(y) - eps / V) / denominator is formed in place over its logits and
-    multiplied straight into dL/dh and dL/dW, so ``backward`` only scales them. torch has no such fused op; with a
-    small model the vocabulary side is a large share of a training step (d_model 256, 8k vocabulary, bf16: the
-    whole step 734 -> 592 ms; the README's Performance section). Under autocast the products run in the
-    autocast dtype and the softmax in fp32, as they do unfused."""
-
-    @staticmethod
-    def forward(ctx, hidden, weight, bias, labels, smoothing: float, denominator):
-        # hidden (N, d), labels (N,) with -100 for rows that do not count, weight (V, d), bias (V,) or None (a buffer)
-        device = hidden.device.type
-        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
-        h, w = hidden.to(dtype), weight.to(dtype)
-        vocab = w.shape[0]
-        grad_h = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
-        grad_w = (
-            torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if ctx.needs_input_grad[1] else None
-        )
-        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
-        rows = LOSS_CHUNK_ROWS
-        with torch.autocast(device, enabled=False):
-            for start in range(0, h.shape[0], rows):
-                h_c, y_c = h[start : start + rows], labels[start : start + rows, None]
-                counts = y_c != -100  # (rows, 1); masked, not dropped, so shapes stay static for torch.compile
-                y_c = y_c.masked_fill(~counts, 0)
-                z = (h_c @ w.T).float()  # (rows, V)
-                if bias is not None:
-                    z += bias
-                lse = torch.logsumexp(z, dim=-1, keepdim=True)
-                row_loss = lse - (1 - smoothing) * z.gather(1, y_c) - smoothing / vocab * z.sum(-1, keepdim=True)
-                total += torch.where(counts, row_loss, 0.0).sum()
-                if grad_h is None and grad_w is None:
-                    continue
-                grad_z = z.sub_(lse).exp_().sub_(smoothing / vocab)  # softmax - eps / V, in place of z
-                grad_z.scatter_add_(1, y_c, grad_z.new_full(y_c.shape, smoothing - 1))
-                grad_z = grad_z.mul_(counts / denominator).to(dtype)
-                if grad_h is not None:
-                    grad_h[start : start + rows] = grad_z @ w
-                if grad_w is not None:
-                    grad_w += grad_z.T @ h_c
-        ctx.save_for_backward(grad_h, grad_w)
-        ctx.weight_dtype = weight.dtype
-        return total / denominator
-
-    @staticmethod
-    def backward(ctx, grad_loss):
-        grad_h, grad_w = ctx.saved_tensors
-        grad_h = None if grad_h is None else grad_h * grad_loss
-        grad_w = None if grad_w is None else (grad_w * grad_loss).to(ctx.weight_dtype)
-        return grad_h, grad_w, None, None, None, None
-
-
 class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, GenerationMixin):
     """The full model of the paper: encoder-decoder plus the pre-softmax linear layer (§3.4), tied to the shared
     embedding. ``labels`` give the (label-smoothed, §5.4) cross-entropy loss."""
@@ -972,11 +773,8 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         lengths = (kwargs.get("max_length"), kwargs.get("max_new_tokens"), config.max_length, config.max_new_tokens)
         if source is not None and all(length is None for length in lengths):
             kwargs["max_new_tokens"] = source.shape[1] + 50
-        checked = _VALUES_CHECKED.set(True)
-        try:
+        with values_checked():
             return super().generate(inputs, generation_config, **kwargs)
-        finally:
-            _VALUES_CHECKED.reset(checked)
 
     def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> nn.Embedding:
         for name, token in self.config.special_token_ids().items():
@@ -1103,7 +901,6 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
 
 
 __all__ = [
-    "LinearCrossEntropy",
     "MultiHeadAttention",
     "VanillaTransformerForSeq2Seq",
     "VanillaTransformerModel",

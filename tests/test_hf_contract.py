@@ -29,11 +29,13 @@ def test_save_and_load_give_the_same_logits(tmp_path):
     expected = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits
     model.save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "checks.py",  # modeling_vanilla.py's relative imports travel with it
         "config.json",
         "configuration_vanilla.py",
         "generation_config.json",
         "model.safetensors",
         "modeling_vanilla.py",
+        "speedups.py",
     ]
     loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
     assert loaded.config.sinusoidal_layout == "concat"

@@ -7,13 +7,9 @@ import torch
 from helpers import VOCAB, padded_batch, tiny_config, tiny_model
 from torch.nn import functional as F
 
-from modeling_vanilla import VanillaTransformerModel, modeling_vanilla
-from modeling_vanilla.modeling_vanilla import (
-    SinusoidalPositionalEncoding,
-    residual_dropout,
-    shift_tokens_right,
-    sinusoid_table,
-)
+from modeling_vanilla import VanillaTransformerModel, speedups
+from modeling_vanilla.modeling_vanilla import SinusoidalPositionalEncoding, shift_tokens_right, sinusoid_table
+from modeling_vanilla.speedups import residual_dropout
 
 
 def test_sinusoid_table_follows_the_equations():
@@ -111,7 +107,7 @@ def labelled_step(skip_logits: bool, autocast: bool = False, num_items_in_batch=
 @pytest.mark.parametrize("autocast", [False, True])
 def test_fused_loss_equals_logits_then_cross_entropy(monkeypatch, autocast, num_items_in_batch):
     """LinearCrossEntropy gives the loss and every gradient of lm_head + F.cross_entropy, in several row chunks."""
-    monkeypatch.setattr(modeling_vanilla, "LOSS_CHUNK_ROWS", 4)  # 18 rows: chunks of 4, 4, 4, 4 and 2
+    monkeypatch.setattr(speedups, "LOSS_CHUNK_ROWS", 4)  # 18 rows: chunks of 4, 4, 4, 4 and 2
     expected, expected_grads = labelled_step(False, autocast, num_items_in_batch)
     got, grads = labelled_step(True, autocast, num_items_in_batch)
     assert got.logits is None and expected.logits.shape == (3, 6, VOCAB)

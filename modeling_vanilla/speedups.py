@@ -1,0 +1,99 @@
+"""What the model does beyond the paper to run fast. Each piece computes the same function as the plain one (the
+tests compare them) and says which command measures what it buys; the figures are in docs/performance.md.
+
+This file travels to the Hub with ``modeling_vanilla.py`` (it imports only torch).
+"""
+
+import torch
+from torch.nn import functional as F
+
+
+def residual_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Dropout(x) = x * m / (1 - P_drop), m_i ~ Bernoulli(1 - P_drop): §5.4's residual dropout.
+
+    On a CPU ``F.dropout`` draws one 32-bit Mersenne-Twister number per element, a large share of a small model's
+    bf16 training step; here one draw serves two elements (two 15-bit uniforms from its halves), so P_drop is
+    resolved to 1/32768. The same generator, so ``torch.manual_seed`` still fixes the masks. Other devices use
+    ``F.dropout``. Measured by ``vanilla-bench --config small`` (training tokens/s)."""
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu":
+        return F.dropout(x, p=p, training=True)
+    bits = torch.empty((x.numel() + 1) // 2, dtype=torch.int32).random_()  # uniform on [0, 2^31)
+    keep = (bits.view(torch.int16)[: x.numel()] & 0x7FFF) >= round(p * 32768)  # (numel,) from 2 halves a draw
+    return x * keep.view(x.shape) * (1.0 / (1.0 - p))
+
+
+def math_attention_is_faster(query: torch.Tensor, key: torch.Tensor) -> bool:
+    """Whether plain matmul + softmax beats SDPA for this attention: when training in bf16 or fp16 on a CPU over
+    short sequences, where PyTorch's CPU flash-attention backward gains nothing from the half-precision type. The
+    same math (agreeing to 1e-5); in fp32 the two are as fast and SDPA, which keeps no attention matrix for the
+    backward pass, is kept. Measured by ``vanilla-bench --config small`` (bf16 training tokens/s)."""
+    return (
+        query.device.type == "cpu"
+        and query.dtype in (torch.bfloat16, torch.float16)
+        and torch.is_grad_enabled()
+        and query.requires_grad
+        and key.shape[-2] <= 256
+    )
+
+
+# Rows of the loss computed at once. Each chunk adds its (V, d) product into dL/dW, so a chunk needs enough rows for
+# its matrix products to outweigh that pass over W (vanilla-bench --config base: the training step's time).
+LOSS_CHUNK_ROWS = 1024
+
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """loss = sum_i [ lse(z_i) - (1 - eps) z_{i, y_i} - eps / V sum_c z_{i, c} ] / denominator,   z = h W^T + b
+
+    §3.4's pre-softmax linear layer and §5.4's label-smoothed cross-entropy in one: the same value as
+    ``F.cross_entropy(z, y, label_smoothing=eps, reduction="sum") / denominator``, without ever holding the
+    (tokens, vocab) logits or their gradient. Rows go through in chunks; each chunk's gradient
+    dL/dz = (softmax(z) - (1 - eps) onehot(y) - eps / V) / denominator is formed in place over its logits and
+    multiplied straight into dL/dh and dL/dW, so ``backward`` only scales them. torch has no such fused op; with a
+    small model the vocabulary side is a large share of a training step (``vanilla-bench``: training tokens/s and
+    peak memory). Under autocast the products run in the autocast dtype and the softmax in fp32, as unfused."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, labels, smoothing: float, denominator):
+        # hidden (N, d), labels (N,) with -100 for rows that do not count, weight (V, d), bias (V,) or None (a buffer)
+        device = hidden.device.type
+        dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
+        h, w = hidden.to(dtype), weight.to(dtype)
+        vocab = w.shape[0]
+        grad_h = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
+        grad_w = (
+            torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if ctx.needs_input_grad[1] else None
+        )
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        rows = LOSS_CHUNK_ROWS
+        with torch.autocast(device, enabled=False):
+            for start in range(0, h.shape[0], rows):
+                h_c, y_c = h[start : start + rows], labels[start : start + rows, None]
+                counts = y_c != -100  # (rows, 1); masked, not dropped, so shapes stay static for torch.compile
+                y_c = y_c.masked_fill(~counts, 0)
+                z = (h_c @ w.T).float()  # (rows, V)
+                if bias is not None:
+                    z += bias
+                lse = torch.logsumexp(z, dim=-1, keepdim=True)
+                row_loss = lse - (1 - smoothing) * z.gather(1, y_c) - smoothing / vocab * z.sum(-1, keepdim=True)
+                total += torch.where(counts, row_loss, 0.0).sum()
+                if grad_h is None and grad_w is None:
+                    continue
+                grad_z = z.sub_(lse).exp_().sub_(smoothing / vocab)  # softmax - eps / V, in place of z
+                grad_z.scatter_add_(1, y_c, grad_z.new_full(y_c.shape, smoothing - 1))
+                grad_z = grad_z.mul_(counts / denominator).to(dtype)
+                if grad_h is not None:
+                    grad_h[start : start + rows] = grad_z @ w
+                if grad_w is not None:
+                    grad_w += grad_z.T @ h_c
+        ctx.save_for_backward(grad_h, grad_w)
+        ctx.weight_dtype = weight.dtype
+        return total / denominator
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        grad_h, grad_w = ctx.saved_tensors
+        grad_h = None if grad_h is None else grad_h * grad_loss
+        grad_w = None if grad_w is None else (grad_w * grad_loss).to(ctx.weight_dtype)
+        return grad_h, grad_w, None, None, None, None
