@@ -9,7 +9,8 @@ i and 7i + 1, both sides alike), about the size of WMT14 en-de at 4.5M pairs (1.
 reading, the BPE vocabulary, tokenization) and again (warm: everything from the cache); the time to the first step
 is what the run logs when its first step ends. Peak RSS is that of the largest process of the run (tokenizing
 workers included). Then the training data loader of the warm run is iterated on its own: real (unpadded) source and
-target tokens per second, in one process. ``--streaming`` adds the same for ``vanilla-train --streaming``.
+target tokens per second, in one process, over 30 seconds from its first batch. ``--streaming`` adds the same for
+``vanilla-train --streaming``.
 """
 
 import argparse
@@ -70,22 +71,23 @@ def time_to_first_step(files: list[str], cache: Path, output: Path, extra: list[
             "peak_rss_mib": round(int(result.stdout.split()[-1]) / 1024)}  # fmt: skip
 
 
-def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[str], batches: int = 300) -> dict:
-    """Real source + target tokens per second out of the training DataLoader (collated batches), one process."""
+def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[str], seconds: float = 30) -> dict:
+    """Real (unpadded) source + target tokens per second out of the training DataLoader (collated batches), one
+    process, over ``seconds`` from its first batch (streaming: several windows of reading and tokenizing)."""
     from training.train import build_trainer, parse_args
 
     argv = ["--config", "demo", "--dataset", "files", "--train_files", *files, "--output_dir", str(output),
-            "--cache_dir", str(cache), "--disable_tqdm", "true", "--max_steps", str(batches), "--eval_strategy", "no",
+            "--cache_dir", str(cache), "--disable_tqdm", "true", "--max_steps", "100000", "--eval_strategy", "no",
             *extra]  # fmt: skip
     trainer, _ = build_trainer(*parse_args(argv))
-    loader = trainer.get_train_dataloader()
-    tokens, start = 0, time.perf_counter()
-    for i, batch in enumerate(loader):
+    batches = iter(trainer.get_train_dataloader())
+    next(batches)
+    tokens, count, start = 0, 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        batch = next(batches)
         tokens += int(batch["attention_mask"].sum()) + int((batch["labels"] != -100).sum())
-        if i + 1 == batches:
-            break
-    seconds = time.perf_counter() - start
-    return {"loader_tokens_per_s": round(tokens / seconds), "loader_batches": i + 1}
+        count += 1
+    return {"loader_tokens_per_s": round(tokens / (time.perf_counter() - start)), "loader_batches": count}
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -49,9 +49,9 @@ class Counted:
 
 def make_engine(name: str, model_dir: str, num_beams: int):
     """The engine ``name`` for the model in ``model_dir``, decoding with ``num_beams`` beams."""
+    from inference.translate import GenerateEngine
     from modeling_vanilla import VanillaTransformerForSeq2Seq, to_marian
     from training.cli import load_tokenizer
-    from training.translate import GenerateEngine
 
     tokenizer = load_tokenizer(model_dir)
     model = VanillaTransformerForSeq2Seq.from_pretrained(model_dir).eval()
@@ -77,7 +77,7 @@ def make_engine(name: str, model_dir: str, num_beams: int):
 
 def worker(name: str, model_dir: str, source: str, num_beams: int, batch_size: int, output: str) -> None:
     """One measurement: translate ``source`` and write the figures and the translations to ``output`` (JSON)."""
-    from training.translate import translate_stream
+    from inference.translate import translate_stream
 
     torch.set_num_threads(os.cpu_count() or 1)
     counted = Counted(make_engine(name, model_dir, num_beams))

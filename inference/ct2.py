@@ -20,7 +20,8 @@ from pathlib import Path
 
 from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS, export_ctranslate2, import_ctranslate2
 from training.cli import console_script
-from training.translate import BatchTranslation
+
+from .translate import BatchTranslation
 
 SOURCE_RECORD = "vanilla_source.json"  # in an export: which weights it was made from
 

@@ -27,7 +27,8 @@ _LAYER_RENAMES = {  # Marian name -> ours, inside encoder/decoder layers
 }
 
 
-def _same(marian_config, *names: str) -> int:
+def the_one_value(marian_config, *names: str) -> int:
+    """The value the Marian config gives all of ``names`` (ours has one field for what Marian sets per stack)."""
     values = {getattr(marian_config, name) for name in names}
     if len(values) != 1:
         raise ValueError(f"Marian config has different {' / '.join(names)} ({values}); this model uses one value")
@@ -49,8 +50,8 @@ def config_from_marian(marian_config) -> VanillaTransformerConfig:
         d_model=marian_config.d_model,
         encoder_layers=marian_config.encoder_layers,
         decoder_layers=marian_config.decoder_layers,
-        num_attention_heads=_same(marian_config, "encoder_attention_heads", "decoder_attention_heads"),
-        ffn_dim=_same(marian_config, "encoder_ffn_dim", "decoder_ffn_dim"),
+        num_attention_heads=the_one_value(marian_config, "encoder_attention_heads", "decoder_attention_heads"),
+        ffn_dim=the_one_value(marian_config, "encoder_ffn_dim", "decoder_ffn_dim"),
         dropout=float(marian_config.dropout),
         attention_dropout=float(marian_config.attention_dropout),
         activation_dropout=float(marian_config.activation_dropout),

@@ -175,7 +175,8 @@ def eager_attention_forward(
 # ----------------------------------------------------------------------------------------------------------------
 # §3.2.2 Multi-head attention
 # ----------------------------------------------------------------------------------------------------------------
-def _rows(tensor: torch.Tensor | None, start: int, stop: int) -> torch.Tensor | None:
+def bias_rows(tensor: torch.Tensor | None, start: int, stop: int) -> torch.Tensor | None:
+    """Rows [start, stop) of a bias that may be absent (``bias=False``): those of one of W^Q, W^K, W^V."""
     return None if tensor is None else tensor[start:stop]
 
 
@@ -230,15 +231,17 @@ class MultiHeadAttention(nn.Module):
         if self.in_proj is None:
             return self.q_proj(query)
         d = self.embed_dim
-        return F.linear(query, self.in_proj.weight[:d], _rows(self.in_proj.bias, 0, d))
+        return F.linear(query, self.in_proj.weight[:d], bias_rows(self.in_proj.bias, 0, d))
 
     def _project_key_value(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.in_proj is None:
             return self.k_proj(key), self.v_proj(value)
         d, w, b = self.embed_dim, self.in_proj.weight, self.in_proj.bias
         if value is key:  # encoder-decoder attention: K and V from one product, (B, Lk, 2d) -> 2 x (B, Lk, d)
-            return F.linear(key, w[d:], _rows(b, d, 3 * d)).chunk(2, dim=-1)
-        return F.linear(key, w[d : 2 * d], _rows(b, d, 2 * d)), F.linear(value, w[2 * d :], _rows(b, 2 * d, 3 * d))
+            return F.linear(key, w[d:], bias_rows(b, d, 3 * d)).chunk(2, dim=-1)
+        return F.linear(key, w[d : 2 * d], bias_rows(b, d, 2 * d)), F.linear(
+            value, w[2 * d :], bias_rows(b, 2 * d, 3 * d)
+        )
 
     def forward(
         self,

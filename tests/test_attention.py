@@ -84,7 +84,7 @@ def test_source_padding_is_masked():
 
 @pytest.mark.parametrize("grad", [False, True])
 def test_eager_and_sdpa_agree(grad):
-    """Both run torch's SDPA kernel in fp32, with or without gradients (bf16 training on CPU: math_attention_is_faster)."""
+    """Both run torch's SDPA kernel in fp32, with or without gradients (bf16 CPU training: math_attention_is_faster)."""
     ids, mask = padded_batch()
     labels = torch.randint(3, 61, (3, 5))
     outputs = {}

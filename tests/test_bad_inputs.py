@@ -23,9 +23,11 @@ from helpers import PAD, VOCAB, padded_batch, tiny_config, tiny_model
 from safetensors.torch import load_file, save_file
 from training_helpers import write_corpus
 
+from hub_card import push
+from inference import attention, translate
 from modeling_vanilla import MultiHeadAttention, VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from modeling_vanilla.modeling_vanilla import VanillaTransformerEncoder
-from training import attention, average, plot_curve, push, translate
+from training import average, plot_curve
 from training import train as train_cli
 from training.average import average_checkpoints, average_state_dict, last_checkpoints
 from training.bpe_dropout import BPEDropoutPairs

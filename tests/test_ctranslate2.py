@@ -17,7 +17,7 @@ from modeling_vanilla.convert_ctranslate2 import export_ctranslate2
 ctranslate2 = pytest.importorskip("ctranslate2", reason='CTranslate2 is an optional extra: pip install -e ".[ct2]"')
 
 from inference.ct2 import CTranslate2Engine, cached_export  # noqa: E402
-from training.translate import GenerateEngine  # noqa: E402
+from inference.translate import GenerateEngine  # noqa: E402
 
 SOURCES = [*ENGLISH, "A dog.", "Two women read a book in the meadow.", "A man plays football. A woman reads."]
 

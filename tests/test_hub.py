@@ -102,7 +102,7 @@ def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_pat
     both revisions with trust_remote_code, AutoModel and AutoTokenizer, and translates."""
     model_dir = tmp_path / "model"
     shutil.copytree(trained_run["output"], model_dir, ignore=shutil.ignore_patterns("checkpoint-*"))
-    push = run([sys.executable, "-m", "training.push", str(model_dir), "m30k"], client_env(hub, tmp_path / "h1", ALICE),
+    push = run([sys.executable, "-m", "hub_card.push", str(model_dir), "m30k"], client_env(hub, tmp_path / "h1", ALICE),
                TESTS.parent)  # fmt: skip
     assert "alice/m30k" in push.stdout
     api = HfApi(endpoint=hub.endpoint, token=ALICE)
@@ -175,7 +175,7 @@ def test_private_repos_and_branches(hub, trained_run, tmp_path):
     model_dir = tmp_path / "model"
     shutil.copytree(trained_run["output"], model_dir, ignore=shutil.ignore_patterns("checkpoint-*"))
     env = client_env(hub, tmp_path / "h", ALICE)
-    run([sys.executable, "-m", "training.push", str(model_dir), "alice/secret", "--private", "--revision", "exp"],
+    run([sys.executable, "-m", "hub_card.push", str(model_dir), "alice/secret", "--private", "--revision", "exp"],
         env, TESTS.parent)  # fmt: skip
     alice = HfApi(endpoint=hub.endpoint, token=ALICE)
     assert alice.model_info("alice/secret").private

@@ -10,9 +10,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from inference.translate import translate
 from training.average import average_checkpoints, average_newest_into, last_checkpoints
 from training.train import parse_args
-from training.translate import translate
 
 
 def test_presets_and_overrides():
@@ -142,7 +142,7 @@ def test_translate_function_and_cli(trained_run, tmp_path):
     references = tmp_path / "ref.de"
     references.write_text("Ein Hund rennt.\nZwei Männer stehen draußen.\n", encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "training.translate", "--model", str(output), str(source), "--references",
+        [sys.executable, "-m", "inference.translate", "--model", str(output), str(source), "--references",
          str(references), "--num_beams", "2"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -167,7 +167,7 @@ def test_accelerate_configs_load(name, kind):
 
 
 def test_attention_maps_and_heat_map(trained_run, tmp_path):
-    from training.attention import attention_maps, plot_attention
+    from inference.attention import attention_maps, plot_attention
 
     output = trained_run["output"]
     model = AutoModelForSeq2SeqLM.from_pretrained(output)

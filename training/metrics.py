@@ -1,13 +1,15 @@
-"""sacreBLEU and chrF on detokenized, cased text (§6: BLEU; the paper's tables report BLEU).
-
-We call the sacrebleu package directly instead of ``evaluate.load("sacrebleu")``: that loader fetches its metric
-script from the Hub, which fails offline. sacrebleu is the very library that script wraps, so scores and
-signatures are identical.
+"""sacreBLEU and chrF on detokenized, cased text (§6: BLEU; the paper's tables report BLEU), through the `evaluate`
+metric module kept in ``training/sacrebleu_scores/`` (``evaluate.load("sacrebleu")`` would fetch its script from
+the Hub, which fails offline; the module wraps the same sacrebleu library, so scores and signatures are the same).
 """
 
+import functools
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from sacrebleu.metrics import BLEU, CHRF
+import evaluate
+
+METRIC = Path(__file__).resolve().parent / "sacrebleu_scores"
 
 
 @dataclass
@@ -22,17 +24,14 @@ class TranslationScores:
         return asdict(self)
 
 
+@functools.cache
+def metric() -> evaluate.EvaluationModule:
+    # in memory: evaluate's cache files would be shared by the data-parallel ranks, which all score
+    return evaluate.load(str(METRIC), keep_in_memory=True)
+
+
 def score_translations(hypotheses: list[str], references: list[str]) -> TranslationScores:
     """Corpus BLEU (13a tokenization, cased) and chrF of detokenized hypotheses against one reference each."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
-    bleu, chrf = BLEU(), CHRF()
-    bleu_score = bleu.corpus_score(hypotheses, [references])
-    chrf_score = chrf.corpus_score(hypotheses, [references])
-    return TranslationScores(
-        bleu=round(bleu_score.score, 2),
-        chrf=round(chrf_score.score, 2),
-        signature=str(bleu.get_signature()),
-        chrf_signature=str(chrf.get_signature()),
-        length_ratio=round(bleu_score.sys_len / max(bleu_score.ref_len, 1), 4),
-    )
+    return TranslationScores(**metric().compute(predictions=hypotheses, references=references))

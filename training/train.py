@@ -99,8 +99,10 @@ class ModelArguments:
         metadata={"help": "end training after this many minutes (checkpointed, then evaluated); 0: no limit"},
     )
     summary_dir: str | None = field(
-        default=None, metadata={"help": "also write summary.json and the learning curve here (e.g. results/multi30k)"}
-    )
+        default=None,
+        metadata={"help": "also write the run's record (summary.json, the learning curve) here; {date} becomes "
+                          "today's date (e.g. results/{date}-multi30k)"},
+    )  # fmt: skip
     export_ct2: str | None = field(
         default=None,
         metadata={"help": "also export the final model for CTranslate2 with this quantization (int8, float32, ...) "
@@ -387,9 +389,10 @@ def run(argv: list[str] | None = None) -> dict:
         write_recipe(output_dir, model_args, data_args, training_args, trainer.model)
         write_model_card(output_dir, training_args.hub_model_id)
         if model_args.summary_dir:
+            folder = Path(model_args.summary_dir.format(date=time.strftime("%Y-%m-%d")))
             write_summary(
-                Path(model_args.summary_dir), results, train_minutes, (time.monotonic() - run_start) / 60,
-                trainer.model, output_dir, argv, (model_args, data_args, training_args),
+                folder, results, train_minutes, (time.monotonic() - run_start) / 60, trainer.model, output_dir, argv,
+                (model_args, data_args, training_args),
             )  # fmt: skip
     if training_args.push_to_hub:
         trainer.push_to_hub(commit_message="vanilla-train: final model, tokenizer, results and card")

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from .cli import console_script, load_tokenizer, positive_int
+from training.cli import console_script, load_tokenizer, positive_int
 
 
 @dataclass

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from huggingface_hub import CommitInfo, HfApi
 
-from hub_card import write_model_card
+from training.cli import console_script
 
-from .cli import console_script
+from .card import write_model_card
 
 REQUIRED = ("config.json", "model.safetensors")
 IGNORE = ["checkpoint-*", "checkpoint-*/**", "*.pt", "*.pth", "*.bin", "runs/**", ".*"]

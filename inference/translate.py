@@ -19,8 +19,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoModelForSeq2SeqLM
 
-from .cli import console_script, load_tokenizer, positive_int
-from .metrics import score_translations
+from training.cli import console_script, load_tokenizer, positive_int
+from training.metrics import score_translations
 
 logger = logging.getLogger(__name__)
 CHUNK_BATCHES = 32  # batches read ahead and sorted by length together: padding stays low, memory bounded
@@ -186,7 +186,7 @@ def run(argv: list[str] | None = None) -> None:
         if value is not None  # a length penalty of 0 is a choice, not "unset"
     }
     if args.engine == "ctranslate2":
-        from inference.ct2 import CTranslate2Engine, cached_export
+        from .ct2 import CTranslate2Engine, cached_export
 
         engine = CTranslate2Engine(cached_export(args.model, args.quantization), tokenizer, model.generation_config,
                                    **overrides)  # fmt: skip
