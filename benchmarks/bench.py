@@ -239,13 +239,17 @@ def table(results: dict) -> str:
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> dict:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", nargs="+", default=["small"], choices=sorted(CONFIGS))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", help="write the figures here")
     translation.add_arguments(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = arguments().parse_args(argv)
     if args.translate:
         results = translation.run(args.translate, Path(args.source), Path(args.references), args.batch_sizes,
                                   args.engines, args.timeout)  # fmt: skip

@@ -9,8 +9,8 @@ i and 7i + 1, both sides alike), about the size of WMT14 en-de at 4.5M pairs (1.
 reading, the BPE vocabulary, tokenization) and again (warm: everything from the cache); the time to the first step
 is what the run logs when its first step ends. Peak RSS is that of the largest process of the run (tokenizing
 workers included). Then the training data loader of the warm run is iterated on its own: real (unpadded) source and
-target tokens per second, in one process, over 30 seconds from its first batch. ``--streaming`` adds the same for
-``vanilla-train --streaming``.
+target tokens per second, in one process, over 30 seconds from its first batch (or one epoch, if shorter).
+``--streaming`` adds the same for ``vanilla-train --streaming``.
 """
 
 import argparse
@@ -83,20 +83,25 @@ def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[s
     batches = iter(trainer.get_train_dataloader())
     next(batches)
     tokens, count, start = 0, 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        batch = next(batches)
+    for batch in batches:  # for ``seconds``, or to the end of the epoch
         tokens += int(batch["attention_mask"].sum()) + int((batch["labels"] != -100).sum())
         count += 1
+        if time.perf_counter() - start >= seconds:
+            break
     return {"loader_tokens_per_s": round(tokens / (time.perf_counter() - start)), "loader_batches": count}
 
 
-def main(argv: list[str] | None = None) -> dict:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, nargs="+", default=[500_000, 1_500_000, 4_500_000])
     parser.add_argument("--streaming", action="store_true", help="also measure vanilla-train --streaming")
     parser.add_argument("--workdir", help="where the corpora and caches go (default: a temporary folder)")
     parser.add_argument("--json", help="write the figures here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = arguments().parse_args(argv)
     results = {"machine": {"processor": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                            "torch": torch.__version__}, "runs": []}  # fmt: skip
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="data-scale-"))

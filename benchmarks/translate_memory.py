@@ -57,11 +57,15 @@ def measure(model_dir: Path, source: Path, output: Path) -> dict:
     return {"peak_rss_mib": round(int(peak.stdout) / 1024, 1), "seconds": round(seconds, 1), "output_lines": lines}
 
 
-def main(argv: list[str] | None = None) -> dict:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--json", help="write the figures here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = arguments().parse_args(argv)
     with gzip.open(BUNDLED_DIR / "train.en.gz", "rt", encoding="utf-8") as f:
         sentences = [line.rstrip("\n") for line in f]
     results = {"machine": {"processor": platform.processor() or platform.machine(), "torch": torch.__version__},

@@ -5,13 +5,15 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from training.data import test_set_name
+
 TEMPLATE = Path(__file__).resolve().parent / "template.md"
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "ro": "Romanian"}
 DATASETS = {  # vanilla-train's --dataset -> (dataset id for the metadata, display name)
     "multi30k": ("multi30k", "Multi30k (task 1)"),
+    "wmt14": ("wmt14", "WMT 2014"),
     "files": (None, "local parallel text files"),
 }
-SPLIT_NAMES = {"validation": "validation", "test": "test2016"}
 
 
 def _read_json(path: Path) -> dict:
@@ -33,7 +35,8 @@ def build_model_card(model_dir: str | Path, repo_id: str | None = None, license:
     repo_id = repo_id or model_dir.name
 
     eval_results, rows = [], []
-    for split, label in SPLIT_NAMES.items():
+    split_names = {"validation": "validation", "test": test_set_name(dataset)}
+    for split, label in split_names.items():
         metrics = results.get(split)
         if not metrics:
             continue
@@ -64,7 +67,7 @@ def build_model_card(model_dir: str | Path, repo_id: str | None = None, license:
         model_name=repo_id,
         eval_results=eval_results or None,
     )
-    signatures = [metrics.get(f"{split}_signature") for split, metrics in results.items() if split in SPLIT_NAMES]
+    signatures = [metrics.get(f"{split}_signature") for split, metrics in results.items() if split in split_names]
     signature = next((s for s in signatures if s), "n/a")
     return ModelCard.from_template(
         card_data,

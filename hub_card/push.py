@@ -42,7 +42,7 @@ def push_model_dir(
     )  # fmt: skip
 
 
-def run(argv: list[str] | None = None) -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", help="a model directory written by vanilla-train (or save_pretrained)")
     parser.add_argument("repo_id", help="NAME or NAMESPACE/NAME on the Hub")
@@ -50,7 +50,11 @@ def run(argv: list[str] | None = None) -> None:
     parser.add_argument("--revision", help="branch to push to (created from main if missing)")
     parser.add_argument("--token", help="Hub token (default: HF_TOKEN or the stored login)")
     parser.add_argument("--commit_message", default="Upload vanilla Transformer")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
     commit = push_model_dir(args.model_dir, args.repo_id, args.private, args.revision, args.token, args.commit_message)
     print(f"pushed {args.model_dir} -> {commit.commit_url} (commit {commit.oid})")
 

@@ -86,7 +86,7 @@ def plot_attention(maps: AttentionMaps, path: str | Path, layer: int | None = No
     return path
 
 
-def run(argv: list[str] | None = None) -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sentence", help="source sentence to translate and show")
     parser.add_argument("--model", required=True, help="model directory (or Hub id) with its tokenizer")
@@ -94,7 +94,11 @@ def run(argv: list[str] | None = None) -> None:
     parser.add_argument("--layer", type=int, default=None, help="one layer (0-based); default: mean over layers")
     parser.add_argument("--head", type=int, default=None, help="one head (0-based); default: mean over heads")
     parser.add_argument("--num_beams", type=positive_int, default=4)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
     model = AutoModelForSeq2SeqLM.from_pretrained(args.model)
     tokenizer = load_tokenizer(args.model)
     for name, value, limit in (

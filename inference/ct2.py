@@ -97,14 +97,18 @@ class CTranslate2Engine:
         )
 
 
-def run(argv: list[str] | None = None) -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vanilla-export-ct2", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("model_dir", help="a saved model directory with its tokenizer")
     parser.add_argument("output_dir", help="where to write the CTranslate2 model")
     parser.add_argument("--quantization", choices=QUANTIZATIONS, default="int8")
     parser.add_argument("--force", action="store_true", help="replace output_dir if it exists")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
     output = export(args.model_dir, args.output_dir, args.quantization, args.force)
     print(f"exported {args.model_dir} ({args.quantization}) to {output}")
 

@@ -160,7 +160,7 @@ def write_lines(lines: Iterable[str], output: str) -> None:
     os.replace(partial, output)
 
 
-def run(argv: list[str] | None = None) -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vanilla-translate", description=__doc__)
     parser.add_argument("--model", required=True, help="model directory (or Hub id) with its tokenizer")
     parser.add_argument("input", nargs="?", default="-", help="text file (or .gz), one sentence a line; default stdin")
@@ -174,7 +174,11 @@ def run(argv: list[str] | None = None) -> None:
                              "extra), made in MODEL/ctranslate2-QUANTIZATION the first time")  # fmt: skip
     parser.add_argument("--quantization", default="int8", help="of the CTranslate2 export (int8, float32, ...)")
     parser.add_argument("--trust_remote_code", action="store_true")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
 
     references = list(read_lines(args.references)) if args.references else None

@@ -82,14 +82,18 @@ def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path
     return output_dir
 
 
-def run(argv: list[str] | None = None) -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vanilla-average-checkpoints", description=__doc__)
     parser.add_argument("run_dir", help="a vanilla-train output directory holding checkpoint-N folders")
     parser.add_argument("output_dir", help="where to write the averaged model")
     parser.add_argument(
         "-n", "--last", type=positive_int, default=5, help="how many of the newest checkpoints (default 5)"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
     checkpoints = last_checkpoints(args.run_dir, args.last)
     out = average_checkpoints(checkpoints, args.output_dir)
     print(f"averaged {', '.join(p.name for p in checkpoints)} into {out}")

@@ -36,11 +36,15 @@ def plot_curve(csv_path: str | Path, output: str | Path | None = None) -> Path:
     return output
 
 
-def run(argv: list[str] | None = None) -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("csv", help="learning_curve.csv of a vanilla-train run (or of its --summary_dir)")
     parser.add_argument("-o", "--output", help="PNG to write (default: next to the CSV)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
     print(f"wrote {plot_curve(args.csv, args.output)}")
 
 
