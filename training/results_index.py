@@ -15,6 +15,7 @@ ROLES = {
     "seed": "Repeats of the canonical recipe",
     "ablation": "Ablations that chose the preset",
     "history": "History: earlier presets and code",
+    None: "Other runs",
 }
 HEADER = (
     "| run | date | commit | minutes (training / command) | epochs | validation BLEU (alpha) | test BLEU | chrF "
@@ -33,7 +34,7 @@ def test_scores(record: dict) -> dict:
 def epochs(folder: Path) -> float | None:
     curve = folder / "learning_curve.json"
     rows = json.loads(curve.read_text()) if curve.is_file() else []
-    return rows[-1]["epoch"] if rows else None
+    return round(rows[-1]["epoch"], 1) if rows else None
 
 
 def row(folder: Path, record: dict) -> str:
