@@ -10,7 +10,6 @@ the median of the repetitions is reported.
 
 import argparse
 import json
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -20,6 +19,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from transformers import MarianConfig, MarianMTModel
 
+from benchmarks.provenance import provenance
 from modeling_vanilla import from_marian
 
 from . import translation
@@ -251,19 +251,15 @@ def arguments() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict:
     args = arguments().parse_args(argv)
     if args.translate:
-        results = translation.run(args.translate, Path(args.source), Path(args.references), args.batch_sizes,
-                                  args.engines, args.timeout)  # fmt: skip
+        results = {**provenance(ctranslate2=translation.package_version("ctranslate2")),
+                   **translation.run(args.translate, Path(args.source), Path(args.references), args.batch_sizes,
+                                     args.engines, args.timeout)}  # fmt: skip
         print(translation.table(results))
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
         return results
     results = {
-        "machine": {
-            "processor": platform.processor() or platform.machine(),
-            "threads": torch.get_num_threads(),
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-        },
+        **provenance(threads=torch.get_num_threads()),
         "configs": {name: run(name, args.repeats) for name in args.config},
     }
     print(table(results))

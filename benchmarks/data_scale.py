@@ -16,8 +16,6 @@ target tokens per second, in one process, over 30 seconds from its first batch (
 import argparse
 import gzip
 import json
-import os
-import platform
 import re
 import shutil
 import subprocess
@@ -26,8 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
-
+from benchmarks.provenance import provenance
 from training.data import BUNDLED_DIR
 
 FIRST_STEP = re.compile(r"first training step done (\d+\.\d+) s after start")
@@ -102,8 +99,7 @@ def arguments() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = arguments().parse_args(argv)
-    results = {"machine": {"processor": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                           "torch": torch.__version__}, "runs": []}  # fmt: skip
+    results = {**provenance(), "runs": []}
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="data-scale-"))
     try:
         for pairs in args.pairs:

@@ -11,7 +11,6 @@ output is checked to have one line per input line.
 import argparse
 import gzip
 import json
-import platform
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.provenance import provenance
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from training.data import BUNDLED_DIR
 from training.tokenizer import train_tokenizer
@@ -68,8 +68,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = arguments().parse_args(argv)
     with gzip.open(BUNDLED_DIR / "train.en.gz", "rt", encoding="utf-8") as f:
         sentences = [line.rstrip("\n") for line in f]
-    results = {"machine": {"processor": platform.processor() or platform.machine(), "torch": torch.__version__},
-               "runs": {}}  # fmt: skip
+    results = {**provenance(), "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         model_dir = tiny_model_dir(folder / "model", sentences[:5000])

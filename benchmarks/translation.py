@@ -14,7 +14,6 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -136,16 +135,10 @@ def run(model_dir: str, source: Path, references: Path, batches, engines, timeou
                             row["identical_to_generate"] = round(same / len(translations), 4)
                     results["runs"].append(row)
                     print(json.dumps(row), flush=True)
-    results["machine"] = {
-        "processor": platform.processor() or platform.machine(),
-        "cores": os.cpu_count(),
-        "torch": torch.__version__,
-        "ctranslate2": _version("ctranslate2"),
-    }
     return results
 
 
-def _version(package: str) -> str | None:
+def package_version(package: str) -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:

@@ -457,10 +457,21 @@ def git_commit() -> dict:
             if commit else None}  # fmt: skip
 
 
+def processor() -> str:
+    """The CPU's model name (Linux lists it in /proc/cpuinfo; platform.processor() is often empty there)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} ({platform.machine()})"
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine() -> dict:
     """What the run ran on."""
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return {"processor": platform.processor() or platform.machine(), "cpu_cores": os.cpu_count(), "gpus": gpus,
+    return {"processor": processor(), "cpu_cores": os.cpu_count(), "gpus": gpus,
             "python": platform.python_version(), "torch": torch.__version__,
             "transformers": transformers.__version__}  # fmt: skip
 
