@@ -4,8 +4,8 @@ One seeded random MarianMTModel is converted with ``from_marian``; both must giv
 tokens before anything is timed. Measurements alternate between the two models (A B A B ...) after a warm-up, and
 the median of the repetitions is reported.
 
-    vanilla-bench --config small --json results/bench-small.json
-    vanilla-bench --translate runs/multi30k --json results/bench-translation.json   (see benchmarks/translation.py)
+    vanilla-bench --config small base --json results/benchmarks/training.json
+    vanilla-bench --translate runs/multi30k --json results/benchmarks/translation.json   (see benchmarks/translation.py)
 """
 
 import argparse

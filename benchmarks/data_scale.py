@@ -1,7 +1,7 @@
 """How the data path scales: time to the first training step (cold and warm caches), peak memory, and how fast the
 training data loader feeds batches, for synthetic corpora of growing size.
 
-    python -m benchmarks.data_scale --pairs 500000 1500000 4500000 --json results/data-scale.json
+    python -m benchmarks.data_scale --pairs 500000 1500000 4500000 --json results/benchmarks/data-scale.json
 
 A corpus of N pairs is made from the bundled Multi30k training sentences joined two by two (pair i joins sentences
 i and 7i + 1, both sides alike), about the size of WMT14 en-de at 4.5M pairs (1.2 GB of text). Each N runs

@@ -1,6 +1,6 @@
 """Peak memory of `vanilla-translate` as its input grows: the command streams, so it should stay flat.
 
-    python -m benchmarks.translate_memory --lines 10000 100000 --json results/translate-memory.json
+    python -m benchmarks.translate_memory --lines 10000 100000 --json results/benchmarks/translate-memory.json
 
 Each size runs the installed `vanilla-translate` console script in its own process on a generated file of real
 Multi30k sentences (cycled), with a tiny random model whose outputs are capped at 8 tokens: what is measured is the

@@ -1,7 +1,7 @@
 """Translation speed on the same weights: our generate(), MarianMTModel's generate() (``to_marian``), our generate()
 with a static cache compiled by torch.compile, and CTranslate2 in float32 and int8.
 
-    vanilla-bench --translate runs/multi30k --json results/bench-translation.json
+    vanilla-bench --translate runs/multi30k --json results/benchmarks/translation.json
 
 Each measurement runs in its own process (so peak memory is its own): the test set (default: the bundled test2016)
 is translated whole, in the batches ``vanilla-translate`` makes (sorted by length within chunks), greedy and with
@@ -58,7 +58,7 @@ def make_engine(name: str, model_dir: str, num_beams: int):
     if name == "generate":
         return GenerateEngine(model, tokenizer, **overrides)
     if name == "marian":
-        return GenerateEngine(to_marian(model), tokenizer, **overrides)
+        return GenerateEngine(to_marian(model), tokenizer, extra_tokens=50, **overrides)  # ours: input + 50 (§6.1)
     if name == "generate-static-compiled":
         from transformers import CompileConfig
 

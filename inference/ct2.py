@@ -55,10 +55,12 @@ class CTranslate2Engine:
 
     def __init__(self, ct2_dir: str | Path, tokenizer, generation_config, threads: int | None = None, **overrides):
         ctranslate2 = import_ctranslate2()
-        # One OpenMP thread per core: CTranslate2's default (4) oversubscribes a 2-core machine.
-        self.translator = ctranslate2.Translator(
-            str(ct2_dir), device="cpu", inter_threads=1, intra_threads=threads or os.cpu_count() or 1
-        )
+        # One worker per core, each decoding its part of a batch on one thread: threads sharing one batch wait on
+        # each other at every layer of every step, which costs more than they bring at these sizes (several times
+        # over at batch 1; `vanilla-bench --translate` measures both, docs/performance.md).
+        self.workers = threads or os.cpu_count() or 1
+        self.translator = ctranslate2.Translator(str(ct2_dir), device="cpu", inter_threads=self.workers,
+                                                 intra_threads=1)  # fmt: skip
         self.tokenizer = tokenizer
         self.num_beams = overrides.get("num_beams") or generation_config.num_beams or 1
         alpha = overrides.get("length_penalty")
@@ -83,6 +85,7 @@ class CTranslate2Engine:
             min_decoding_length=0,
             max_input_length=0,
             return_end_token=True,
+            max_batch_size=-(-len(tokens) // self.workers),  # the batch split evenly over the workers
         )
         eos = self.tokenizer.eos_token
         hypotheses = [result.hypotheses[0] for result in results]

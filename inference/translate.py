@@ -6,6 +6,7 @@ one line per input line, in order (an empty line stays empty). ``--references`` 
 
 import argparse
 import gzip
+import importlib.util
 import itertools
 import json
 import logging
@@ -19,12 +20,13 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoModelForSeq2SeqLM
 
+from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS
 from training.cli import console_script, load_tokenizer, positive_int
 from training.metrics import score_translations
 
 logger = logging.getLogger(__name__)
 CHUNK_BATCHES = 32  # batches read ahead and sorted by length together: padding stays low, memory bounded
-ENGINES = ("generate", "ctranslate2")
+ENGINES = ("auto", "generate", "ctranslate2")
 
 
 @dataclass
@@ -69,15 +71,22 @@ class BatchTranslation:
 
 
 class GenerateEngine:
-    """Translate batches of non-empty sentences with ``model.generate()`` (one call a batch)."""
+    """Translate batches of non-empty sentences with ``model.generate()`` (one call a batch).
 
-    def __init__(self, model, tokenizer, **generate_kwargs):
+    ``extra_tokens``: each batch decodes at most its longest input + ``extra_tokens`` new tokens, for models whose
+    ``generate()`` lacks our §6.1 rule (``to_marian``'s MarianMTModel otherwise stops at 20 tokens)."""
+
+    def __init__(self, model, tokenizer, extra_tokens: int | None = None, **generate_kwargs):
         self.model, self.tokenizer, self.generate_kwargs = model.eval(), tokenizer, generate_kwargs
+        self.extra_tokens = extra_tokens
 
     def __call__(self, sentences: list[str]) -> BatchTranslation:
         batch = self.tokenizer(sentences, return_tensors="pt", padding=True).to(self.model.device)
+        kwargs = self.generate_kwargs
+        if self.extra_tokens is not None:
+            kwargs = {**kwargs, "max_new_tokens": batch["input_ids"].shape[1] + self.extra_tokens}
         with torch.no_grad():
-            generated = self.model.generate(**batch, **self.generate_kwargs)
+            generated = self.model.generate(**batch, **kwargs)
         eos = torch.tensor(self.model.generation_config.eos_token_id, device=generated.device).reshape(-1)
         ended = torch.isin(generated[:, 1:], eos)  # (B, T): where an end token was generated
         first_end = torch.where(ended.any(dim=1), ended.int().argmax(dim=1) + 1, ended.shape[1])
@@ -160,6 +169,34 @@ def write_lines(lines: Iterable[str], output: str) -> None:
     os.replace(partial, output)
 
 
+def pick_engine(args: argparse.Namespace, model, overrides: dict) -> str:
+    """``--engine auto``: CTranslate2, which decodes faster than ``generate()`` at batch 1 and 64 on a CPU
+    (docs/performance.md), wherever it can run this model; else ``generate()``. The choice is logged."""
+    if args.engine != "auto":
+        return args.engine
+    reason = ctranslate2_unavailable(args, model, overrides)
+    export = Path(args.model) / f"ctranslate2-{args.quantization}"
+    logger.info("engine: %s", f"generate ({reason})" if reason else f"ctranslate2 ({export})")
+    return "generate" if reason else "ctranslate2"
+
+
+def ctranslate2_unavailable(args: argparse.Namespace, model, overrides: dict) -> str | None:
+    """Why CTranslate2 cannot translate with this model (None if it can)."""
+    folder, config = Path(args.model), model.generation_config
+    beams = overrides.get("num_beams") or config.num_beams or 1
+    if importlib.util.find_spec("ctranslate2") is None:
+        return "the ctranslate2 package is not installed"
+    if model.config.model_type != "vanilla_transformer":
+        return f"a {model.config.model_type} model"
+    if not folder.is_dir():
+        return "the model is not a local directory"
+    if not (folder / f"ctranslate2-{args.quantization}").is_dir() and not os.access(folder, os.W_OK):
+        return f"{folder} is read-only"
+    if beams > 1 and config.early_stopping is not True:
+        return "the generation config's early_stopping is not True, and CTranslate2's beam search stops as if it were"
+    return None
+
+
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vanilla-translate", description=__doc__)
     parser.add_argument("--model", required=True, help="model directory (or Hub id) with its tokenizer")
@@ -169,10 +206,13 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--num_beams", type=positive_int, default=None, help="default: the model's (4)")
     parser.add_argument("--length_penalty", type=float, default=None)
     parser.add_argument("--batch_size", type=positive_int, default=64)
-    parser.add_argument("--engine", choices=ENGINES, default="generate",
+    parser.add_argument("--engine", choices=ENGINES, default="auto",
                         help="generate: the model's generate(); ctranslate2: its CTranslate2 export (needs the ct2 "
-                             "extra), made in MODEL/ctranslate2-QUANTIZATION the first time")  # fmt: skip
-    parser.add_argument("--quantization", default="int8", help="of the CTranslate2 export (int8, float32, ...)")
+                             "extra), made in MODEL/ctranslate2-QUANTIZATION the first time; auto: ctranslate2 "
+                             "where it can run this model, else generate")  # fmt: skip
+    parser.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
+                        help="of the CTranslate2 export: float32 translates as generate() does, int8 is smaller "
+                             "and faster")  # fmt: skip
     parser.add_argument("--trust_remote_code", action="store_true")
     return parser
 
@@ -189,13 +229,19 @@ def run(argv: list[str] | None = None) -> None:
         for key, value in (("num_beams", args.num_beams), ("length_penalty", args.length_penalty))
         if value is not None  # a length penalty of 0 is a choice, not "unset"
     }
-    if args.engine == "ctranslate2":
+    engine = None
+    if pick_engine(args, model, overrides) == "ctranslate2":
         from .ct2 import CTranslate2Engine, cached_export
 
-        engine = CTranslate2Engine(cached_export(args.model, args.quantization), tokenizer, model.generation_config,
-                                   **overrides)  # fmt: skip
-    else:
-        engine = GenerateEngine(model, tokenizer, **overrides)
+        try:
+            export = cached_export(args.model, args.quantization)
+        except ValueError as error:  # a setting CTranslate2 does not have, named
+            if args.engine != "auto":
+                raise
+            logger.info("engine: generate (CTranslate2 cannot run this model: %s)", error)
+        else:
+            engine = CTranslate2Engine(export, tokenizer, model.generation_config, **overrides)
+    engine = engine or GenerateEngine(model, tokenizer, **overrides)
     report = LengthReport()
     limit = trained_source_limit(args.model)
     stream = translate_stream(engine, read_lines(args.input), args.batch_size, report, limit)

@@ -138,7 +138,9 @@ def _writes_residual(key: str) -> bool:
 
 def to_marian(model: VanillaTransformerForSeq2Seq) -> MarianMTModel:
     """A MarianMTModel computing the same logits and generating the same tokens as ``model`` (for comparisons on the
-    same weights: tests and vanilla-bench). Raises ValueError for what Marian does not have."""
+    same weights: tests and vanilla-bench), given the same maximum length: Marian's ``generate()`` has no §6.1
+    "input length + 50" rule and stops at 20 tokens unless told (``max_new_tokens=input_ids.shape[1] + 50``).
+    Raises ValueError for what Marian does not have."""
     config = model.config
     if config.position_embedding_type != "sinusoidal":
         raise ValueError("MarianMTModel has sinusoidal positions only; this model has learned ones")

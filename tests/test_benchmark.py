@@ -29,3 +29,21 @@ def test_flop_count_of_a_training_step():
     per_token = (4 * 64 * 64 + 2 * 64 * 128) + (8 * 64 * 64 + 2 * 64 * 128) + 64 * 1000
     attention = 3 * 2 * 10 * 64
     assert train_flops(config, batch=2, length=10) == 3 * 2 * 20 * (per_token + attention)
+
+
+def test_the_translation_bench_gives_marian_our_maximum_length(tokenizer, tmp_path):
+    """MarianMTModel's generate() stops at 20 tokens unless told; the bench's Marian engine decodes to the same
+    input length + 50 as ours, so both give the same tokens (a random model rarely ends, so outputs run long)."""
+    from helpers import tiny_config
+    from training_helpers import ENGLISH
+
+    from benchmarks.translation import make_engine
+    from modeling_vanilla import VanillaTransformerForSeq2Seq
+
+    config = tiny_config(vocab_size=len(tokenizer), max_position_embeddings=128)  # Marian tabulates its positions
+    VanillaTransformerForSeq2Seq(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    for beams in (1, 4):
+        ours, marian = (make_engine(name, str(tmp_path), beams)(ENGLISH) for name in ("generate", "marian"))
+        assert max(ours.output_lengths) > 20
+        assert marian.texts == ours.texts and marian.output_lengths == ours.output_lengths

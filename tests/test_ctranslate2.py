@@ -146,6 +146,39 @@ def test_translate_with_the_engine_equals_generate_on_a_trained_model(trained_ru
     assert (model_dir / "ctranslate2-float32" / "model.bin").is_file()
 
 
+AUTO = {
+    "the paper's model": ({}, "engine: ctranslate2"),
+    "an activation CTranslate2 lacks": ({"activation_function": "tanh"}, "engine: generate (CTranslate2 cannot run "
+                                        "this model: `activation_function` 'tanh' has no CTranslate2 counterpart"),
+    "beam search without early stopping": ({"early_stopping": False}, "engine: generate (the generation config's "
+                                           "early_stopping is not True"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("overrides", "chosen"), AUTO.values(), ids=list(AUTO))
+def test_translate_picks_ctranslate2_where_it_can_run_the_model(overrides, chosen, tokenizer, tmp_path):
+    """vanilla-translate's default engine (auto): CTranslate2 float32 wherever it can run the model, else generate();
+    the same lines either way, and the choice said."""
+    early_stopping = overrides.pop("early_stopping", True)
+    folder = saved_model(tmp_path / "model", tokenizer, **overrides)
+    model = VanillaTransformerForSeq2Seq.from_pretrained(folder)
+    model.generation_config.early_stopping = early_stopping
+    model.generation_config.save_pretrained(folder)
+    source = tmp_path / "in.en"
+    source.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    outputs, logs = {}, {}
+    for engine in ("auto", "generate"):
+        result = subprocess.run(
+            [str(Path(sys.executable).parent / "vanilla-translate"), "--model", str(folder), str(source),
+             "--engine", engine],
+            capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        outputs[engine], logs[engine] = result.stdout, result.stderr
+    assert chosen in logs["auto"]
+    assert outputs["auto"] == outputs["generate"] and len(outputs["auto"].splitlines()) == len(SOURCES)
+
+
 def test_export_command_writes_an_int8_model_that_translates(tokenizer, tmp_path):
     folder = saved_model(tmp_path / "model", tokenizer)
     command = [str(Path(sys.executable).parent / "vanilla-export-ct2"), str(folder), str(tmp_path / "int8")]

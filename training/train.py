@@ -106,8 +106,8 @@ class ModelArguments:
     export_ct2: str | None = field(
         default=None,
         metadata={"help": "also export the final model for CTranslate2 with this quantization (int8, float32, ...) "
-                          "into OUTPUT_DIR/ctranslate2-QUANTIZATION, where vanilla-translate --engine ctranslate2 "
-                          "finds it (needs the ct2 extra)"},
+                          "into OUTPUT_DIR/ctranslate2-QUANTIZATION, where vanilla-translate --quantization "
+                          "QUANTIZATION finds it (needs the ct2 extra)"},
     )  # fmt: skip
 
 
