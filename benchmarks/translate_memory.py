@@ -1,8 +1,9 @@
 """Peak memory of `vanilla-translate` as its input grows: the command streams, so it should stay flat.
 
-    python -m benchmarks.translate_memory --lines 10000 100000 --json results/benchmarks/translate-memory.json
+    python -m benchmarks.translate_memory --json results/benchmarks/translate-memory.json
 
-Each size runs the installed `vanilla-translate` console script in its own process on a generated file of real
+Each size and engine (``--engine auto``, the default, which takes CTranslate2 where installed, and ``generate``)
+runs the installed `vanilla-translate` console script in its own process on a generated file of real
 Multi30k sentences (cycled), with a tiny random model whose outputs are capped at 8 tokens: what is measured is the
 command's own memory (reading, chunking, writing), not a large model's. Peak RSS is the child's ru_maxrss; the
 output is checked to have one line per input line.
@@ -46,10 +47,10 @@ PEAK_OF_CHILD = (
 )
 
 
-def measure(model_dir: Path, source: Path, output: Path) -> dict:
+def measure(model_dir: Path, source: Path, output: Path, engine: str) -> dict:
     """Run vanilla-translate once: its peak RSS (MiB; ru_maxrss is in KiB on Linux), seconds and output lines."""
     command = [str(Path(sys.executable).parent / "vanilla-translate"), "--model", str(model_dir), str(source),
-               "--output", str(output)]  # fmt: skip
+               "--output", str(output), "--engine", engine]  # fmt: skip
     start = time.perf_counter()
     peak = subprocess.run([sys.executable, "-c", PEAK_OF_CHILD, *command], check=True, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -60,6 +61,7 @@ def measure(model_dir: Path, source: Path, output: Path) -> dict:
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lines", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--engines", nargs="+", default=["auto", "generate"], help="vanilla-translate's --engine")
     parser.add_argument("--json", help="write the figures here")
     return parser
 
@@ -68,16 +70,18 @@ def main(argv: list[str] | None = None) -> dict:
     args = arguments().parse_args(argv)
     with gzip.open(BUNDLED_DIR / "train.en.gz", "rt", encoding="utf-8") as f:
         sentences = [line.rstrip("\n") for line in f]
-    results = {**provenance(), "runs": {}}
+    results = {**provenance(), "runs": {engine: {} for engine in args.engines}}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         model_dir = tiny_model_dir(folder / "model", sentences[:5000])
         for count in args.lines:
             source = folder / f"in-{count}.en"
             source.write_text("".join(sentences[i % len(sentences)] + "\n" for i in range(count)), encoding="utf-8")
-            results["runs"][count] = measure(model_dir, source, folder / f"out-{count}.de")
-            assert results["runs"][count]["output_lines"] == count
-            print(count, results["runs"][count], flush=True)
+            for engine in args.engines:
+                figures = measure(model_dir, source, folder / f"out-{count}.de", engine)
+                assert figures["output_lines"] == count
+                results["runs"][engine][count] = figures
+                print(engine, count, figures, flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return results
