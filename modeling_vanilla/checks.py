@@ -31,9 +31,17 @@ def values_checked():
         _VALUES_CHECKED.reset(token)
 
 
-def may_read_values() -> bool:
-    """False inside ``values_checked`` and while compiling (a data-dependent branch would break the graph)."""
-    return not is_torchdynamo_compiling() and not _VALUES_CHECKED.get()
+def reads_synchronise(tensor: torch.Tensor) -> bool:
+    """Whether reading ``tensor``'s values makes the host wait for a device: not for a CPU tensor."""
+    return tensor.device.type != "cpu"
+
+
+def may_read_values(tensor: torch.Tensor | None = None) -> bool:
+    """False while compiling (a data-dependent branch would break the graph), and inside ``values_checked`` unless
+    reading ``tensor`` waits for no device."""
+    if is_torchdynamo_compiling():
+        return False
+    return not _VALUES_CHECKED.get() or (tensor is not None and not reads_synchronise(tensor))
 
 
 def check_token_ids(ids: torch.Tensor | None, vocab_size: int, name: str, ignore_index: int | None = None) -> None:

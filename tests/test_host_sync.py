@@ -3,7 +3,9 @@
 checked once, before decoding; the masks are built without asking whether they could be skipped.
 
 Counted on the CPU with a dispatch mode that sees every aten operator: reading a value back is
-``aten::_local_scalar_dense`` (what .item() and int() run) or ``aten::is_nonzero`` (what bool() runs).
+``aten::_local_scalar_dense`` (what .item() and int() run) or ``aten::is_nonzero`` (what bool() runs). On a CPU
+reading costs nothing and decoding skips the masks it does not need; the tests of the accelerator path make every
+tensor count as one whose reads wait for a device (``reads_synchronise``).
 """
 
 import pytest
@@ -11,7 +13,14 @@ import torch
 from helpers import padded_batch, tiny_model
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from modeling_vanilla import checks
+
 READ_BACK = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.is_nonzero.default)
+
+
+@pytest.fixture
+def on_an_accelerator(monkeypatch):
+    monkeypatch.setattr(checks, "reads_synchronise", lambda tensor: True)
 
 
 class ReadBackCounter(TorchDispatchMode):
@@ -40,7 +49,7 @@ def counted(counter: ReadBackCounter, function):
 
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
 @pytest.mark.parametrize("num_beams", [1, 4])
-def test_no_decoding_step_reads_a_value_back(num_beams, attn_implementation):
+def test_no_decoding_step_reads_a_value_back(num_beams, attn_implementation, on_an_accelerator):
     model = tiny_model(attn_implementation=attn_implementation)
     ids, mask = padded_batch()  # padded: the masks are real
     counter = ReadBackCounter()
@@ -60,7 +69,7 @@ def test_no_decoding_step_reads_a_value_back(num_beams, attn_implementation):
     assert counter.read_backs == 0
 
 
-def test_nor_with_decoder_inputs_and_their_mask():
+def test_nor_with_decoder_inputs_and_their_mask(on_an_accelerator):
     model = tiny_model()
     ids, mask = padded_batch()
     start = torch.zeros(3, 2, dtype=torch.long)
@@ -80,3 +89,24 @@ def test_a_plain_forward_checks_values_and_the_counter_sees_it():
     with counter:
         counted(counter, model)(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3])
     assert counter.read_backs >= 2  # input_ids and decoder_input_ids, at least
+
+
+@pytest.mark.parametrize(("accelerator", "masks"), [(False, "none"), (True, "every one")])
+def test_on_the_cpu_decoding_skips_the_masks_it_does_not_need(accelerator, masks, monkeypatch):
+    """Unpadded decoding with SDPA: on the CPU no decoding step passes a mask (is_causal and nothing padded do the
+    work); where reads would wait for a device, every step builds its masks. The same tokens either way."""
+    model = tiny_model(attn_implementation="sdpa")
+    ids = padded_batch()[0][:1]  # one sentence: nothing padded
+    sdpa, passed = torch.nn.functional.scaled_dot_product_attention, []
+
+    def recording(*args, attn_mask=None, **kwargs):
+        passed.append(attn_mask is not None)
+        return sdpa(*args, attn_mask=attn_mask, **kwargs)
+
+    expected = model.generate(ids, num_beams=1, max_new_tokens=5, min_new_tokens=5)
+    if accelerator:
+        monkeypatch.setattr(checks, "reads_synchronise", lambda tensor: True)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    assert torch.equal(model.generate(ids, num_beams=1, max_new_tokens=5, min_new_tokens=5), expected)
+    decoding = passed[len(passed) - 4 * model.config.decoder_layers :]  # the last 2 steps, 2 attentions a layer
+    assert all(decoding) if masks == "every one" else not any(decoding)
