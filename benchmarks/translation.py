@@ -50,6 +50,7 @@ def make_engine(name: str, model_dir: str, num_beams: int):
     """The engine ``name`` for the model in ``model_dir``, decoding with ``num_beams`` beams."""
     from inference.translate import GenerateEngine
     from modeling_vanilla import VanillaTransformerForSeq2Seq, to_marian
+    from modeling_vanilla.modeling_vanilla import EXTRA_OUTPUT_TOKENS
     from training.cli import load_tokenizer
 
     tokenizer = load_tokenizer(model_dir)
@@ -58,7 +59,7 @@ def make_engine(name: str, model_dir: str, num_beams: int):
     if name == "generate":
         return GenerateEngine(model, tokenizer, **overrides)
     if name == "marian":
-        return GenerateEngine(to_marian(model), tokenizer, extra_tokens=50, **overrides)  # ours: input + 50 (§6.1)
+        return GenerateEngine(to_marian(model), tokenizer, extra_tokens=EXTRA_OUTPUT_TOKENS, **overrides)
     if name == "generate-static-compiled":
         from transformers import CompileConfig
 

@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS, export_ctranslate2, import_ctranslate2
+from modeling_vanilla.modeling_vanilla import EXTRA_OUTPUT_TOKENS
 from training.cli import console_script
 
 from .translate import BatchTranslation
@@ -40,9 +41,14 @@ def export(model_dir: str | Path, output_dir: str | Path, quantization: str = "i
     return output
 
 
+def export_dir(model_dir: str | Path, quantization: str) -> Path:
+    """Where ``cached_export`` keeps a model's export: ``MODEL_DIR/ctranslate2-<quantization>``."""
+    return Path(model_dir) / f"ctranslate2-{quantization}"
+
+
 def cached_export(model_dir: str | Path, quantization: str) -> Path:
-    """``MODEL_DIR/ctranslate2-<quantization>``, exported now if it is missing or was made from other weights."""
-    folder = Path(model_dir) / f"ctranslate2-{quantization}"
+    """``export_dir``, exported now if it is missing or was made from other weights."""
+    folder = export_dir(model_dir, quantization)
     record = folder / SOURCE_RECORD
     if record.is_file() and json.loads(record.read_text()) == source_record(Path(model_dir), quantization):
         return folder
@@ -81,7 +87,7 @@ class CTranslate2Engine:
             beam_size=self.num_beams,
             length_penalty=self.length_penalty if self.num_beams > 1 else 0.0,
             patience=1,
-            max_decoding_length=self.max_new_tokens or longest + 50,
+            max_decoding_length=self.max_new_tokens or longest + EXTRA_OUTPUT_TOKENS,
             min_decoding_length=0,
             max_input_length=0,
             return_end_token=True,

@@ -174,25 +174,26 @@ def pick_engine(args: argparse.Namespace, model, overrides: dict) -> str:
     (docs/performance.md), wherever it can run this model; else ``generate()``. The choice is logged."""
     if args.engine != "auto":
         return args.engine
-    reason = ctranslate2_unavailable(args, model, overrides)
-    export = Path(args.model) / f"ctranslate2-{args.quantization}"
+    from .ct2 import export_dir
+
+    export = export_dir(args.model, args.quantization)
+    reason = ctranslate2_unavailable(export, model, overrides.get("num_beams"))
     logger.info("engine: %s", f"generate ({reason})" if reason else f"ctranslate2 ({export})")
     return "generate" if reason else "ctranslate2"
 
 
-def ctranslate2_unavailable(args: argparse.Namespace, model, overrides: dict) -> str | None:
-    """Why CTranslate2 cannot translate with this model (None if it can)."""
-    folder, config = Path(args.model), model.generation_config
-    beams = overrides.get("num_beams") or config.num_beams or 1
+def ctranslate2_unavailable(export: Path, model, num_beams: int | None) -> str | None:
+    """Why CTranslate2 cannot translate with this model, kept or to be exported in ``export`` (None if it can)."""
+    folder, config = export.parent, model.generation_config
     if importlib.util.find_spec("ctranslate2") is None:
         return "the ctranslate2 package is not installed"
     if model.config.model_type != "vanilla_transformer":
         return f"a {model.config.model_type} model"
     if not folder.is_dir():
         return "the model is not a local directory"
-    if not (folder / f"ctranslate2-{args.quantization}").is_dir() and not os.access(folder, os.W_OK):
+    if not export.is_dir() and not os.access(folder, os.W_OK):
         return f"{folder} is read-only"
-    if beams > 1 and config.early_stopping is not True:
+    if (num_beams or config.num_beams or 1) > 1 and config.early_stopping is not True:
         return "the generation config's early_stopping is not True, and CTranslate2's beam search stops as if it were"
     return None
 

@@ -3,7 +3,8 @@ inside torch; a damaged or missing checkpoint is named on loading.
 
 Shapes and dtypes are checked on every call (on the host). Values (an id out of range, a NaN, a mask that is not
 0/1) can only be checked by reading the tensor back to the host, which waits for the device: ``generate()`` checks
-them once for the whole call (``values_checked``) and no decoding step reads a value back.
+them once for the whole call (``values_checked``), and no decoding step on an accelerator reads a value back (on
+the CPU a read waits for no device: ``may_read_values(tensor)``).
 
 This file travels to the Hub with ``modeling_vanilla.py`` (it imports only torch and transformers).
 """

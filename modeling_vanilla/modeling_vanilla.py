@@ -726,6 +726,10 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
 
 
+# §6.1: "We set the maximum output length during inference to input length + 50".
+EXTRA_OUTPUT_TOKENS = 50
+
+
 class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, GenerationMixin):
     """The full model of the paper: encoder-decoder plus the pre-softmax linear layer (§3.4), tied to the shared
     embedding. ``labels`` give the (label-smoothed, §5.4) cross-entropy loss."""
@@ -776,7 +780,7 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         config = generation_config if generation_config is not None else self.generation_config
         lengths = (kwargs.get("max_length"), kwargs.get("max_new_tokens"), config.max_length, config.max_new_tokens)
         if source is not None and all(length is None for length in lengths):
-            kwargs["max_new_tokens"] = source.shape[1] + 50
+            kwargs["max_new_tokens"] = source.shape[1] + EXTRA_OUTPUT_TOKENS
         with values_checked():
             return super().generate(inputs, generation_config, **kwargs)
 
