@@ -134,3 +134,16 @@ def test_streaming_refuses_what_it_cannot_do(corpus, tmp_path):
     ):
         with pytest.raises(ValueError, match=message):
             build_trainer(*parse_args(streaming_argv(corpus, tmp_path, *extra)))
+
+
+def test_streaming_checks_its_files_as_the_arrow_path_does(corpus, tmp_path):
+    """The stream reads its files with the Arrow path's reader, and is given the same checks before it starts."""
+    text = tmp_path / "train.txt"
+    text.write_text("A dog.\n", encoding="utf-8")
+    for files, error, message in (
+        ([str(text)], ValueError, r"a single data file must be \.tsv or \.jsonl"),
+        ([*corpus["train"], str(text)], ValueError, "give two parallel files or one .tsv/.jsonl file, got 3"),
+        ([str(tmp_path / "missing.en"), corpus["train"][1]], FileNotFoundError, "data file not found: .*missing.en"),
+    ):
+        with pytest.raises(error, match=message):
+            streaming_pairs(DataArguments(dataset="files", train_files=files, streaming=True))

@@ -166,6 +166,13 @@ def line_starts(path: Path, every: int) -> tuple[list[int], int]:
     return starts, line + (last != b"\n")
 
 
+def unequal_line_counts(files: list[Path], counts: list[int]) -> ValueError:
+    return ValueError(
+        f"{files[0]} has {counts[0]} lines but {files[1]} has {counts[1]}: "
+        "parallel files must have one line per sentence pair"
+    )
+
+
 def spans(files: list[Path], pieces: int) -> list[tuple[int, int | None, tuple[int, ...]]]:
     """The input cut into ``pieces`` runs of lines, (first line, line count or None for all, byte offset in each
     file), to be read by as many processes. Parallel plain files are counted here, and must have equal line counts.
@@ -174,10 +181,7 @@ def spans(files: list[Path], pieces: int) -> list[tuple[int, int | None, tuple[i
         return [(0, None, (0,) * len(files))]
     counts = [line_starts(f, 1 << 62)[1] for f in files]
     if len(set(counts)) > 1:
-        raise ValueError(
-            f"{files[0]} has {counts[0]} lines but {files[1]} has {counts[1]}: "
-            "parallel files must have one line per sentence pair"
-        )
+        raise unequal_line_counts(files, counts)
     every = max(1, -(-counts[0] // pieces))
     starts = [line_starts(f, every)[0] for f in files]
     return [(i * every, min(every, counts[0] - i * every), tuple(s[i] for s in starts))
@@ -201,10 +205,7 @@ def _two_files(source_path: Path, target_path: Path, span: tuple) -> Iterator[di
         if source is not None and target is not None:  # once one file ends, the other is only counted
             yield _row(_decode(source), _decode(target))
     if counts[0] != counts[1]:  # a gzip pair, not counted beforehand
-        raise ValueError(
-            f"{source_path} has {counts[0]} lines but {target_path} has {counts[1]}: "
-            "parallel files must have one line per sentence pair"
-        )
+        raise unequal_line_counts([source_path, target_path], counts)
 
 
 def _tsv(path: Path, span: tuple) -> Iterator[dict]:
@@ -256,9 +257,9 @@ def file_stamp(path: str) -> tuple[str, int, int] | None:
     return (str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns) if stat else None
 
 
-def read_parallel_files(paths: list[str], args: DataArguments) -> tuple[datasets.Dataset, ReadReport]:
-    """The kept pairs of ``paths`` as an Arrow dataset (datasets' cache), and what was dropped. Plain files are read
-    by ``workers`` processes, each its own runs of lines; the rows keep the files' order."""
+def data_files(paths: list[str]) -> list[Path]:
+    """``paths`` as the parallel data ``parallel_rows`` reads (two plain files, or one .tsv or .jsonl file), or an
+    error naming what is wrong with them."""
     files = [Path(p) for p in paths]
     for path in files:
         if not path.is_file():
@@ -268,6 +269,13 @@ def read_parallel_files(paths: list[str], args: DataArguments) -> tuple[datasets
     suffixes = "".join(files[0].suffixes)
     if len(files) == 1 and not (".tsv" in suffixes or ".json" in suffixes):
         raise ValueError(f"{files[0]}: a single data file must be .tsv or .jsonl (optionally .gz)")
+    return files
+
+
+def read_parallel_files(paths: list[str], args: DataArguments) -> tuple[datasets.Dataset, ReadReport]:
+    """The kept pairs of ``paths`` as an Arrow dataset (datasets' cache), and what was dropped. Plain files are read
+    by ``workers`` processes, each its own runs of lines; the rows keep the files' order."""
+    files = data_files(paths)
     if all(_is_empty(path) for path in files):  # datasets cannot make a table of no rows
         return datasets.Dataset.from_dict({"source": [], "target": []}), ReadReport()
     runs = spans(files, workers(args, min(path.stat().st_size for path in files) // 100) or 1)  # ~100 bytes a line

@@ -27,8 +27,8 @@ import torch
 from datasets.distributed import split_dataset_by_node
 from transformers import PreTrainedTokenizerBase
 
-from .batching import cut_points
-from .data import FEATURES, DataArguments, Encoder, _row, file_stamp, parallel_rows
+from .batching import make_batches
+from .data import FEATURES, DataArguments, Encoder, _row, data_files, file_stamp, parallel_rows, spans
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "stream_state_rank{rank}.json"
@@ -39,14 +39,11 @@ def streaming_pairs(args: DataArguments) -> datasets.IterableDataset:
     if args.dataset == "files":
         if not args.train_files:
             raise ValueError("--streaming with --dataset files needs --train_files")
-        for path in args.train_files:
-            if not Path(path).is_file():
-                raise FileNotFoundError(f"data file not found: {path}")
-        files = [Path(p) for p in args.train_files]
+        files = data_files(args.train_files)
         return datasets.IterableDataset.from_generator(
             parallel_rows,
             features=FEATURES,
-            gen_kwargs={"paths": tuple(args.train_files), "spans": [(0, None, (0,) * len(files))],
+            gen_kwargs={"paths": tuple(args.train_files), "spans": spans(files, 1),
                         "source_lang": args.source_lang, "target_lang": args.target_lang,
                         "stamps": tuple(file_stamp(p) for p in args.train_files)},
         )  # fmt: skip
@@ -98,8 +95,7 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset):
         source, target = np.asarray(encoded["source_length"]), np.asarray(encoded["target_length"])
         generator = np.random.default_rng([self.seed, self.rank, epoch, window])
         order = np.lexsort((generator.permutation(len(rows)), target, source))
-        ends = cut_points(np.maximum(source, target)[order].tolist(), self.max_tokens)
-        batches = [order[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True)]
+        batches = make_batches(source, target, self.max_tokens, order)
         return [[{"input_ids": encoded["input_ids"][i], "labels": encoded["labels"][i]} for i in batches[b]]
                 for b in generator.permutation(len(batches))]  # fmt: skip
 

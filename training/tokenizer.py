@@ -61,7 +61,7 @@ def sample_sentences(train: datasets.Dataset, count: int, seed: int) -> Iterator
 def streamed_sentences(pairs: Iterable[dict], count: int) -> Iterator[str]:
     """The sources, then the targets, of the first ``count // 2`` usable pairs of a stream (a corpus read as it
     streams cannot be sampled at random without reading it whole)."""
-    first = [pair for pair in itertools.islice((p for p in pairs if not p["status"]), count // 2)]
+    first = list(itertools.islice((p for p in pairs if not p["status"]), count // 2))
     yield from (pair["source"] for pair in first)
     yield from (pair["target"] for pair in first)
 
