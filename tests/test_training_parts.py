@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pytest
 import torch
 from training_helpers import ENGLISH, GERMAN
@@ -108,7 +109,7 @@ def test_several_processes_read_runs_of_lines_in_the_files_order(tmp_path):
                                                                  preprocessing_num_workers=1))  # fmt: skip
 
     def tables(dataset):
-        return sum("generator-train" in f["filename"] for f in dataset.cache_files)
+        return sum("parallel_text-train" in f["filename"] for f in dataset.cache_files)
 
     assert tables(split[0]) == 2 and tables(single[0]) == 1  # written by two processes, then by one
     assert split[0]["source"] == single[0]["source"] and split[1] == single[1]
@@ -171,6 +172,10 @@ def test_evaluation_during_training_samples_every_length():
     assert len(spread_sample(validation, 50)) == 10
 
 
+def as_lists(batches: list) -> list[list[int]]:
+    return [batch.tolist() for batch in batches]
+
+
 def test_batches_respect_the_token_budget_on_both_sides():
     src, tgt = lengths(500)
     batches = make_batches(src, tgt, 300, sorted(range(500), key=lambda i: (src[i], tgt[i])))
@@ -181,8 +186,8 @@ def test_batches_respect_the_token_budget_on_both_sides():
 
 def test_a_short_tail_joins_the_last_batch_so_every_rank_has_pairs():
     # budget 10 cuts [0, 1] | [2, 3] | [4]; with two ranks the lone tail pair would leave rank 1 an empty batch
-    assert make_batches([5] * 5, [5] * 5, 10, list(range(5)), min_size=2) == [[0, 1], [2, 3, 4]]
-    assert make_batches([5] * 5, [5] * 5, 10, list(range(5))) == [[0, 1], [2, 3], [4]]
+    assert as_lists(make_batches([5] * 5, [5] * 5, 10, list(range(5)), min_size=2)) == [[0, 1], [2, 3, 4]]
+    assert as_lists(make_batches([5] * 5, [5] * 5, 10, list(range(5)))) == [[0, 1], [2, 3], [4]]
 
 
 @pytest.mark.parametrize("count", [37, 60, 120])
@@ -228,8 +233,18 @@ def test_numpy_planner_gives_the_batches_of_the_list_planner(replicas):
     sampler = TokenBatchSampler(src, tgt, 300, num_replicas=replicas, seed=5)
     for epoch in range(3):
         sampler.set_epoch(epoch)
-        assert sampler.global_batches() == reference_batches(src, tgt, 300 * replicas, 5 + epoch, replicas)
+        assert as_lists(sampler.global_batches()) == reference_batches(src, tgt, 300 * replicas, 5 + epoch, replicas)
     assert len(sampler) == len(sampler.global_batches())
+
+
+@pytest.mark.parametrize("scale", [1, 2**40])  # lengths packed into one int64 key, and too long to pack
+def test_length_order_sorts_by_source_then_target_then_tie_break(scale):
+    src, tgt = lengths(200)
+    src = [s * scale for s in src]
+    sampler = TokenBatchSampler(src, tgt, max(src) * 4)
+    tie = np.random.default_rng(0).permutation(200)
+    assert sampler.length_order(tie).tolist() == sorted(range(200), key=lambda i: (src[i], tgt[i], tie[i]))
+    assert sampler.length_order().tolist() == sorted(range(200), key=lambda i: (src[i], tgt[i], i))
 
 
 def test_sampler_shuffles_per_epoch_with_a_fixed_batch_count():
@@ -248,7 +263,11 @@ def test_length_sorted_batches_carry_little_padding():
     g = torch.Generator().manual_seed(0)
     src = torch.randint(3, 40, (2000,), generator=g)
     tgt = (src * 1.1 + torch.randint(-2, 3, (2000,), generator=g)).clamp(min=2)  # correlated, as translations are
-    assert TokenBatchSampler(src.tolist(), tgt.tolist(), 1024).padding() < 0.10
+    sampler = TokenBatchSampler(src.tolist(), tgt.tolist(), 1024)
+    sides = [sampler.source_lengths.tolist(), sampler.target_lengths.tolist()]
+    padded = sum(len(b) * max(side[i] for i in b) for b in sampler.global_batches() for side in sides)
+    assert sampler.padding() == pytest.approx(1 - sum(map(sum, sides)) / padded, abs=1e-12)
+    assert sampler.padding() < 0.10
 
 
 def test_ranks_split_each_global_batch():
