@@ -19,6 +19,7 @@ corpus like Multi30k (29,000 pairs, 0.6 s an epoch), not for WMT's millions, whi
 """
 
 import datasets
+import numpy as np
 import torch
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
@@ -92,9 +93,9 @@ class BPEDropoutBatchSampler(TokenBatchSampler):
             self.set_lengths(*self.lengths())
             self.segmented_epoch = epoch
 
-    def plan(self, order) -> list[list[int]]:
-        return make_exact_batches(self.source_lengths.tolist(), self.target_lengths.tolist(), self.num_batches,
-                                  list(order), self.num_replicas)  # fmt: skip
+    def plan(self, order: np.ndarray) -> list[np.ndarray]:
+        return make_exact_batches(self.source_lengths, self.target_lengths, self.num_batches, order,
+                                  self.num_replicas)  # fmt: skip
 
     def __len__(self) -> int:
         return self.num_batches
