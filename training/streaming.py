@@ -27,7 +27,7 @@ import torch
 from datasets.distributed import split_dataset_by_node
 from transformers import PreTrainedTokenizerBase
 
-from .batching import make_batches
+from .batching import length_order, make_batches
 from .data import FEATURES, DataArguments, Encoder, _row, data_files, file_stamp, parallel_rows, spans
 
 logger = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset):
         encoded = self.encode({"source": [r["source"] for r in rows], "target": [r["target"] for r in rows]})
         source, target = np.asarray(encoded["source_length"]), np.asarray(encoded["target_length"])
         generator = np.random.default_rng([self.seed, self.rank, epoch, window])
-        order = np.lexsort((generator.permutation(len(rows)), target, source))
+        order = length_order(source, target, generator.permutation(len(rows)))
         batches = make_batches(source, target, self.max_tokens, order)
         return [[{"input_ids": encoded["input_ids"][i], "labels": encoded["labels"][i]} for i in batches[b]]
                 for b in generator.permutation(len(batches))]  # fmt: skip
