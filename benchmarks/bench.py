@@ -19,8 +19,8 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from transformers import MarianConfig, MarianMTModel
 
-from benchmarks.provenance import provenance
 from modeling_vanilla import from_marian
+from vanilla_tools.provenance import provenance
 
 from . import translation
 

@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.provenance import provenance
-from training.data import BUNDLED_DIR
+from vanilla_tools.corpora import BUNDLED_DIR
+from vanilla_tools.provenance import provenance
 
 FIRST_STEP = re.compile(r"first training step done (\d+\.\d+) s after start")
 # Runs the command it is given and prints the peak RSS of the largest process it started (KiB).
@@ -71,7 +71,8 @@ def time_to_first_step(files: list[str], cache: Path, output: Path, extra: list[
 def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[str], seconds: float = 30) -> dict:
     """Real (unpadded) source + target tokens per second out of the training DataLoader (collated batches), one
     process, over ``seconds`` from its first batch (streaming: several windows of reading and tokenizing)."""
-    from training.train import build_trainer, parse_args
+    from training.arguments import parse_args
+    from training.train import build_trainer
 
     argv = ["--config", "demo", "--dataset", "files", "--train_files", *files, "--output_dir", str(output),
             "--cache_dir", str(cache), "--disable_tqdm", "true", "--max_steps", "100000", "--eval_strategy", "no",

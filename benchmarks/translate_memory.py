@@ -20,10 +20,10 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.provenance import provenance
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
-from training.data import BUNDLED_DIR
 from training.tokenizer import train_tokenizer
+from vanilla_tools.corpora import BUNDLED_DIR
+from vanilla_tools.provenance import provenance
 
 
 def tiny_model_dir(folder: Path, sentences: list[str]) -> Path:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from training.data import BUNDLED_DIR
+from vanilla_tools.corpora import BUNDLED_DIR
 
 ENGINES = ("generate", "marian", "generate-static-compiled", "ct2-float32", "ct2-int8")
 STATIC_BEAMS = (1,)  # transformers compiles the decoding step of greedy search; beam search is not measured so
@@ -47,19 +47,19 @@ class Counted:
 
 
 def make_engine(name: str, model_dir: str, num_beams: int):
-    """The engine ``name`` for the model in ``model_dir``, decoding with ``num_beams`` beams."""
-    from inference.translate import GenerateEngine
+    """The engine ``name`` for the model in ``model_dir``, decoding as the model does with ``num_beams`` beams (one
+    ``Decoding`` for every engine, MarianMTModel's included)."""
+    from inference.engine import GenerateEngine
+    from inference.engines import create_engine
     from modeling_vanilla import VanillaTransformerForSeq2Seq, to_marian
-    from modeling_vanilla.modeling_vanilla import EXTRA_OUTPUT_TOKENS
-    from training.cli import load_tokenizer
+    from vanilla_tools.cli import load_tokenizer
+    from vanilla_tools.decoding import Decoding
 
     tokenizer = load_tokenizer(model_dir)
     model = VanillaTransformerForSeq2Seq.from_pretrained(model_dir).eval()
-    overrides = {"num_beams": num_beams}
-    if name == "generate":
-        return GenerateEngine(model, tokenizer, **overrides)
+    decoding = Decoding.resolve(model.generation_config, num_beams)
     if name == "marian":
-        return GenerateEngine(to_marian(model), tokenizer, extra_tokens=EXTRA_OUTPUT_TOKENS, **overrides)
+        return GenerateEngine(to_marian(model), tokenizer, decoding)
     if name == "generate-static-compiled":
         from transformers import CompileConfig
 
@@ -68,11 +68,10 @@ def make_engine(name: str, model_dir: str, num_beams: int):
         compile_config = CompileConfig(dynamic=True, mode="default")
         compile_config._compile_all_devices = True
         model.generation_config.compile_config = compile_config
-        return GenerateEngine(model, tokenizer, cache_implementation="static", **overrides)
-    from inference.ct2 import CTranslate2Engine, cached_export
-
-    quantization = name.removeprefix("ct2-")
-    return CTranslate2Engine(cached_export(model_dir, quantization), tokenizer, model.generation_config, **overrides)
+        return GenerateEngine(model, tokenizer, decoding, cache_implementation="static")
+    if name == "generate":
+        return create_engine("generate", model_dir, model, tokenizer, decoding)
+    return create_engine("ctranslate2", model_dir, model, tokenizer, decoding, quantization=name.removeprefix("ct2-"))
 
 
 def worker(name: str, model_dir: str, source: str, num_beams: int, batch_size: int, output: str) -> None:
@@ -113,7 +112,7 @@ def run(model_dir: str, source: Path, references: Path, batches, engines, timeou
     """Every engine at every batch size, greedy and beam 4, each in a fresh process."""
     import tempfile
 
-    from training.metrics import score_translations
+    from vanilla_tools.metrics import score_translations
 
     refs = read(references)
     results = {"model": str(model_dir), "source": str(source), "sentences": len(read(source)), "runs": []}

@@ -5,39 +5,30 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from training.data import test_set_name
+from vanilla_tools.corpora import DISPLAY, test_set_name
+from vanilla_tools.run_files import EvalResults, TrainingRecipe
 
 TEMPLATE = Path(__file__).resolve().parent / "template.md"
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "ro": "Romanian"}
-DATASETS = {  # vanilla-train's --dataset -> (dataset id for the metadata, display name)
-    "multi30k": ("multi30k", "Multi30k (task 1)"),
-    "wmt14": ("wmt14", "WMT 2014"),
-    "files": (None, "local parallel text files"),
-}
-
-
-def _read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def build_model_card(model_dir: str | Path, repo_id: str | None = None, license: str = "cc-by-nc-4.0") -> ModelCard:
     """The card of ``model_dir``: metadata (languages, license, datasets, tags, pipeline tag, library, model-index
     with BLEU and chrF), architecture, the recipe actually used, how to load it, limitations and citations."""
     model_dir = Path(model_dir)
-    config = _read_json(model_dir / "config.json")
-    if not config:
+    if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir} has no config.json: not a saved model directory")
-    results = _read_json(model_dir / "eval_results.json")
-    recipe = _read_json(model_dir / "training_recipe.json")
-    source, target = recipe.get("source_lang", "en"), recipe.get("target_lang", "de")
-    dataset = recipe.get("dataset", "multi30k")
-    dataset_id, dataset_name = DATASETS.get(dataset, (dataset, dataset))
+    config = json.loads((model_dir / "config.json").read_text())
+    results = EvalResults.read(model_dir) or EvalResults()
+    recipe = TrainingRecipe.read(model_dir) or TrainingRecipe()  # a model not trained here: the defaults
+    source, target, dataset = recipe.source_lang, recipe.target_lang, recipe.dataset
+    dataset_id, dataset_name = DISPLAY.get(dataset, (dataset, dataset))
     repo_id = repo_id or model_dir.name
 
     eval_results, rows = [], []
     split_names = {"validation": "validation", "test": test_set_name(dataset)}
     for split, label in split_names.items():
-        metrics = results.get(split)
+        metrics = results.split(split)
         if not metrics:
             continue
         rows.append({"split": label, "bleu": metrics[f"{split}_bleu"], "chrf": metrics[f"{split}_chrf"],
@@ -67,7 +58,7 @@ def build_model_card(model_dir: str | Path, repo_id: str | None = None, license:
         model_name=repo_id,
         eval_results=eval_results or None,
     )
-    signatures = [metrics.get(f"{split}_signature") for split, metrics in results.items() if split in split_names]
+    signatures = [results.split(split).get(f"{split}_signature") for split in split_names]
     signature = next((s for s in signatures if s), "n/a")
     return ModelCard.from_template(
         card_data,
@@ -79,17 +70,17 @@ def build_model_card(model_dir: str | Path, repo_id: str | None = None, license:
         dataset_name=dataset_name,
         results=rows,
         signature=signature,
-        num_beams=recipe.get("num_beams", 4),
-        length_penalty=recipe.get("length_penalty", 0.6),
+        num_beams=recipe.num_beams,
+        length_penalty=recipe.length_penalty,
         encoder_layers=config["encoder_layers"],
         decoder_layers=config["decoder_layers"],
         d_model=config["d_model"],
         heads=config["num_attention_heads"],
         ffn_dim=config["ffn_dim"],
         vocab_size=config["vocab_size"],
-        parameters=f"{recipe['parameters']:,}" if "parameters" in recipe else "n/a",
+        parameters=f"{recipe.parameters:,}" if recipe.parameters is not None else "n/a",
         positions=f"{config['position_embedding_type']} ({config.get('sinusoidal_layout', '')})",
-        recipe=recipe.get("recipe", {}),
+        recipe=recipe.recipe,
     )
 
 

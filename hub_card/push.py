@@ -10,7 +10,7 @@ from pathlib import Path
 
 from huggingface_hub import CommitInfo, HfApi
 
-from training.cli import console_script
+from vanilla_tools.cli import console_script
 
 from .card import write_model_card
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForSeq2SeqLM
 
-from training.cli import console_script, load_tokenizer, positive_int
+from vanilla_tools.cli import UsageError, console_script, load_tokenizer, positive_int
 
 
 @dataclass
@@ -106,7 +106,7 @@ def run(argv: list[str] | None = None) -> None:
         ("--head", args.head, model.config.num_attention_heads),
     ):
         if value is not None and not 0 <= value < limit:
-            raise ValueError(f"{name} {value} is out of range: the model has {limit}")
+            raise UsageError(f"{name} {value} is out of range: the model has {limit}")
     maps = attention_maps(model, tokenizer, args.sentence, args.num_beams)
     out = plot_attention(maps, args.output, args.layer, args.head)
     print(f"{args.sentence} -> {maps.translation}\nwrote {out}")

@@ -19,10 +19,10 @@ import os
 from pathlib import Path
 
 from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS, export_ctranslate2, import_ctranslate2
-from modeling_vanilla.modeling_vanilla import EXTRA_OUTPUT_TOKENS
-from training.cli import console_script
+from vanilla_tools.cli import UsageError, console_script
+from vanilla_tools.decoding import Decoding
 
-from .translate import BatchTranslation
+from .engine import BatchTranslation
 
 SOURCE_RECORD = "vanilla_source.json"  # in an export: which weights it was made from
 
@@ -56,10 +56,13 @@ def cached_export(model_dir: str | Path, quantization: str) -> Path:
 
 
 class CTranslate2Engine:
-    """Translate batches of sentences with a CTranslate2 model, with the decoding settings ``generate()`` would use
-    for the same model (its generation config, overridden by ``num_beams`` / ``length_penalty``)."""
+    """Translate batches of sentences with a CTranslate2 model, searching as ``decoding`` says (the same
+    ``Decoding`` that ``GenerateEngine`` takes: the model's generation config with a command's overrides)."""
 
-    def __init__(self, ct2_dir: str | Path, tokenizer, generation_config, threads: int | None = None, **overrides):
+    def __init__(self, ct2_dir: str | Path, tokenizer, decoding: Decoding, threads: int | None = None):
+        refusal = decoding.ctranslate2_refusal()
+        if refusal:
+            raise UsageError(f"{refusal}; use --engine generate")
         ctranslate2 = import_ctranslate2()
         # One worker per core, each decoding its part of a batch on one thread: threads sharing one batch wait on
         # each other at every layer of every step, which costs more than they bring at these sizes (several times
@@ -67,16 +70,7 @@ class CTranslate2Engine:
         self.workers = threads or os.cpu_count() or 1
         self.translator = ctranslate2.Translator(str(ct2_dir), device="cpu", inter_threads=self.workers,
                                                  intra_threads=1)  # fmt: skip
-        self.tokenizer = tokenizer
-        self.num_beams = overrides.get("num_beams") or generation_config.num_beams or 1
-        alpha = overrides.get("length_penalty")
-        self.length_penalty = alpha if alpha is not None else generation_config.length_penalty
-        self.max_new_tokens = generation_config.max_new_tokens
-        if self.num_beams > 1 and generation_config.early_stopping is not True:
-            raise ValueError(
-                f"generation config early_stopping={generation_config.early_stopping!r}: CTranslate2's beam search "
-                "stops as early_stopping=True does; use --engine generate"
-            )
+        self.tokenizer, self.decoding = tokenizer, decoding
 
     def __call__(self, sentences: list[str]) -> BatchTranslation:
         ids = self.tokenizer(sentences)["input_ids"]
@@ -84,10 +78,10 @@ class CTranslate2Engine:
         longest = max(map(len, ids))
         results = self.translator.translate_batch(
             tokens,
-            beam_size=self.num_beams,
-            length_penalty=self.length_penalty if self.num_beams > 1 else 0.0,
+            beam_size=self.decoding.num_beams,
+            length_penalty=self.decoding.length_penalty,
             patience=1,
-            max_decoding_length=self.max_new_tokens or longest + EXTRA_OUTPUT_TOKENS,
+            max_decoding_length=self.decoding.max_new_tokens_for(longest),
             min_decoding_length=0,
             max_input_length=0,
             return_end_token=True,

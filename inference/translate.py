@@ -6,27 +6,28 @@ one line per input line, in order (an empty line stays empty). ``--references`` 
 
 import argparse
 import gzip
-import importlib.util
 import itertools
-import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
 from tqdm.auto import tqdm
 from transformers import AutoModelForSeq2SeqLM
 
 from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS
-from training.cli import console_script, load_tokenizer, positive_int
-from training.metrics import score_translations
+from vanilla_tools.cli import UsageError, console_script, load_tokenizer, positive_int
+from vanilla_tools.decoding import Decoding
+from vanilla_tools.metrics import score_translations
+from vanilla_tools.run_files import TrainingRecipe
+
+from .engine import Engine, GenerateEngine
+from .engines import ENGINES, create_engine
 
 logger = logging.getLogger(__name__)
 CHUNK_BATCHES = 32  # batches read ahead and sorted by length together: padding stays low, memory bounded
-ENGINES = ("auto", "generate", "ctranslate2")
 
 
 @dataclass
@@ -59,47 +60,11 @@ def read_lines(path: str) -> Iterator[str]:
         try:
             yield from (line.rstrip("\r\n") for line in f)
         except UnicodeDecodeError as error:
-            raise ValueError(f"{path} is not UTF-8 text ({error})") from error
-
-
-@dataclass
-class BatchTranslation:
-    texts: list[str]
-    unfinished: list[bool]  # stopped at the length limit without </s>
-    source_lengths: list[int]  # tokens, </s> included
-    output_lengths: list[int]  # tokens generated, up to and including </s> (no padding)
-
-
-class GenerateEngine:
-    """Translate batches of non-empty sentences with ``model.generate()`` (one call a batch).
-
-    ``extra_tokens``: each batch decodes at most its longest input + ``extra_tokens`` new tokens, for models whose
-    ``generate()`` lacks our §6.1 rule (``to_marian``'s MarianMTModel otherwise stops at 20 tokens)."""
-
-    def __init__(self, model, tokenizer, extra_tokens: int | None = None, **generate_kwargs):
-        self.model, self.tokenizer, self.generate_kwargs = model.eval(), tokenizer, generate_kwargs
-        self.extra_tokens = extra_tokens
-
-    def __call__(self, sentences: list[str]) -> BatchTranslation:
-        batch = self.tokenizer(sentences, return_tensors="pt", padding=True).to(self.model.device)
-        kwargs = self.generate_kwargs
-        if self.extra_tokens is not None:
-            kwargs = {**kwargs, "max_new_tokens": batch["input_ids"].shape[1] + self.extra_tokens}
-        with torch.no_grad():
-            generated = self.model.generate(**batch, **kwargs)
-        eos = torch.tensor(self.model.generation_config.eos_token_id, device=generated.device).reshape(-1)
-        ended = torch.isin(generated[:, 1:], eos)  # (B, T): where an end token was generated
-        first_end = torch.where(ended.any(dim=1), ended.int().argmax(dim=1) + 1, ended.shape[1])
-        return BatchTranslation(
-            texts=[text.strip() for text in self.tokenizer.batch_decode(generated, skip_special_tokens=True)],
-            unfinished=(~ended.any(dim=1)).tolist(),
-            source_lengths=batch["attention_mask"].sum(dim=1).tolist(),
-            output_lengths=first_end.tolist(),
-        )
+            raise UsageError(f"{path} is not UTF-8 text ({error})") from error
 
 
 def translate_stream(
-    engine: Callable[[list[str]], BatchTranslation],
+    engine: Engine,
     lines: Iterable[str],
     batch_size: int = 64,
     report: LengthReport | None = None,
@@ -134,17 +99,20 @@ def translate_stream(
 
 
 def translate(
-    model, tokenizer, sentences: list[str], batch_size: int = 64, progress: bool = True, **generate_kwargs
-) -> list[str]:
-    """Translations of ``sentences``, in order (§6.1: beam search up to input length + 50 unless overridden)."""
-    stream = translate_stream(GenerateEngine(model, tokenizer, **generate_kwargs), sentences, batch_size)
+    model, tokenizer, sentences: list[str], batch_size: int = 64, progress: bool = True,
+    num_beams: int | None = None, length_penalty: float | None = None,
+) -> list[str]:  # fmt: skip
+    """Translations of ``sentences``, in order, with ``generate()`` as the model decodes (§6.1: beam search up to
+    input length + 50), or with ``num_beams`` / ``length_penalty`` instead of its own."""
+    decoding = Decoding.resolve(model.generation_config, num_beams, length_penalty)
+    stream = translate_stream(GenerateEngine(model, tokenizer, decoding), sentences, batch_size)
     return list(tqdm(stream, total=len(sentences), disable=not progress, desc="translate", unit="line"))
 
 
 def trained_source_limit(model_dir: str) -> int | None:
     """The source length limit the model was trained with (vanilla-train records it), if known."""
-    recipe = Path(model_dir) / "training_recipe.json"
-    return json.loads(recipe.read_text()).get("max_source_length") if recipe.is_file() else None
+    recipe = TrainingRecipe.read(model_dir) if Path(model_dir).is_dir() else None
+    return recipe.max_source_length if recipe else None
 
 
 def recorded(lines: Iterable[str], record: list[str] | None) -> Iterator[str]:
@@ -167,35 +135,6 @@ def write_lines(lines: Iterable[str], output: str) -> None:
         for line in lines:
             f.write(line + "\n")
     os.replace(partial, output)
-
-
-def pick_engine(args: argparse.Namespace, model, overrides: dict) -> str:
-    """``--engine auto``: CTranslate2, which decodes faster than ``generate()`` at batch 1 and 64 on a CPU
-    (docs/performance.md), wherever it can run this model; else ``generate()``. The choice is logged."""
-    if args.engine != "auto":
-        return args.engine
-    from .ct2 import export_dir
-
-    export = export_dir(args.model, args.quantization)
-    reason = ctranslate2_unavailable(export, model, overrides.get("num_beams"))
-    logger.info("engine: %s", f"generate ({reason})" if reason else f"ctranslate2 ({export})")
-    return "generate" if reason else "ctranslate2"
-
-
-def ctranslate2_unavailable(export: Path, model, num_beams: int | None) -> str | None:
-    """Why CTranslate2 cannot translate with this model, kept or to be exported in ``export`` (None if it can)."""
-    folder, config = export.parent, model.generation_config
-    if importlib.util.find_spec("ctranslate2") is None:
-        return "the ctranslate2 package is not installed"
-    if model.config.model_type != "vanilla_transformer":
-        return f"a {model.config.model_type} model"
-    if not folder.is_dir():
-        return "the model is not a local directory"
-    if not export.is_dir() and not os.access(folder, os.W_OK):
-        return f"{folder} is read-only"
-    if (num_beams or config.num_beams or 1) > 1 and config.early_stopping is not True:
-        return "the generation config's early_stopping is not True, and CTranslate2's beam search stops as if it were"
-    return None
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -225,24 +164,8 @@ def run(argv: list[str] | None = None) -> None:
     references = list(read_lines(args.references)) if args.references else None
     tokenizer = load_tokenizer(args.model, args.trust_remote_code)
     model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-    overrides = {
-        key: value
-        for key, value in (("num_beams", args.num_beams), ("length_penalty", args.length_penalty))
-        if value is not None  # a length penalty of 0 is a choice, not "unset"
-    }
-    engine = None
-    if pick_engine(args, model, overrides) == "ctranslate2":
-        from .ct2 import CTranslate2Engine, cached_export
-
-        try:
-            export = cached_export(args.model, args.quantization)
-        except ValueError as error:  # a setting CTranslate2 does not have, named
-            if args.engine != "auto":
-                raise
-            logger.info("engine: generate (CTranslate2 cannot run this model: %s)", error)
-        else:
-            engine = CTranslate2Engine(export, tokenizer, model.generation_config, **overrides)
-    engine = engine or GenerateEngine(model, tokenizer, **overrides)
+    decoding = Decoding.resolve(model.generation_config, args.num_beams, args.length_penalty)
+    engine = create_engine(args.engine, args.model, model, tokenizer, decoding, args.quantization)
     report = LengthReport()
     limit = trained_source_limit(args.model)
     stream = translate_stream(engine, read_lines(args.input), args.batch_size, report, limit)

@@ -153,6 +153,9 @@ def eager_attention_forward(
     broadcastable to (B, h, Lq, Lk). Returns the output (B, Lq, h, d_k) and the weights (B, h, Lq, Lk).
     Masked scores get the dtype's lowest finite value rather than -inf, so a query with no visible key gets a
     uniform (finite) distribution instead of NaN.
+
+    Adapted from transformers.models.bart.modeling_bart.eager_attention_forward (the causal mask without a mask
+    given, and the boolean mask, are ours).
     """
     scores = torch.matmul(query, key.transpose(-1, -2)) * scaling  # (B, h, Lq, Lk)
     query_length, key_length = scores.shape[-2:]
@@ -271,6 +274,8 @@ class MultiHeadAttention(nn.Module):
         if key.shape[:-1] != value.shape[:-1]:
             raise ValueError(f"`key` {tuple(key.shape)} and `value` {tuple(value.shape)} must have the same positions")
 
+        # Adapted from transformers.models.bart.modeling_bart.BartAttention.forward: which cache a layer updates, and
+        # the encoder-decoder keys/values projected once (is_updated) and read back after.
         cache, cached_cross = (None if is_cross else past_key_values), False  # a plain Cache holds self-attention
         if isinstance(past_key_values, EncoderDecoderCache):
             if is_cross:
@@ -433,7 +438,15 @@ def build_position_encoding(config: VanillaTransformerConfig) -> nn.Module:
 # The transformers classes
 # ----------------------------------------------------------------------------------------------------------------
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
-    """Teacher forcing: the decoder reads ``<start> y_1 ... y_{n-1}`` to predict ``y_1 ... y_n``."""
+    """Teacher forcing: the decoder reads ``<start> y_1 ... y_{n-1}`` to predict ``y_1 ... y_n``.
+
+    Adapted from transformers.models.marian.modeling_marian.shift_tokens_right.
+
+    Args:
+        labels: (B, T) target ids, -100 where ignored.
+    Returns:
+        (B, T) decoder input ids: the start token, then ``labels[:, :-1]`` with -100 replaced by the pad id.
+    """
     shifted = labels.new_full(labels.shape, decoder_start_token_id)
     shifted[:, 1:] = labels[:, :-1]
     return shifted.masked_fill_(shifted == -100, pad_token_id)
@@ -581,6 +594,14 @@ class VanillaTransformerEncoder(_Stack):
         inputs_embeds: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
+        """
+        Args:
+            input_ids: (B, S) source token ids (or ``inputs_embeds``, (B, S, d_model)).
+            attention_mask: (B, S), 1 for a token and 0 for padding.
+        Returns:
+            ``BaseModelOutput``: ``last_hidden_state`` (B, S, d_model); with ``output_hidden_states`` /
+            ``output_attentions``, each layer's (B, S, d_model) and (B, h, S, S).
+        """
         inputs_embeds, hidden_states = self.embed(input_ids, inputs_embeds)
         check_padding_mask(attention_mask, inputs_embeds.shape[:2], "attention_mask", "the `input_ids`")
         mask = encoder_self_attention_mask(self.config, inputs_embeds, attention_mask)
@@ -618,6 +639,17 @@ class VanillaTransformerDecoder(_Stack):
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """
+        Args:
+            input_ids: (B, T) target ids read so far (or ``inputs_embeds``, (B, T, d_model)); with a cache, only
+                the new ones.
+            attention_mask: (B, T), or (B, cached + T) with a cache; 1 for a token and 0 for padding.
+            encoder_hidden_states: (B, S, d_model), the encoder output; ``encoder_attention_mask`` (B, S).
+            past_key_values: an ``EncoderDecoderCache`` (made here when ``use_cache`` and none is given).
+        Returns:
+            ``BaseModelOutputWithPastAndCrossAttentions``: ``last_hidden_state`` (B, T, d_model), the cache, and
+            with ``output_attentions`` each layer's self (B, h, T, cached + T) and cross (B, h, T, S) weights.
+        """
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs `encoder_hidden_states` (the encoder output)")
         if use_cache and past_key_values is None:
@@ -696,6 +728,15 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
+        """
+        Args:
+            input_ids: (B, S) source ids, ``attention_mask`` (B, S); or ``encoder_outputs`` already computed.
+            decoder_input_ids: (B, T) target ids read so far (shifted right), ``decoder_attention_mask`` (B, T).
+            past_key_values: an ``EncoderDecoderCache`` from an earlier step (``use_cache``).
+        Returns:
+            ``Seq2SeqModelOutput``: ``last_hidden_state`` (B, T, d_model), ``encoder_last_hidden_state``
+            (B, S, d_model), the cache, and the hidden states and attentions asked for.
+        """
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError("Give `decoder_input_ids` (or `labels` to the ForSeq2Seq model, which shifts them)")
         if encoder_outputs is None:
@@ -748,8 +789,9 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         # A constant added to the logits; only converted Marian checkpoints carry one (it is not in the paper).
         self.final_logits_bias = nn.Buffer(torch.zeros(1, config.vocab_size)) if config.final_logits_bias else None
         self.post_init()
-        # §6.1 decoding: beam 4, length penalty 0.6 (transformers divides by len^alpha; see the README); the
-        # maximum output length (input length + 50) is set per call by generate().
+        # §6.1 decoding: beam 4, length penalty 0.6 (transformers: len^alpha, not GNMT's ((5 + len) / 6)^alpha:
+        # docs/model.md#length-penalty in the repository); the maximum output length (input length + 50) is set per
+        # call by generate().
         self.generation_config.update(num_beams=4, length_penalty=0.6, early_stopping=True)
 
     def get_output_embeddings(self) -> nn.Linear:
@@ -816,10 +858,17 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         r"""
-        skip_logits (`bool`, *optional*):
-            Compute the loss with the fused ``LinearCrossEntropy`` and return no logits (as Trainer asks of
-            Liger-kernel models). Defaults to True in training mode with ``labels``: a training step needs only the
-            loss. Pass False to get the logits too.
+        Args:
+            input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, past_key_values: as
+                ``VanillaTransformerModel.forward``: (B, S) source, (B, T) target.
+            labels: (B, T) target ids, -100 where ignored; without ``decoder_input_ids`` they are shifted right
+                into them (``shift_tokens_right``).
+            skip_logits: compute the loss with the fused ``LinearCrossEntropy`` and return no logits (as Trainer
+                asks of Liger-kernel models). Defaults to True in training mode with ``labels``: a training step
+                needs only the loss. Pass False to get the logits too.
+        Returns:
+            ``Seq2SeqLMOutput``: ``loss`` (a scalar, label-smoothed cross-entropy per target token, §5.4) with
+            ``labels``; ``logits`` (B, T, vocab_size) unless skipped; the cache and the model's other outputs.
         """
         num_items_in_batch = kwargs.pop("num_items_in_batch", None)
         if skip_logits is None:

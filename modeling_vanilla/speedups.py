@@ -24,6 +24,11 @@ def residual_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return x * keep.view(x.shape) * (1.0 / (1.0 - p))
 
 
+# Keys up to this many positions count as "short" for math_attention_is_faster: Multi30k's sentences and the bench's
+# training shapes; longer sequences keep SDPA, whose memory does not grow with the attention matrix.
+MATH_ATTENTION_MAX_KEYS = 256
+
+
 def math_attention_is_faster(query: torch.Tensor, key: torch.Tensor) -> bool:
     """Whether plain matmul + softmax beats SDPA for this attention: when training in bf16 or fp16 on a CPU over
     short sequences, where PyTorch's CPU flash-attention backward gains nothing from the half-precision type. The
@@ -34,7 +39,7 @@ def math_attention_is_faster(query: torch.Tensor, key: torch.Tensor) -> bool:
         and query.dtype in (torch.bfloat16, torch.float16)
         and torch.is_grad_enabled()
         and query.requires_grad
-        and key.shape[-2] <= 256
+        and key.shape[-2] <= MATH_ATTENTION_MAX_KEYS
     )
 
 

@@ -11,7 +11,10 @@ from pathlib import Path
 
 from safetensors.torch import save_file
 
-from training.train import build_trainer, final_evaluation, parse_args
+from training.arguments import parse_args
+from training.evaluation import final_evaluation
+from training.train import build_trainer
+from vanilla_tools.decoding import Decoding
 
 if __name__ == "__main__":
     mode, argv = sys.argv[1], sys.argv[2:]
@@ -24,7 +27,8 @@ if __name__ == "__main__":
         weights = {name: p.detach().clone() for name, p in model.named_parameters()}  # tied weights once
         save_file(weights, str(output / f"rank{training_args.process_index}-of-{ranks}.safetensors"))
     elif mode == "evaluate":
-        results = final_evaluation(trainer, data, model_args)
+        decoding = Decoding.resolve(trainer.model.generation_config)
+        results = final_evaluation(trainer, data, decoding, model_args.length_penalty_candidates)
         if trainer.is_world_process_zero():
             (output / f"evaluation-of-{ranks}.json").write_text(json.dumps(results, indent=1))
     else:

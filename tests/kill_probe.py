@@ -15,8 +15,9 @@ import sys
 
 from transformers import TrainerCallback
 
-from training import trainer as trainer_module
-from training.train import build_trainer, parse_args
+from training import checkpoints
+from training.arguments import parse_args
+from training.train import build_trainer
 
 
 def die() -> None:
@@ -53,18 +54,18 @@ if __name__ == "__main__":
         save = trainer._save_optimizer_and_scheduler
         trainer._save_optimizer_and_scheduler = kill_after(save, lambda folder: folder.endswith(checkpoint))
     elif point == "marker":
-        mark = trainer_module.mark_complete
-        trainer_module.mark_complete = kill_after(mark, lambda folder, _: folder.name == checkpoint)
+        mark = checkpoints.mark_complete
+        checkpoints.mark_complete = kill_after(mark, lambda folder, _: folder.name == checkpoint)
     elif point == "rotation":
-        remove = trainer_module.remove_checkpoint
+        remove = checkpoints.remove_checkpoint
 
         def remove_halfway(folder):
             if trainer.state.global_step != step:
                 return remove(folder)
-            (folder / trainer_module.COMPLETE_MARKER).unlink()  # what remove_checkpoint does first
+            (folder / checkpoints.COMPLETE_MARKER).unlink()  # what remove_checkpoint does first
             die()
 
-        trainer_module.remove_checkpoint = remove_halfway
+        checkpoints.remove_checkpoint = remove_halfway
     else:
         sys.exit(f"unknown kill point {point!r}")
     trainer.train()

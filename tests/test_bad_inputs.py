@@ -25,16 +25,19 @@ from training_helpers import write_corpus
 
 from hub_card import push
 from inference import attention, translate
+from inference.engine import GenerateEngine
 from modeling_vanilla import MultiHeadAttention, VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from modeling_vanilla.modeling_vanilla import VanillaTransformerEncoder
 from training import average, plot_curve
 from training import train as train_cli
+from training.arguments import parse_args
 from training.average import average_checkpoints, average_state_dict, last_checkpoints
 from training.bpe_dropout import BPEDropoutPairs
+from training.checkpoints import COMPLETE_MARKER as MARKER
+from training.checkpoints import resolve_checkpoint
 from training.data import DataArguments, load_parallel_data
-from training.train import parse_args
-from training.trainer import COMPLETE_MARKER as MARKER
-from training.trainer import NoamSchedule, TimeBudget, resolve_checkpoint
+from training.trainer import NoamSchedule, TimeBudget
+from vanilla_tools.decoding import Decoding
 
 
 @dataclass
@@ -506,7 +509,7 @@ def test_translate_reads_lazily_and_reports_suspect_lengths(kit):
             yield "A dog runs across the meadow." if i != 4 else "a very long line " * 40
 
     report = translate.LengthReport()
-    engine = translate.GenerateEngine(model, tokenizer, num_beams=1, max_new_tokens=2)
+    engine = GenerateEngine(model, tokenizer, Decoding(num_beams=1, max_new_tokens=2))
     stream = translate.translate_stream(engine, lines(), batch_size=1, report=report, max_source_tokens=20)
     first = next(stream)
     assert isinstance(first, str) and len(read) == translate.CHUNK_BATCHES  # one chunk read, not the whole input

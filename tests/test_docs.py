@@ -15,7 +15,7 @@ from benchmarks import bench, data_scale, translate_memory
 from hub_card import push
 from inference import attention, ct2, translate
 from training import average, plot_curve, results_index
-from training.train import parse_args
+from training.arguments import parse_args
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -79,7 +79,7 @@ def test_links_lead_to_files(page):
 
 def runnable_blocks() -> list[tuple[str, str]]:
     """The Python blocks of the pages that need no Hub (those of docs/hub.md that load "my-name/..." are tested,
-    through the same calls, in tests/test_hub.py against a local Hub)."""
+    through the same calls, in tests/hub_card/test_hub.py against a local Hub)."""
     return [(f"{page.name}[{i}]", code) for page in PAGES for i, code in enumerate(blocks(page, "python"))
             if "my-name/" not in code]  # fmt: skip
 

@@ -3,7 +3,7 @@
 import gzip
 from pathlib import Path
 
-from training.data import BUNDLED_DIR
+from vanilla_tools.corpora import BUNDLED_DIR
 
 GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
 ENGLISH = ["A dog runs across the meadow.", "Two men play football.", "A woman reads a book."]

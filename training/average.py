@@ -10,8 +10,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
 
-from .cli import console_script, positive_int
-from .trainer import complete_checkpoints
+from vanilla_tools.cli import UsageError, console_script, positive_int
+
+from .checkpoints import complete_checkpoints
 
 logger = logging.getLogger(__name__)
 
@@ -19,12 +20,12 @@ logger = logging.getLogger(__name__)
 def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
     """The ``n`` newest completely written checkpoints of a run, oldest first."""
     if n < 1:
-        raise ValueError(f"the number of checkpoints to average must be at least 1, got {n}")
+        raise UsageError(f"the number of checkpoints to average must be at least 1, got {n}")
     if not Path(run_dir).is_dir():
         raise FileNotFoundError(f"no such run directory: {run_dir}")
     found = complete_checkpoints(run_dir)
     if len(found) < n:
-        raise ValueError(f"{run_dir} has {len(found)} complete checkpoints, fewer than the {n} to average")
+        raise UsageError(f"{run_dir} has {len(found)} complete checkpoints, fewer than the {n} to average")
     return found[-n:]
 
 
@@ -37,10 +38,10 @@ def average_state_dict(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
         weights = load_file(path / "model.safetensors")
         if total and weights.keys() != total.keys():
             differ = sorted(weights.keys() ^ total.keys())
-            raise ValueError(f"{path} and {checkpoints[0]} do not hold the same weights: {', '.join(differ[:5])}")
+            raise UsageError(f"{path} and {checkpoints[0]} do not hold the same weights: {', '.join(differ[:5])}")
         for name, tensor in weights.items():
             if name in total and total[name].shape != tensor.shape:
-                raise ValueError(f"{path}: {name} has shape {tuple(tensor.shape)}, others {tuple(total[name].shape)}")
+                raise UsageError(f"{path}: {name} has shape {tuple(tensor.shape)}, others {tuple(total[name].shape)}")
             total[name] = total.get(name, 0) + tensor.double()
             dtypes[name] = tensor.dtype
     return {name: (t / len(checkpoints)).to(dtypes[name]) for name, t in total.items()}
@@ -50,7 +51,7 @@ def load_average(model: torch.nn.Module, checkpoints: list[Path]) -> None:
     """Replace ``model``'s weights by the checkpoints' mean (tied weights are stored once, then re-tied)."""
     _, unexpected = model.load_state_dict(average_state_dict(checkpoints), strict=False)
     if unexpected:
-        raise ValueError(f"unexpected weights in the checkpoints: {unexpected}")
+        raise UsageError(f"unexpected weights in the checkpoints: {unexpected}")
     model.tie_weights()
 
 
@@ -70,7 +71,7 @@ def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path
     """The averaged weights saved with the newest checkpoint's config, code and tokenizer. ``output_dir`` must not
     hold a model already (it would be overwritten: a checkpoint, or a model averaged before)."""
     if (Path(output_dir) / "model.safetensors").exists():
-        raise ValueError(f"{output_dir} already holds a model (model.safetensors); choose another output directory")
+        raise UsageError(f"{output_dir} already holds a model (model.safetensors); choose another output directory")
     newest = checkpoints[-1]
     model = AutoModelForSeq2SeqLM.from_pretrained(newest)
     load_average(model, checkpoints)

@@ -8,10 +8,17 @@ pair indices (8 bytes a pair, where Python lists of ints take ~36).
 """
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
+import datasets
 import numpy as np
 import torch
 from transformers.trainer_pt_utils import BatchRebalanceSampler
+
+from vanilla_tools.cli import UsageError
+
+from .data import lengths
 
 
 def cut_points(longest: Sequence[int], max_tokens: int, min_size: int = 1) -> list[int]:
@@ -79,7 +86,7 @@ def make_exact_batches(
     while len(batches) < count:
         splittable = [at for at, b in enumerate(batches) if len(b) >= 2 * min_size]
         if not splittable:
-            raise ValueError(f"{len(order)} pairs cannot fill {count} batches of at least {min_size}")
+            raise UsageError(f"{len(order)} pairs cannot fill {count} batches of at least {min_size}")
         at = max(splittable, key=lambda at: len(batches[at]) * int(longest[batches[at]].max()))  # the most padded
         half = len(batches[at]) // 2
         batches[at : at + 1] = [batches[at][:half], batches[at][half:]]
@@ -112,11 +119,11 @@ class TokenBatchSampler(BatchRebalanceSampler):
         self.set_lengths(source_lengths, target_lengths)
         longest = int(self.longest.max())
         if max_tokens_per_device < longest:
-            raise ValueError(
+            raise UsageError(
                 f"max_tokens_per_batch={max_tokens_per_device} is smaller than the longest sequence ({longest} tokens)"
             )
         if not 0 <= rank < num_replicas:
-            raise ValueError(f"rank {rank} is outside [0, {num_replicas})")
+            raise UsageError(f"rank {rank} is outside [0, {num_replicas})")
         self.max_tokens = max_tokens_per_device * num_replicas
         self.num_replicas, self.rank, self.seed, self.shuffle = num_replicas, rank, seed, shuffle
         self.epoch = 0
@@ -167,3 +174,53 @@ class TokenBatchSampler(BatchRebalanceSampler):
         padded = sum(int((np.maximum.reduceat(lengths[order], starts) * sizes).sum())
                      for lengths in (self.source_lengths, self.target_lengths))  # fmt: skip
         return 1.0 - int(self.source_lengths.sum() + self.target_lengths.sum()) / padded
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where this process stands in data-parallel training, and the seed its batches are planned from."""
+
+    num_replicas: int = 1
+    rank: int = 0
+    seed: int = 0
+
+
+class TrainingSet:
+    """What the trainer asks of its training data; each kind (tokenized pairs in an Arrow table, ``BPEDropoutPairs``
+    re-segmented every epoch, the ``--streaming`` stream) answers for itself:
+
+    - ``dataset``: what Trainer holds as its ``train_dataset``;
+    - ``batch_sampler``: the token batches of a map-style set (None: the set yields whole batches itself);
+    - ``dataloader``: the DataLoader of a set that batches itself (None: Trainer builds one on ``batch_sampler``);
+    - ``save`` / ``resume``: the set's position, kept in each rank's part of a checkpoint (nothing to keep for a set
+      whose batches follow from the seed and the epoch)."""
+
+    @property
+    def dataset(self):
+        return self
+
+    def batch_sampler(self, max_tokens_per_device: int, placement: Placement) -> TokenBatchSampler | None:
+        return None
+
+    def dataloader(self, collate_fn, pin_memory: bool) -> torch.utils.data.DataLoader | None:
+        return None
+
+    def save(self, checkpoint: Path, batches_used: int) -> None:
+        """Keep the position after ``batches_used`` batches of this rank in ``checkpoint``."""
+
+    def resume(self, checkpoint: Path) -> None:
+        """Go on from the position kept in ``checkpoint``."""
+
+
+class TokenizedPairs(TrainingSet):
+    """A tokenized split (``input_ids``, ``labels`` and their length columns), batched by ``TokenBatchSampler``."""
+
+    def __init__(self, dataset: datasets.Dataset):
+        self._dataset = dataset
+
+    @property
+    def dataset(self) -> datasets.Dataset:
+        return self._dataset
+
+    def batch_sampler(self, max_tokens_per_device: int, placement: Placement) -> TokenBatchSampler:
+        return TokenBatchSampler(*lengths(self._dataset), max_tokens_per_device, **asdict(placement))

@@ -18,19 +18,23 @@ corpus like Multi30k (29,000 pairs, 0.6 s an epoch), not for WMT's millions, whi
 ``MAX_PAIRS`` (BPE-dropout is a regularizer for small corpora).
 """
 
+from dataclasses import asdict
+
 import datasets
 import numpy as np
 import torch
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
-from .batching import TokenBatchSampler, make_exact_batches
+from vanilla_tools.cli import UsageError
+
+from .batching import Placement, TokenBatchSampler, TrainingSet, make_exact_batches
 from .data import clip
 
 MAX_PAIRS = 1_000_000
 
 
-class BPEDropoutPairs(torch.utils.data.Dataset):
+class BPEDropoutPairs(torch.utils.data.Dataset, TrainingSet):
     """The training pairs (``source``/``target`` text of ``dataset``) as token ids, segmented with BPE-dropout;
     ``resegment`` draws a new segmentation. Lengths are clipped as in ``tokenize_splits``."""
 
@@ -43,15 +47,15 @@ class BPEDropoutPairs(torch.utils.data.Dataset):
         max_target_length: int,
     ):
         if not 0.0 < p <= 1.0:
-            raise ValueError(f"BPE-dropout probability must be in (0, 1], got {p}")
+            raise UsageError(f"BPE-dropout probability must be in (0, 1], got {p}")
         if len(dataset) > MAX_PAIRS:
-            raise ValueError(
+            raise UsageError(
                 f"--bpe_dropout re-segments every training pair in one process between epochs: {len(dataset):,} pairs "
                 f"are more than the {MAX_PAIRS:,} it is made for; train without it (--bpe_dropout 0)"
             )
         self.segmenter = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
         if not hasattr(self.segmenter.model, "dropout"):
-            raise ValueError(f"BPE-dropout needs a BPE tokenizer, got {type(self.segmenter.model).__name__}")
+            raise UsageError(f"BPE-dropout needs a BPE tokenizer, got {type(self.segmenter.model).__name__}")
         self.segmenter.model.dropout = p
         self.texts = (list(dataset["source"]), list(dataset["target"]))
         self.limits = (max_source_length, max_target_length)
@@ -71,6 +75,9 @@ class BPEDropoutPairs(torch.utils.data.Dataset):
 
     def __getitem__(self, index: int) -> dict[str, list[int]]:
         return {"input_ids": self.input_ids[index], "labels": self.labels[index]}
+
+    def batch_sampler(self, max_tokens_per_device: int, placement: Placement) -> "BPEDropoutBatchSampler":
+        return BPEDropoutBatchSampler(self, max_tokens_per_device, **asdict(placement))
 
 
 class BPEDropoutBatchSampler(TokenBatchSampler):

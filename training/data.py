@@ -30,17 +30,13 @@ from datasets.fingerprint import Hasher
 from datasets.packaged_modules.generator.generator import GeneratorConfig
 from transformers import PreTrainedTokenizerBase
 
+from vanilla_tools.cli import UsageError
+from vanilla_tools.corpora import BUNDLED_SPLITS, bundled_files
+
 logger = logging.getLogger(__name__)
 
-BUNDLED_DIR = Path(__file__).resolve().parent.parent / "data" / "multi30k"
-BUNDLED_SPLITS = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
-TEST_SETS = {"multi30k": "test2016", "wmt14": "newstest2014"}  # what the test split of a dataset is called
-
-
-def test_set_name(dataset: str) -> str:
-    return TEST_SETS.get(dataset, "test")
-
-
+BYTES_PER_LINE = 100  # a sentence pair's line, roughly: how many lines a file holds, without counting them
+PARALLEL_MIN_ROWS = 50_000  # below this, starting worker processes costs more than they save
 INVALID, EMPTY = "invalid UTF-8", "empty"  # why a pair is dropped ("" = kept)
 FEATURES = datasets.Features(
     {"source": datasets.Value("string"), "target": datasets.Value("string"), "status": datasets.Value("string")}
@@ -120,7 +116,7 @@ class ReadReport:
         reasons = ", ".join(f"{n} {why}" for why, n in sorted(self.dropped.items())) or "none"
         logger.info("%s: kept %d pairs; dropped: %s", split, self.kept, reasons)
         if not self.kept:
-            raise ValueError(f"{split}: no usable sentence pair in {source} (dropped: {reasons})")
+            raise UsageError(f"{split}: no usable sentence pair in {source} (dropped: {reasons})")
 
 
 def _decode(raw: bytes) -> str | None:
@@ -169,8 +165,8 @@ def line_starts(path: Path, every: int) -> tuple[list[int], int]:
     return starts, line + (last != b"\n")
 
 
-def unequal_line_counts(files: list[Path], counts: list[int]) -> ValueError:
-    return ValueError(
+def unequal_line_counts(files: list[Path], counts: list[int]) -> UsageError:
+    return UsageError(
         f"{files[0]} has {counts[0]} lines but {files[1]} has {counts[1]}: "
         "parallel files must have one line per sentence pair"
     )
@@ -217,7 +213,7 @@ def _tsv(path: Path, span: tuple) -> Iterator[dict]:
         line = _decode(raw)
         cells = None if line is None else line.split("\t")
         if cells is not None and len(cells) != 2:
-            raise ValueError(f"{path}:{number}: expected 2 tab-separated columns, found {len(cells)}")
+            raise UsageError(f"{path}:{number}: expected 2 tab-separated columns, found {len(cells)}")
         yield _row(*(cells or (None, None)))
 
 
@@ -231,11 +227,11 @@ def _jsonl(path: Path, span: tuple, source_lang: str, target_lang: str) -> Itera
         try:
             record = json.loads(line)
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path}:{number}: not valid JSON ({error.msg})") from error
+            raise UsageError(f"{path}:{number}: not valid JSON ({error.msg})") from error
         record = record.get("translation", record)
         if source_lang not in record or target_lang not in record:
             keys = f"{source_lang!r} and {target_lang!r}"
-            raise ValueError(f"{path}:{number}: needs keys {keys}, has {sorted(record)}")
+            raise UsageError(f"{path}:{number}: needs keys {keys}, has {sorted(record)}")
         yield _row(record[source_lang], record[target_lang])
 
 
@@ -268,10 +264,10 @@ def data_files(paths: list[str]) -> list[Path]:
         if not path.is_file():
             raise FileNotFoundError(f"data file not found: {path}")
     if len(files) not in (1, 2):
-        raise ValueError(f"give two parallel files or one .tsv/.jsonl file, got {len(files)}: {paths}")
+        raise UsageError(f"give two parallel files or one .tsv/.jsonl file, got {len(files)}: {paths}")
     suffixes = "".join(files[0].suffixes)
     if len(files) == 1 and not (".tsv" in suffixes or ".json" in suffixes):
-        raise ValueError(f"{files[0]}: a single data file must be .tsv or .jsonl (optionally .gz)")
+        raise UsageError(f"{files[0]}: a single data file must be .tsv or .jsonl (optionally .gz)")
     return files
 
 
@@ -306,7 +302,7 @@ def read_parallel_files(paths: list[str], args: DataArguments) -> tuple[datasets
     files = data_files(paths)
     if all(_is_empty(path) for path in files):  # datasets cannot make a table of no rows
         return datasets.Dataset.from_dict({"source": [], "target": []}), ReadReport()
-    runs = spans(files, workers(args, min(path.stat().st_size for path in files) // 100) or 1)  # ~100 bytes a line
+    runs = spans(files, workers(args, min(path.stat().st_size for path in files) // BYTES_PER_LINE) or 1)
     builder = ParallelText(
         cache_dir=args.cache_dir,
         dataset_name="parallel_text",
@@ -358,19 +354,33 @@ def _hub_dataset(args: DataArguments) -> datasets.DatasetDict:
     return datasets.DatasetDict(splits)
 
 
+def split_files(args: DataArguments) -> dict[str, list[str] | None] | None:
+    """Where each split's pairs come from, decided here once for every reader (Arrow, --streaming, the tokenizer's
+    cache key): the files of each split (the bundled Multi30k's, or --train_files and the others with --dataset
+    files), or None for a Hub dataset (``args.dataset``, ``args.dataset_config``)."""
+    if args.dataset == "multi30k":
+        return {split: bundled_files(split, args.source_lang, args.target_lang) for split in BUNDLED_SPLITS}
+    if args.dataset == "files":
+        if not args.train_files:
+            raise UsageError("--dataset files needs --train_files (and --validation_files, --test_files)")
+        return {"train": args.train_files, "validation": args.validation_files, "test": args.test_files}
+    return None
+
+
+def source_key(args: DataArguments, split: str) -> tuple:
+    """What identifies the pairs of ``split`` without reading them: its files' paths, sizes and modification times,
+    or the Hub dataset's name and config."""
+    files = split_files(args)
+    if files is None:
+        return ("hub", args.dataset, args.dataset_config, split)
+    return ("files", split, tuple(file_stamp(p) for p in files.get(split) or ()))
+
+
 def load_parallel_data(args: DataArguments, include_train: bool = True) -> datasets.DatasetDict:
     """train / validation / test splits with ``source`` and ``target`` text columns (no train with
     ``include_train=False``: --streaming reads it as it trains)."""
-    if args.dataset == "multi30k":
-        files = {
-            split: [str(BUNDLED_DIR / f"{stem}.{lang}.gz") for lang in (args.source_lang, args.target_lang)]
-            for split, stem in BUNDLED_SPLITS.items()
-        }
-    elif args.dataset == "files":
-        if not args.train_files:
-            raise ValueError("--dataset files needs --train_files (and --validation_files, --test_files)")
-        files = {"train": args.train_files, "validation": args.validation_files, "test": args.test_files}
-    else:
+    files = split_files(args)
+    if files is None:
         return _hub_dataset(args)
     splits = {}
     for split, paths in files.items():
@@ -383,7 +393,7 @@ def load_parallel_data(args: DataArguments, include_train: bool = True) -> datas
 def workers(args: DataArguments, rows: int) -> int | None:
     """datasets.map's num_proc: one process per core, none for small splits (starting processes costs more)."""
     wanted = args.preprocessing_num_workers or os.cpu_count() or 1
-    return wanted if wanted > 1 and rows >= 50_000 else None
+    return wanted if wanted > 1 and rows >= PARALLEL_MIN_ROWS else None
 
 
 def clip(ids: list[int], limit: int) -> list[int]:
@@ -391,7 +401,7 @@ def clip(ids: list[int], limit: int) -> list[int]:
     return ids if len(ids) <= limit else ids[: limit - 1] + ids[-1:]
 
 
-class Encoder:
+class PairTokenizer:
     """datasets.map's function: ``input_ids`` and ``labels`` (clipped, keeping </s>), their lengths, and whether the
     pair was truncated."""
 
@@ -403,7 +413,7 @@ class Encoder:
         and this code. (datasets would hash the tokenizer object, and a tokenizer just learned hashes differently
         from the same one loaded from disk, so the second run would tokenize everything again.)"""
         state = self.tokenizer.backend_tokenizer.to_str()
-        return Hasher.hash((data._fingerprint, state, self.limits, Hasher.hash(Encoder.__call__)))
+        return Hasher.hash((data._fingerprint, state, self.limits, Hasher.hash(PairTokenizer.__call__)))
 
     def __call__(self, batch: dict) -> dict:
         encode = self.tokenizer.backend_tokenizer.encode_batch_fast
@@ -426,7 +436,7 @@ def tokenize_splits(
     """Tokenize every split with ``datasets.map`` (batched, in ``workers`` processes, cached by datasets'
     fingerprint of the data and of the tokenizer). Sentences longer than the limits are truncated (keeping the final
     </s>) and counted."""
-    encode = Encoder(tokenizer, args.max_source_length, args.max_target_length)
+    encode = PairTokenizer(tokenizer, args.max_source_length, args.max_target_length)
     tokenized = {}
     for split, data in raw.items():
         tokenized[split] = data.map(encode, batched=True, batch_size=2000, num_proc=workers(args, len(data)),

@@ -4,7 +4,7 @@ import argparse
 import csv
 from pathlib import Path
 
-from .cli import console_script
+from vanilla_tools.cli import UsageError, console_script
 
 
 def plot_curve(csv_path: str | Path, output: str | Path | None = None) -> Path:
@@ -18,7 +18,7 @@ def plot_curve(csv_path: str | Path, output: str | Path | None = None) -> Path:
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:
-        raise ValueError(f"{csv_path} holds no evaluation yet")
+        raise UsageError(f"{csv_path} holds no evaluation yet")
     minutes = [float(r["minutes"]) for r in rows]
     fig, loss_axis = plt.subplots(figsize=(7, 4))
     loss_axis.plot(minutes, [float(r["eval_loss"]) for r in rows], "o-", color="tab:blue", label="validation loss")

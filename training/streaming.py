@@ -27,28 +27,43 @@ import torch
 from datasets.distributed import split_dataset_by_node
 from transformers import PreTrainedTokenizerBase
 
-from .batching import length_order, make_batches
-from .data import FEATURES, DataArguments, Encoder, _row, data_files, file_stamp, parallel_rows, spans
+from vanilla_tools.cli import UsageError
+
+from .batching import TrainingSet, length_order, make_batches
+from .data import (
+    FEATURES,
+    DataArguments,
+    PairTokenizer,
+    _row,
+    data_files,
+    file_stamp,
+    parallel_rows,
+    spans,
+    split_files,
+)
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "stream_state_rank{rank}.json"
+# Windows whose start is remembered: the DataLoader prefetches, so the window of the batch being trained on may be
+# a few behind the one being read; a checkpoint needs the start of that one.
+REMEMBERED_WINDOWS = 4
 
 
 def streaming_pairs(args: DataArguments) -> datasets.IterableDataset:
-    """The training pairs as an IterableDataset of {source, target, status} rows."""
-    if args.dataset == "files":
-        if not args.train_files:
-            raise ValueError("--streaming with --dataset files needs --train_files")
-        files = data_files(args.train_files)
+    """The training pairs as an IterableDataset of {source, target, status} rows, from the source ``split_files``
+    names."""
+    files = split_files(args)
+    if args.dataset == "multi30k":
+        raise UsageError("--streaming is for corpora too large to cache; the bundled Multi30k trains without it")
+    if files is not None:
+        train = files["train"]
         return datasets.IterableDataset.from_generator(
             parallel_rows,
             features=FEATURES,
-            gen_kwargs={"paths": tuple(args.train_files), "spans": spans(files, 1),
+            gen_kwargs={"paths": tuple(train), "spans": spans(data_files(train), 1),
                         "source_lang": args.source_lang, "target_lang": args.target_lang,
-                        "stamps": tuple(file_stamp(p) for p in args.train_files)},
+                        "stamps": tuple(file_stamp(p) for p in train)},
         )  # fmt: skip
-    if args.dataset == "multi30k":
-        raise ValueError("--streaming is for corpora too large to cache; the bundled Multi30k trains without it")
     stream = datasets.load_dataset(args.dataset, args.dataset_config or None, split="train", streaming=True)
 
     def rows(batch: dict) -> dict:
@@ -69,7 +84,7 @@ class WindowStart:
     batches_before: int
 
 
-class StreamingTokenBatches(torch.utils.data.IterableDataset):
+class StreamingTokenBatches(torch.utils.data.IterableDataset, TrainingSet):
     """Endless token batches (lists of {input_ids, labels}) of this rank's pairs; see the module docstring."""
 
     def __init__(
@@ -82,11 +97,11 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset):
         seed: int = 0,
     ):
         self.source = split_dataset_by_node(source, rank=rank, world_size=world_size)
-        self.encode = Encoder(tokenizer, args.max_source_length, args.max_target_length)
+        self.encode = PairTokenizer(tokenizer, args.max_source_length, args.max_target_length)
         self.max_tokens, self.window = args.max_tokens_per_batch, args.streaming_window
         self.seed, self.rank = seed, rank
         self.resume_from: dict | None = None  # set by resume(): where the next batch is
-        self.starts: deque[WindowStart] = deque(maxlen=4)  # the last windows planned (prefetching reads ahead)
+        self.starts: deque[WindowStart] = deque(maxlen=REMEMBERED_WINDOWS)
         self.dropped = Counter()
 
     def batches_of(self, rows: list[dict], epoch: int, window: int) -> list[list[dict]]:
@@ -121,7 +136,7 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset):
                 count += len(batches)
                 skip, window = 0, window + 1
             if count == 0:
-                raise ValueError("--streaming: no usable sentence pair in the training data")
+                raise UsageError("--streaming: no usable sentence pair in the training data")
             logger.info("rank %d: pass %d over the training data done; dropped: %s", self.rank, epoch,
                         dict(self.dropped) or "none")  # fmt: skip
             epoch, window = epoch + 1, 0
@@ -134,11 +149,17 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset):
                 return {**asdict(start), "skip": batches_used - start.batches_before}
         raise RuntimeError(f"batch {batches_used} is older than the windows the stream remembers")
 
+    def dataloader(self, collate_fn, pin_memory: bool) -> torch.utils.data.DataLoader:
+        # The stream yields whole token batches of this rank's own pairs; accelerate would shard or dispatch them
+        # again, so Trainer's DataLoader is not used.
+        return torch.utils.data.DataLoader(self, batch_size=None, collate_fn=collate_fn, pin_memory=pin_memory)
+
     def save(self, folder: Path, batches_used: int) -> None:
+        folder.mkdir(parents=True, exist_ok=True)  # a rank of another machine may not have the folder yet
         (folder / STATE_FILE.format(rank=self.rank)).write_text(json.dumps(self.position(batches_used)))
 
     def resume(self, folder: Path) -> None:
         path = folder / STATE_FILE.format(rank=self.rank)
         if not path.is_file():
-            raise ValueError(f"cannot resume the stream from {folder}: {path.name} is missing")
+            raise UsageError(f"cannot resume the stream from {folder}: {path.name} is missing")
         self.resume_from = json.loads(path.read_text())

@@ -22,6 +22,8 @@ from datasets.fingerprint import Hasher
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from vanilla_tools.cli import UsageError
+
 logger = logging.getLogger(__name__)
 
 PAD, UNK, EOS = "<pad>", "<unk>", "</s>"
@@ -31,7 +33,7 @@ SPECIAL_TOKENS = [PAD, UNK, EOS]  # ids 0, 1, 2: the model config's pad/decoder-
 def train_tokenizer(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> PreTrainedTokenizerFast:
     """Learn a shared BPE vocabulary of at most ``vocab_size`` tokens from source and target texts together."""
     if vocab_size <= len(SPECIAL_TOKENS):
-        raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
+        raise UsageError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
     tokenizer.normalizer = normalizers.NFKC()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation()])

@@ -1,16 +1,9 @@
 """Seq2SeqTrainer with the two things of the paper's recipe that transformers does not have built in:
-token-count batches (§5.1) and the exact learning-rate schedule (§5.3).
-
-Checkpoints survive a crash at any point: each is marked complete (with the size of every file in it) only once all
-its files are on disk, only complete ones are resumed from, and older ones are deleted only after a newer one is
-complete. A complete checkpoint with a missing or shorter file is refused by name."""
+token-count batches (§5.1) and the exact learning-rate schedule (§5.3), and checkpoints kept by
+``checkpoints`` (crash-safe: marked complete once on disk, rotated only after)."""
 
 import copy
-import json
 import logging
-import os
-import re
-import shutil
 import time
 from pathlib import Path
 
@@ -19,16 +12,12 @@ from transformers import Seq2SeqTrainer, TrainerCallback
 from transformers.trainer import TRAINING_ARGS_NAME
 
 from hub_card import write_model_card
+from vanilla_tools.cli import UsageError
 
-from .batching import TokenBatchSampler
-from .bpe_dropout import BPEDropoutBatchSampler, BPEDropoutPairs
-from .data import lengths
-from .streaming import StreamingTokenBatches
+from . import checkpoints
+from .batching import Placement, TokenBatchSampler, TrainingSet
 
 logger = logging.getLogger(__name__)
-
-COMPLETE_MARKER = ".checkpoint-complete"
-_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 
 
 class NoamSchedule:
@@ -40,7 +29,7 @@ class NoamSchedule:
 
     def __init__(self, warmup_steps: int):
         if warmup_steps <= 0:
-            raise ValueError(f"the paper's schedule needs warmup_steps > 0, got {warmup_steps}")
+            raise UsageError(f"the paper's schedule needs warmup_steps > 0, got {warmup_steps}")
         self.warmup_steps = warmup_steps
 
     def __call__(self, step: int) -> float:
@@ -58,7 +47,7 @@ class TimeBudget(TrainerCallback):
 
     def __init__(self, minutes: float):
         if minutes <= 0:
-            raise ValueError(f"a time budget needs minutes > 0, got {minutes}")
+            raise UsageError(f"a time budget needs minutes > 0, got {minutes}")
         self.seconds = 60 * minutes
         self.start = 0.0
 
@@ -78,119 +67,20 @@ class TimeBudget(TrainerCallback):
             control.should_evaluate = args.eval_strategy not in ("no", "epoch")
 
 
-def checkpoint_step(path: Path) -> int | None:
-    match = _CHECKPOINT_DIR.match(path.name)
-    return int(match.group(1)) if match else None
-
-
-def complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
-    """The ``checkpoint-N`` folders of ``output_dir`` that were completely written, oldest first."""
-    complete = []
-    for path in Path(output_dir).glob("checkpoint-*"):
-        step = checkpoint_step(path)
-        if step is not None and (path / COMPLETE_MARKER).is_file():
-            complete.append((step, path))
-        elif step is not None:
-            logger.warning("ignoring %s: it was not completely written", path)
-    return [path for _, path in sorted(complete)]
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def mark_complete(folder: Path, step: int) -> None:
-    """Flush every file of the checkpoint to disk, then write the marker listing them with their sizes (atomically:
-    written aside, then renamed), so that a crash or power loss at any point never leaves a marked checkpoint with a
-    missing or short file."""
-    files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
-    for name in files:
-        _fsync(folder / name)
-    staged = folder / f"{COMPLETE_MARKER}.tmp"
-    staged.write_text(json.dumps({"step": step, "files": files}, indent=1) + "\n")
-    _fsync(staged)
-    os.replace(staged, folder / COMPLETE_MARKER)
-    _fsync(folder)
-
-
-def verify_checkpoint(folder: Path) -> None:
-    """Raise ValueError naming the first file of a complete checkpoint that is missing or not the size it had when
-    written (resuming would otherwise start a fresh optimizer or fail deep inside torch.load)."""
-    marker = folder / COMPLETE_MARKER
-    try:
-        record = json.loads(marker.read_text())
-    except (OSError, ValueError) as error:
-        raise ValueError(f"{marker} is unreadable ({error}): cannot tell what the checkpoint holds") from error
-    if isinstance(record, int):  # a marker of vanilla-train before file lists: the step number alone
-        logger.warning("%s was marked complete without a file list: its files cannot be verified", folder)
-        return
-    written = record["files"]
-    for name, size in written.items():
-        path = folder / name
-        if not path.is_file():
-            raise ValueError(f"cannot resume from {folder}: {name} is missing")
-        if path.stat().st_size != size:
-            raise ValueError(f"cannot resume from {folder}: {name} has {path.stat().st_size} bytes, {size} when saved")
-
-
-def remove_checkpoint(folder: Path) -> None:
-    """Unmark, then delete: a crash halfway leaves an unmarked folder, which is never resumed from."""
-    (folder / COMPLETE_MARKER).unlink(missing_ok=True)
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def rotate_complete_checkpoints(output_dir: str | os.PathLike, keep: int | None, protect: str | None = None) -> None:
-    """``save_total_limit``: keep the ``keep`` newest complete checkpoints (and ``protect``, the best one); drop the
-    older ones and any unfinished folder older than the newest complete one (left by a crash)."""
-    if not keep or keep <= 0:
-        return
-    complete = complete_checkpoints(output_dir)
-    doomed = [p for p in complete[:-keep] if protect is None or p.resolve() != Path(protect).resolve()]
-    if complete:
-        newest = checkpoint_step(complete[-1])
-        doomed += [
-            p for p in Path(output_dir).glob("checkpoint-*")
-            if p not in complete and (step := checkpoint_step(p)) is not None and step < newest
-        ]  # fmt: skip
-    for folder in doomed:
-        logger.info("deleting %s (save_total_limit=%d)", folder, keep)
-        remove_checkpoint(folder)
-
-
-def resolve_checkpoint(resume: str | bool | None, output_dir: str) -> str | None:
-    """``--resume_from_checkpoint``: a path (must be complete), or True/"auto"/"last" for the newest complete one.
-    Either way its files are verified against the sizes recorded when it was written."""
-    if resume in (None, False, "", "false", "False"):
-        return None
-    if resume in (True, "true", "True", "auto", "last"):
-        found = complete_checkpoints(output_dir)
-        if not found:
-            logger.warning("no complete checkpoint in %s: training from scratch", output_dir)
-            return None
-        resume = found[-1]
-    elif not Path(resume).is_dir():
-        raise ValueError(f"--resume_from_checkpoint {resume}: no such directory")
-    elif not (Path(resume) / COMPLETE_MARKER).is_file():
-        raise ValueError(f"{resume} is not a complete checkpoint (no {COMPLETE_MARKER}); it may have been interrupted")
-    verify_checkpoint(Path(resume))
-    return str(resume)
-
-
 class PaperSeq2SeqTrainer(Seq2SeqTrainer):
-    """Seq2SeqTrainer plus token-count batching, the §5.3 schedule and §6.1's output length."""
+    """Seq2SeqTrainer plus token-count batching, the §5.3 schedule and §6.1's output length. ``training_set``
+    batches the training data (and keeps its position in checkpoints) as its kind does."""
 
     def __init__(
         self,
         *args,
+        training_set: TrainingSet,
         max_tokens_per_batch: int,
         noam_warmup_steps: int | None = None,
         **kwargs,
     ):
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, train_dataset=training_set.dataset, **kwargs)
+        self.training_set = training_set
         if self.label_smoother is not None and hasattr(self.model.config, "label_smoothing"):
             # The model's loss is the same §5.4 loss in one fused cross_entropy(label_smoothing=...); Trainer's
             # LabelSmoother would materialise the log-probabilities of the whole vocabulary a second time.
@@ -199,26 +89,16 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         self.max_tokens_per_batch = max_tokens_per_batch
         self.noam_warmup_steps = noam_warmup_steps
 
-    def _get_train_sampler(self, train_dataset=None) -> TokenBatchSampler:
+    def _get_train_sampler(self, train_dataset=None) -> TokenBatchSampler | None:
         # Trainer passes the dataset stripped of the columns the model does not take, the lengths among them; the
-        # rows are the same, so the sampler plans on the full training set.
-        dataset = self.train_dataset
-        placement = {
-            "num_replicas": self.args.world_size,
-            "rank": self.args.process_index,
-            "seed": self.args.data_seed if self.args.data_seed is not None else self.args.seed,
-        }
-        if isinstance(dataset, BPEDropoutPairs):
-            return BPEDropoutBatchSampler(dataset, self.max_tokens_per_batch, **placement)
-        return TokenBatchSampler(*lengths(dataset), self.max_tokens_per_batch, **placement)
+        # rows are the same, so the sampler plans on the training set itself.
+        seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
+        placement = Placement(num_replicas=self.args.world_size, rank=self.args.process_index, seed=seed)
+        return self.training_set.batch_sampler(self.max_tokens_per_batch, placement)
 
     def get_train_dataloader(self) -> torch.utils.data.DataLoader:
-        if not isinstance(self.train_dataset, StreamingTokenBatches):
-            return super().get_train_dataloader()
-        # --streaming: the stream yields whole token batches of this rank's own pairs; accelerate would shard or
-        # dispatch them again.
-        return torch.utils.data.DataLoader(self.train_dataset, batch_size=None, collate_fn=self.data_collator,
-                                           pin_memory=self.args.dataloader_pin_memory)  # fmt: skip
+        own = self.training_set.dataloader(self.data_collator, self.args.dataloader_pin_memory)
+        return own if own is not None else super().get_train_dataloader()
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
         if self.noam_warmup_steps is None or self.lr_scheduler is not None:
@@ -260,11 +140,9 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             self.args.save_total_limit = keep
         run_dir = Path(self._get_output_dir(trial=trial))
         folder = run_dir / f"checkpoint-{self.state.global_step}"
-        if isinstance(self.train_dataset, StreamingTokenBatches):  # where each rank's stream goes on
-            folder.mkdir(parents=True, exist_ok=True)
-            self.train_dataset.save(folder, self.state.global_step * self.args.gradient_accumulation_steps)
+        self.training_set.save(folder, self.state.global_step * self.args.gradient_accumulation_steps)
         self.accelerator.wait_for_everyone()  # every rank's files (RNG states, streams) are on disk before the marker
         if self.args.should_save:
             torch.save(self.args, folder / TRAINING_ARGS_NAME)  # saved above with the limit set aside
-            mark_complete(folder, self.state.global_step)
-            rotate_complete_checkpoints(run_dir, keep, self.state.best_model_checkpoint)
+            checkpoints.mark_complete(folder, self.state.global_step)
+            checkpoints.rotate_complete_checkpoints(run_dir, keep, self.state.best_model_checkpoint)

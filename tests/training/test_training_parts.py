@@ -15,10 +15,11 @@ from transformers import AutoTokenizer, Seq2SeqTrainingArguments, TrainerControl
 from training import trainer as trainer_module
 from training.allocator import keep_freed_memory
 from training.batching import TokenBatchSampler, make_batches, make_exact_batches
+from training.checkpoints import complete_checkpoints, mark_complete, resolve_checkpoint
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
-from training.metrics import score_translations
 from training.tokenizer import train_tokenizer
-from training.trainer import NoamSchedule, TimeBudget, complete_checkpoints, mark_complete, resolve_checkpoint
+from training.trainer import NoamSchedule, TimeBudget
+from vanilla_tools.metrics import score_translations
 
 
 def test_tokenizer_is_shared_and_round_trips(tokenizer, tmp_path):
@@ -163,7 +164,7 @@ def lengths(n: int, seed: int = 0) -> tuple[list[int], list[int]]:
 
 
 def test_evaluation_during_training_samples_every_length():
-    from training.train import shortest_first, spread_sample
+    from training.evaluation import shortest_first, spread_sample
 
     sizes = (3, 9, 1, 7, 5, 2, 8, 4, 6, 10)
     validation = shortest_first(datasets.Dataset.from_dict({"source_length": sizes, "target_length": sizes}))

@@ -15,7 +15,7 @@ import torch
 from safetensors.torch import load_file
 from training_helpers import train_argv, write_corpus
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
 BIN = Path(sys.executable).parent
 
 

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 
 from hub_card import build_model_card
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
 ALICE, BOB = "hf_alice_0123456789abcdefSECRET", "hf_bob_0123456789abcdefSECRET"
 
 

@@ -11,8 +11,8 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from inference.translate import translate
+from training.arguments import parse_args
 from training.average import average_checkpoints, average_newest_into, last_checkpoints
-from training.train import parse_args
 
 
 def test_presets_and_overrides():
@@ -156,7 +156,7 @@ def test_translate_function_and_cli(trained_run, tmp_path):
 def test_accelerate_configs_load(name, kind):
     from accelerate.commands.config.config_args import load_config_from_file
 
-    from training.train import CONFIG_DIR
+    from training.arguments import CONFIG_DIR
 
     config = load_config_from_file(str(CONFIG_DIR / "accelerate" / f"{name}.yaml"))
     assert config.distributed_type.name == kind and config.mixed_precision == "bf16" and config.num_processes == 8

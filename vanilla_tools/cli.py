@@ -1,11 +1,12 @@
-"""What every console script shares: one clear line and a non-zero status on a user's error, status 0 on success,
-and argument types that refuse bad values by name."""
+"""What every console script shares: one clear line and status 1 on a user's error (a bug keeps its traceback),
+status 0 on success, and argument types that refuse bad values by name."""
 
 import argparse
 import functools
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,15 +15,31 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from modeling_vanilla.modeling_vanilla import local_model_dir
 
 logger = logging.getLogger(__name__)
+HUB_MODULES = ("configuration_vanilla", "modeling_vanilla", "speedups", "checks")  # the model's files from the Hub
 
-# What a user's mistake raises here (a bad flag value, a missing or damaged file): one line, no traceback. Any
-# other exception is a bug and keeps its traceback. VANILLA_TRACEBACK=1 shows the traceback for these too.
-USER_ERRORS = (ValueError, OSError)
+
+class UsageError(ValueError):
+    """A user's mistake (a bad flag value, a file that is not what it should be), named in one line. A ValueError so
+    that code calling the functions directly catches it as it always did."""
+
+
+def user_error(error: Exception) -> bool:
+    """Whether ``error`` is a user's mistake to print as one line rather than a bug to print with its traceback:
+    a ``UsageError``, an OSError (a missing, unreadable or full file), or a ValueError raised by the model's own
+    checks of a config or of its inputs (modeling_vanilla cannot import this module: it travels to the Hub alone)."""
+    if isinstance(error, (UsageError, OSError)):
+        return True
+    if not isinstance(error, ValueError):
+        return False
+    frames = list(traceback.walk_tb(error.__traceback__))
+    module = frames[-1][0].f_globals.get("__name__", "") if frames else ""
+    return module.startswith("modeling_vanilla.") or module.rsplit(".", 1)[-1] in HUB_MODULES
 
 
 def console_script(run: Callable[[list[str] | None], object]) -> Callable[[], None]:
     """The console-script entry point for ``run(argv)``: exits 0 when it returns (whatever it returns), 1 with
-    ``<program>: error: <message>`` on a user's error, 130 on Ctrl-C."""
+    ``<program>: error: <message>`` on a user's error (``user_error``; VANILLA_TRACEBACK=1 shows its traceback),
+    130 on Ctrl-C."""
 
     @functools.wraps(run)
     def main() -> None:
@@ -32,8 +49,8 @@ def console_script(run: Callable[[list[str] | None], object]) -> Callable[[], No
         except KeyboardInterrupt:
             print(f"{program}: interrupted", file=sys.stderr)
             sys.exit(130)
-        except USER_ERRORS as error:
-            if os.environ.get("VANILLA_TRACEBACK") == "1":
+        except Exception as error:
+            if not user_error(error) or os.environ.get("VANILLA_TRACEBACK") == "1":
                 raise
             print(f"{program}: error: {' '.join(str(error).split())}", file=sys.stderr)  # one line
             sys.exit(1)

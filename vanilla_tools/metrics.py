@@ -1,5 +1,5 @@
 """sacreBLEU and chrF on detokenized, cased text (§6: BLEU; the paper's tables report BLEU), through the `evaluate`
-metric module kept in ``training/sacrebleu_scores/`` (``evaluate.load("sacrebleu")`` would fetch its script from
+metric module kept in ``vanilla_tools/sacrebleu_scores/`` (``evaluate.load("sacrebleu")`` would fetch its script from
 the Hub, which fails offline; the module wraps the same sacrebleu library, so scores and signatures are the same).
 """
 
@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import evaluate
+
+from .cli import UsageError
 
 METRIC = Path(__file__).resolve().parent / "sacrebleu_scores"
 
@@ -33,5 +35,5 @@ def metric() -> evaluate.EvaluationModule:
 def score_translations(hypotheses: list[str], references: list[str]) -> TranslationScores:
     """Corpus BLEU (13a tokenization, cased) and chrF of detokenized hypotheses against one reference each."""
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+        raise UsageError(f"{len(hypotheses)} hypotheses but {len(references)} references")
     return TranslationScores(**metric().compute(predictions=hypotheses, references=references))

@@ -1,11 +1,11 @@
 """An `evaluate` metric module: sacreBLEU and chrF of detokenized, cased translations, with their signatures.
 
 ``evaluate.load("sacrebleu")`` fetches its script from the Hub, which fails offline; this module is kept in the
-repository and loaded from its path (``training/metrics.py``), so users of the evaluate ecosystem get the same
+repository and loaded from its path (``vanilla_tools/metrics.py``), so users of the evaluate ecosystem get the same
 scores and signatures offline:
 
     import evaluate
-    scores = evaluate.load("training/sacrebleu_scores").compute(predictions=[...], references=[...])
+    scores = evaluate.load("vanilla_tools/sacrebleu_scores").compute(predictions=[...], references=[...])
 """
 
 import datasets

@@ -15,7 +15,7 @@ from training_helpers import train_argv, write_corpus
 from training.data import DataArguments
 from training.streaming import StreamingTokenBatches, streaming_pairs
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
 BIN = Path(sys.executable).parent
 
 
@@ -125,7 +125,8 @@ def test_a_killed_streaming_run_resumes_to_the_weights_of_an_uninterrupted_one(c
 
 
 def test_streaming_refuses_what_it_cannot_do(corpus, tmp_path):
-    from training.train import build_trainer, parse_args
+    from training.arguments import parse_args
+    from training.train import build_trainer
 
     for extra, message in (
         (["--max_steps", "-1", "--num_train_epochs", "1"], "--streaming needs --max_steps"),

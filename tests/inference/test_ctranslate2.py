@@ -17,7 +17,8 @@ from modeling_vanilla.convert_ctranslate2 import export_ctranslate2
 ctranslate2 = pytest.importorskip("ctranslate2", reason='CTranslate2 is an optional extra: pip install -e ".[ct2]"')
 
 from inference.ct2 import CTranslate2Engine, cached_export  # noqa: E402
-from inference.translate import GenerateEngine  # noqa: E402
+from inference.engine import GenerateEngine  # noqa: E402
+from vanilla_tools.decoding import Decoding  # noqa: E402
 
 SOURCES = [*ENGLISH, "A dog.", "Two women read a book in the meadow.", "A man plays football. A woman reads."]
 
@@ -101,7 +102,7 @@ def test_a_converted_marian_model_exports_too(tokenizer, tmp_path):
 def test_the_engine_translates_as_generate_whatever_the_batch(tokenizer, tmp_path):
     folder = saved_model(tmp_path / "model", tokenizer)
     model = VanillaTransformerForSeq2Seq.from_pretrained(folder).eval()
-    engine = CTranslate2Engine(cached_export(folder, "float32"), tokenizer, model.generation_config)
+    engine = CTranslate2Engine(cached_export(folder, "float32"), tokenizer, Decoding.resolve(model.generation_config))
     ours = GenerateEngine(model, tokenizer)
     for batch in (SOURCES, SOURCES[:1], SOURCES[2:5]):
         expected, got = ours(batch), engine(batch)
@@ -150,8 +151,8 @@ AUTO = {
     "the paper's model": ({}, "engine: ctranslate2"),
     "an activation CTranslate2 lacks": ({"activation_function": "tanh"}, "engine: generate (CTranslate2 cannot run "
                                         "this model: `activation_function` 'tanh' has no CTranslate2 counterpart"),
-    "beam search without early stopping": ({"early_stopping": False}, "engine: generate (the generation config's "
-                                           "early_stopping is not True"),
+    "beam search without early stopping": ({"early_stopping": False}, "engine: generate (early_stopping=False with "
+                                           "4 beams: CTranslate2's beam search stops as early_stopping=True does"),
 }  # fmt: skip
 
 

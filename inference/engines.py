@@ -1,0 +1,61 @@
+"""The one place an engine is chosen and built: ``vanilla-translate``, training's CTranslate2 export check and the
+translation benchmark all call ``create_engine``.
+
+``auto`` is CTranslate2 float32 (the same translations as ``generate()``, 2-3x faster on a CPU: docs/performance.md)
+wherever it can run the model, else ``generate()``; the choice and its reason are logged."""
+
+import importlib.util
+import logging
+import os
+from pathlib import Path
+
+from vanilla_tools.decoding import Decoding
+
+from .ct2 import CTranslate2Engine, cached_export, export_dir
+from .engine import Engine, GenerateEngine
+
+logger = logging.getLogger(__name__)
+ENGINES = ("auto", "generate", "ctranslate2")
+
+
+def ctranslate2_unavailable(model_dir: str | Path, model, decoding: Decoding, quantization: str) -> str | None:
+    """Why CTranslate2 cannot translate with ``model`` (saved in ``model_dir``) as ``decoding`` says: None if it
+    can. What the converter itself refuses (a setting CTranslate2 lacks) is found when exporting."""
+    export = export_dir(model_dir, quantization)
+    folder = export.parent
+    if importlib.util.find_spec("ctranslate2") is None:
+        return "the ctranslate2 package is not installed"
+    if model.config.model_type != "vanilla_transformer":
+        return f"a {model.config.model_type} model"
+    if not folder.is_dir():
+        return "the model is not a local directory"
+    if not export.is_dir() and not os.access(folder, os.W_OK):
+        return f"{folder} is read-only"
+    return decoding.ctranslate2_refusal()
+
+
+def create_engine(
+    kind: str, model_dir: str | Path, model, tokenizer, decoding: Decoding, quantization: str = "float32"
+) -> Engine:
+    """The engine ``kind`` (one of ``ENGINES``) for ``model`` loaded from ``model_dir``, searching as ``decoding``
+    says. ``ctranslate2`` exports the model on first use (kept in MODEL_DIR/ctranslate2-QUANTIZATION) and raises
+    naming what it cannot run; ``auto`` falls back to ``generate()`` instead, saying why."""
+    if kind not in ENGINES:
+        raise ValueError(f"engine {kind!r} is not one of {ENGINES}")
+    if kind == "auto":
+        reason = ctranslate2_unavailable(model_dir, model, decoding, quantization)
+        if reason:
+            logger.info("engine: generate (%s)", reason)
+            return GenerateEngine(model, tokenizer, decoding)
+    if kind in ("auto", "ctranslate2"):
+        try:
+            export = cached_export(model_dir, quantization)
+        except ValueError as error:  # a setting CTranslate2 does not have, named by the converter
+            if kind != "auto":
+                raise
+            logger.info("engine: generate (CTranslate2 cannot run this model: %s)", error)
+            return GenerateEngine(model, tokenizer, decoding)
+        logger.info("engine: ctranslate2 (%s)", export)
+        return CTranslate2Engine(export, tokenizer, decoding)
+    logger.info("engine: generate")
+    return GenerateEngine(model, tokenizer, decoding)

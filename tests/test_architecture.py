@@ -1,0 +1,93 @@
+"""The packages form layers (docs/architecture.md): each imports only packages on a lower layer, and no module
+imports itself back through others. Every import counts, those inside functions too."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# The layering, written once: a package may import the packages of lower layers only.
+LAYERS = {
+    "modeling_vanilla": 0,  # the model: torch and transformers only (its files travel to the Hub)
+    "vanilla_tools": 1,  # the floor: cli, provenance, metrics, corpora, run files, decoding
+    "inference": 2,  # engines, vanilla-translate, vanilla-attention, vanilla-export-ct2
+    "hub_card": 2,  # the model card, vanilla-push
+    "training": 3,  # vanilla-train (exports for CTranslate2 and writes the card)
+    "benchmarks": 4,  # measures everything below
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    """The project modules ``path`` imports (absolute, relative, at the top or inside a function)."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)  # `from . import checkpoints`
+    return {name for name in found if name.split(".")[0] in LAYERS}
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(p): p for top in LAYERS for p in (ROOT / top).rglob("*.py")}
+    return {name: {m for m in imports(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def test_every_package_imports_only_lower_layers():
+    upward = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph().items()
+        for target in targets
+        if LAYERS[target.split(".")[0]] >= LAYERS[module.split(".")[0]] and target.split(".")[0] != module.split(".")[0]
+    )
+    assert not upward, upward
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle a depth-first walk of ``edges`` closes, as the modules along it."""
+    state, found = {}, []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(edges[module]):
+            if state.get(target) == "open":
+                found.append(path[path.index(target) :] + [target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = "done"
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [module])
+    return found
+
+
+def test_no_module_imports_itself_back():
+    assert not cycles(graph()), cycles(graph())
+
+
+def test_the_checks_find_an_upward_import_and_a_cycle_inside_functions():
+    probes = {
+        ROOT / "inference" / "probe_a.py": "def f():\n    from training.train import run\n    from . import probe_b\n",
+        ROOT / "inference" / "probe_b.py": "def g():\n    from .probe_a import f\n",
+    }
+    for path, text in probes.items():
+        path.write_text(text)
+    try:
+        edges = graph()
+        assert {"training.train", "inference.probe_b"} <= edges["inference.probe_a"]
+        assert ["inference.probe_a", "inference.probe_b", "inference.probe_a"] in cycles(edges)
+    finally:
+        for path in probes:
+            path.unlink()

@@ -1,0 +1,47 @@
+"""vanilla-train's arguments: model flags generated from the config's fields, presets layered with `base:`."""
+
+import dataclasses
+
+import pytest
+import yaml
+
+from modeling_vanilla import VanillaTransformerConfig
+from training.arguments import CONFIG_DIR, SET_BY_TRAINING, ModelArguments, load_preset, model_fields, parse_args
+from vanilla_tools.cli import UsageError
+
+
+def test_every_config_field_is_a_flag_with_the_configs_default_and_help():
+    own = set(VanillaTransformerConfig.__annotations__)
+    assert set(model_fields()) == own - SET_BY_TRAINING
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelArguments)}
+    for name in model_fields():
+        assert defaults[name] == getattr(VanillaTransformerConfig(), name), name
+    helps = {f.name: f.metadata.get("help") for f in dataclasses.fields(ModelArguments)}
+    assert helps["ffn_dim"] == "d_ff, inner width of the position-wise feed-forward network (§3.3)."
+    assert helps["decoder_layers"] == helps["encoder_layers"]  # documented together: "encoder_layers, decoder_layers"
+    model_args = parse_args(["--output_dir", "x", "--layer_norm_eps", "1e-6", "--no_scale_embedding"])[0]
+    assert model_args.layer_norm_eps == 1e-6 and model_args.scale_embedding is False
+
+
+def test_big_is_wmt14_with_the_big_models_differences():
+    big, wmt14 = load_preset("big"), load_preset("wmt14")
+    assert "base" not in big
+    assert {k: v for k, v in big.items() if wmt14.get(k) != v} == {
+        "d_model": 1024, "num_attention_heads": 16, "ffn_dim": 4096, "dropout": 0.3, "max_steps": 300000,
+        "average_last": 20, "save_total_limit": 20, "output_dir": "runs/big"}  # fmt: skip
+    assert yaml.safe_load((CONFIG_DIR / "big.yaml").read_text())["base"] == "wmt14"
+
+
+def test_a_preset_file_may_build_on_another(tmp_path):
+    (tmp_path / "mine.yaml").write_text("base: multi30k\ndropout: 0.2\n")
+    (tmp_path / "more.yaml").write_text("base: mine.yaml\nseed: 9\n")  # a file next to it
+    settings = load_preset(str(tmp_path / "more.yaml"))
+    assert settings == {**load_preset("multi30k"), "dropout": 0.2, "seed": 9}
+    assert parse_args(["--config", str(tmp_path / "more.yaml")])[0].dropout == 0.2
+
+
+def test_presets_based_on_each_other_in_a_circle_are_refused(tmp_path):
+    (tmp_path / "a.yaml").write_text("base: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("base: a.yaml\n")
+    with pytest.raises(UsageError, match=r"presets based on each other in a circle"):
+        load_preset(str(tmp_path / "a.yaml"))

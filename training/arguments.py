@@ -1,0 +1,162 @@
+"""vanilla-train's arguments: the model's (generated from VanillaTransformerConfig's own fields, so a field added
+to the config is a flag at once), the recipe's that are not Trainer flags (``RecipeArguments``), the data's
+(``data.DataArguments``) and every Seq2SeqTrainingArguments flag; a ``--config`` preset gives their defaults."""
+
+import re
+import sys
+from dataclasses import dataclass, field, fields, make_dataclass
+from pathlib import Path
+
+import torch
+import yaml
+from transformers import HfArgumentParser, Seq2SeqTrainingArguments
+
+from modeling_vanilla import VanillaTransformerConfig
+from vanilla_tools.cli import UsageError
+
+from .data import DataArguments
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+PRESETS = ("demo", "multi30k", "wmt14", "big")
+# The config's fields that vanilla-train sets itself: from the tokenizer (the vocabulary and its special tokens),
+# from --label_smoothing_factor (label_smoothing), or fixed for this model.
+SET_BY_TRAINING = frozenset(
+    {"vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "label_smoothing",
+     "use_cache", "is_encoder_decoder"}
+)  # fmt: skip
+
+
+def documented_fields(cls: type) -> dict[str, str]:
+    """The help of each field that ``cls``'s docstring describes under "Args:" (``name[, name]: text``, continued on
+    more deeply indented lines)."""
+    helps, names = {}, []
+    args = (cls.__doc__ or "").split("Args:", 1)[-1]
+    for line in args.splitlines():
+        entry = re.match(r"^ {8}([a-z_, ]+): (.*)$", line)
+        if entry:
+            names = [name.strip() for name in entry.group(1).split(",")]
+            helps.update(dict.fromkeys(names, entry.group(2)))
+        elif line.startswith(" " * 12) and names:
+            helps.update({name: f"{helps[name]} {line.strip()}" for name in names})
+    return helps
+
+
+def model_fields() -> list[str]:
+    """The config fields a vanilla-train flag sets: those VanillaTransformerConfig declares, less SET_BY_TRAINING."""
+    own = VanillaTransformerConfig.__annotations__  # this class's fields, not PreTrainedConfig's
+    return [f.name for f in fields(VanillaTransformerConfig) if f.name in own and f.name not in SET_BY_TRAINING]
+
+
+@dataclass
+class RecipeArguments:
+    """The parts of the recipe that are neither Trainer flags nor config fields."""
+
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "start from this trained model directory (and its tokenizer)"}
+    )
+    attn_implementation: str = field(
+        default="sdpa", metadata={"help": "transformers attention implementation: sdpa, eager, flex_attention, ..."}
+    )
+    lr_schedule: str = field(
+        default="paper",
+        metadata={
+            "help": "'paper': §5.3 with --warmup_steps, ignoring --learning_rate; 'trainer': --lr_scheduler_type"
+        },
+    )
+    lr_scale: float = field(default=1.0, metadata={"help": "factor on the §5.3 learning rate"})
+    num_beams: int = field(default=4, metadata={"help": "beam size of the final evaluation (§6.1)"})
+    length_penalty: float = field(default=0.6, metadata={"help": "alpha of the final evaluation (§6.1)"})
+    length_penalty_candidates: list[float] = field(
+        default_factory=list,
+        metadata={
+            "help": "choose alpha among these by validation BLEU, as §6.1 chose it on the development set "
+            "(one beam search of the validation set each); the choice decodes test and is saved with the model"
+        },
+    )
+    translate_examples: int = field(default=5, metadata={"help": "test sentences to print translated at the end"})
+    average_last: int = field(
+        default=0, metadata={"help": "evaluate the average of the last N complete checkpoints (§6.1: 5); 0: the last"}
+    )
+    max_train_minutes: float = field(
+        default=0.0,
+        metadata={"help": "end training after this many minutes (checkpointed, then evaluated); 0: no limit"},
+    )
+    summary_dir: str | None = field(
+        default=None,
+        metadata={"help": "also write the run's record (summary.json, the learning curve) here; {date} becomes "
+                          "today's date (e.g. results/{date}-multi30k)"},
+    )  # fmt: skip
+    export_ct2: str | None = field(
+        default=None,
+        metadata={"help": "also export the final model for CTranslate2 with this quantization (int8, float32, ...) "
+                          "into OUTPUT_DIR/ctranslate2-QUANTIZATION, where vanilla-translate --quantization "
+                          "QUANTIZATION finds it (needs the ct2 extra)"},
+    )  # fmt: skip
+
+
+def _model_arguments() -> type:
+    helps = documented_fields(VanillaTransformerConfig)
+    config_fields = {f.name: f for f in fields(VanillaTransformerConfig)}
+    return make_dataclass(
+        "ModelArguments",
+        [(name, config_fields[name].type, field(default=config_fields[name].default,
+                                                metadata={"help": helps.get(name, "")}))
+         for name in model_fields()],
+        bases=(RecipeArguments,),
+        namespace={"__doc__": "The model (VanillaTransformerConfig's fields: Table 3's base model by default) and "
+                              "the recipe's other arguments.", "__module__": __name__},
+    )  # fmt: skip
+
+
+ModelArguments = _model_arguments()
+
+
+def load_preset(name: str, seen: tuple[str, ...] = ()) -> dict:
+    """The settings of preset ``name`` (one of PRESETS, or a YAML file). A preset may say ``base: OTHER`` and list
+    only what differs from OTHER (another preset, or a YAML file next to it)."""
+    path = CONFIG_DIR / f"{name}.yaml" if name in PRESETS else Path(name)
+    if not path.is_file():
+        raise FileNotFoundError(f"--config {name}: no preset of that name and no file {path}")
+    if str(path.resolve()) in seen:
+        raise UsageError(f"--config {seen[0]}: presets based on each other in a circle ({path})")
+    settings = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(settings, dict):
+        raise UsageError(f"--config {name}: {path} must hold `field: value` lines")
+    base = settings.pop("base", None)
+    if base is None:
+        return settings
+    if base not in PRESETS and not Path(base).is_absolute():
+        base = str(path.parent / base)
+    return {**load_preset(base, (*seen, str(path.resolve()))), **settings}
+
+
+def bf16_supported() -> bool:
+    """bf16 autocast is fast and safe here: CUDA with bf16, or a CPU with AVX512-BF16 / AMX."""
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+
+
+def parse_args(argv: list[str] | None = None):
+    """(ModelArguments, DataArguments, Seq2SeqTrainingArguments); a ``--config`` preset gives the defaults, and
+    bf16 autocast is on where the hardware runs it fast and safely."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments))
+    parser.add_argument("--config", default=None, help=f"preset: one of {PRESETS} or a YAML file")
+    known, _ = parser.parse_known_args(argv)
+    defaults = {
+        "bf16": bf16_supported(),
+        "use_cpu": not torch.cuda.is_available(),
+        "predict_with_generate": True,
+        "ddp_find_unused_parameters": False,  # every parameter gets a gradient every step
+    }
+    if known.config:
+        defaults.update(load_preset(known.config))
+    unknown = set(defaults) - {action.dest for action in parser._actions}
+    if unknown:
+        raise UsageError(f"--config {known.config} sets unknown fields: {sorted(unknown)}")
+    parser.set_defaults(**defaults)
+    *parsed, rest = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True)
+    if rest:
+        raise UsageError(f"unknown arguments: {rest}")
+    return tuple(parsed[:3])  # the fourth is the namespace holding --config

@@ -1,0 +1,121 @@
+"""The crash-safe checkpoint store of a run's output directory.
+
+Checkpoints survive a crash at any point: each is marked complete (with the size of every file in it) only once all
+its files are on disk, only complete ones are resumed from, and older ones are deleted only after a newer one is
+complete. A complete checkpoint with a missing or shorter file is refused by name."""
+
+import json
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+from vanilla_tools.cli import UsageError
+
+logger = logging.getLogger(__name__)
+
+COMPLETE_MARKER = ".checkpoint-complete"
+_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
+
+
+def checkpoint_step(path: Path) -> int | None:
+    match = _CHECKPOINT_DIR.match(path.name)
+    return int(match.group(1)) if match else None
+
+
+def complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
+    """The ``checkpoint-N`` folders of ``output_dir`` that were completely written, oldest first."""
+    complete = []
+    for path in Path(output_dir).glob("checkpoint-*"):
+        step = checkpoint_step(path)
+        if step is not None and (path / COMPLETE_MARKER).is_file():
+            complete.append((step, path))
+        elif step is not None:
+            logger.warning("ignoring %s: it was not completely written", path)
+    return [path for _, path in sorted(complete)]
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def mark_complete(folder: Path, step: int) -> None:
+    """Flush every file of the checkpoint to disk, then write the marker listing them with their sizes (atomically:
+    written aside, then renamed), so that a crash or power loss at any point never leaves a marked checkpoint with a
+    missing or short file."""
+    files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
+    for name in files:
+        _fsync(folder / name)
+    staged = folder / f"{COMPLETE_MARKER}.tmp"
+    staged.write_text(json.dumps({"step": step, "files": files}, indent=1) + "\n")
+    _fsync(staged)
+    os.replace(staged, folder / COMPLETE_MARKER)
+    _fsync(folder)
+
+
+def verify_checkpoint(folder: Path) -> None:
+    """Raise ValueError naming the first file of a complete checkpoint that is missing or not the size it had when
+    written (resuming would otherwise start a fresh optimizer or fail deep inside torch.load)."""
+    marker = folder / COMPLETE_MARKER
+    try:
+        record = json.loads(marker.read_text())
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{marker} is unreadable ({error}): cannot tell what the checkpoint holds") from error
+    if isinstance(record, int):  # a marker of vanilla-train before file lists: the step number alone
+        logger.warning("%s was marked complete without a file list: its files cannot be verified", folder)
+        return
+    written = record["files"]
+    for name, size in written.items():
+        path = folder / name
+        if not path.is_file():
+            raise UsageError(f"cannot resume from {folder}: {name} is missing")
+        if path.stat().st_size != size:
+            raise UsageError(f"cannot resume from {folder}: {name} has {path.stat().st_size} bytes, {size} when saved")
+
+
+def remove_checkpoint(folder: Path) -> None:
+    """Unmark, then delete: a crash halfway leaves an unmarked folder, which is never resumed from."""
+    (folder / COMPLETE_MARKER).unlink(missing_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def rotate_complete_checkpoints(output_dir: str | os.PathLike, keep: int | None, protect: str | None = None) -> None:
+    """``save_total_limit``: keep the ``keep`` newest complete checkpoints (and ``protect``, the best one); drop the
+    older ones and any unfinished folder older than the newest complete one (left by a crash)."""
+    if not keep or keep <= 0:
+        return
+    complete = complete_checkpoints(output_dir)
+    doomed = [p for p in complete[:-keep] if protect is None or p.resolve() != Path(protect).resolve()]
+    if complete:
+        newest = checkpoint_step(complete[-1])
+        doomed += [
+            p for p in Path(output_dir).glob("checkpoint-*")
+            if p not in complete and (step := checkpoint_step(p)) is not None and step < newest
+        ]  # fmt: skip
+    for folder in doomed:
+        logger.info("deleting %s (save_total_limit=%d)", folder, keep)
+        remove_checkpoint(folder)
+
+
+def resolve_checkpoint(resume: str | bool | None, output_dir: str) -> str | None:
+    """``--resume_from_checkpoint``: a path (must be complete), or True/"auto"/"last" for the newest complete one.
+    Either way its files are verified against the sizes recorded when it was written."""
+    if resume in (None, False, "", "false", "False"):
+        return None
+    if resume in (True, "true", "True", "auto", "last"):
+        found = complete_checkpoints(output_dir)
+        if not found:
+            logger.warning("no complete checkpoint in %s: training from scratch", output_dir)
+            return None
+        resume = found[-1]
+    elif not Path(resume).is_dir():
+        raise UsageError(f"--resume_from_checkpoint {resume}: no such directory")
+    elif not (Path(resume) / COMPLETE_MARKER).is_file():
+        raise UsageError(f"{resume} is not a complete checkpoint (no {COMPLETE_MARKER}); it may have been interrupted")
+    verify_checkpoint(Path(resume))
+    return str(resume)

@@ -1,0 +1,99 @@
+"""The final evaluation of vanilla-train (§6.1): the validation and test sets decoded whole with the model's beam
+search, its length penalty chosen on validation, scored with sacreBLEU; and the evaluation sets' order."""
+
+import logging
+
+import datasets
+import numpy as np
+from transformers import PreTrainedTokenizerBase, Seq2SeqTrainer
+
+from vanilla_tools.cli import UsageError
+from vanilla_tools.decoding import Decoding
+from vanilla_tools.metrics import score_translations
+
+from .data import lengths
+
+logger = logging.getLogger(__name__)
+
+
+class BleuMetric:
+    """compute_metrics for Seq2SeqTrainer: detokenized, cased sacreBLEU and chrF against the raw references."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, references: list[str]):
+        self.tokenizer, self.references = tokenizer, references
+
+    def __call__(self, eval_preds) -> dict:
+        if isinstance(eval_preds.predictions, tuple):
+            raise UsageError("BLEU needs generated translations: run with --predict_with_generate true")
+        predictions = np.where(eval_preds.predictions < 0, self.tokenizer.pad_token_id, eval_preds.predictions)
+        hypotheses = [h.strip() for h in self.tokenizer.batch_decode(predictions, skip_special_tokens=True)]
+        return score_translations(hypotheses, self.references).as_dict()
+
+
+def shortest_first(dataset):
+    """An evaluation set sorted by source length, shortest first, so generation batches carry little padding.
+    Shortest first because data-parallel evaluation fills the ranks' uneven last batches with pairs from the start:
+    short ones never lengthen that batch's padding, so every pair is translated as one process would."""
+    order = np.argsort(lengths(dataset)[0], kind="stable")
+    return dataset.select(order.tolist())
+
+
+def spread_sample(dataset, count: int):
+    """``count`` rows spread evenly over ``dataset`` (sorted by length: short, middle and long sentences alike), so the
+    evaluations during training see the validation set's mix of lengths, not only its longest sentences."""
+    if count >= len(dataset):
+        return dataset
+    return dataset.select(np.linspace(0, len(dataset) - 1, num=count).round().astype(int).tolist())
+
+
+def final_evaluation(
+    trainer: Seq2SeqTrainer, data: datasets.DatasetDict, decoding: Decoding, candidates: list[float],
+    translate_examples: int = 5,
+) -> dict:  # fmt: skip
+    """§6.1 on the whole validation and test sets, searching as ``decoding`` says (the model's decoding): with
+    length penalty ``candidates`` and a beam, alpha is chosen on validation first, then made the model's own (and
+    saved with it). Scored with sacreBLEU. Returns each split's metrics (and the alpha search)."""
+    results, tokenizer = {}, trainer.processing_class
+    for split in ("validation", "test"):
+        if split not in data:
+            continue
+        dataset = shortest_first(data[split])
+        trainer.compute_metrics = BleuMetric(tokenizer, list(dataset["target"]))
+        if split == "validation" and candidates and decoding.num_beams > 1:
+            decoding, prediction, results["length_penalty_search"] = choose_length_penalty(
+                trainer, dataset, decoding, candidates
+            )
+            decoding.save_to(trainer.model.generation_config)
+            if trainer.is_world_process_zero():
+                trainer.model.generation_config.save_pretrained(trainer.args.output_dir)
+        else:
+            prediction = trainer.predict(dataset, metric_key_prefix=split, **decoding.search_kwargs())
+        trainer.log_metrics(split, prediction.metrics)
+        trainer.save_metrics(split, prediction.metrics)
+        results[split] = prediction.metrics
+        if split == "test" and trainer.is_world_process_zero():
+            report_test(prediction.metrics, dataset, prediction.predictions, tokenizer, translate_examples)
+    return results
+
+
+def choose_length_penalty(trainer: Seq2SeqTrainer, validation, decoding: Decoding, candidates: list[float]):
+    """§6.1 chose alpha "after experimentation on the development set": beam-search ``validation`` with each
+    candidate and keep the best BLEU (the first on a tie). Returns the decoding with the chosen alpha, its
+    prediction, and ``{alpha: validation BLEU}`` for the record."""
+    tried = {}
+    for alpha in candidates:
+        search = decoding.with_length_penalty(alpha).search_kwargs()
+        tried[alpha] = trainer.predict(validation, metric_key_prefix="validation", **search)
+        logger.info("length penalty %.2f: validation BLEU %.2f", alpha, tried[alpha].metrics["validation_bleu"])
+    best = max(candidates, key=lambda alpha: tried[alpha].metrics["validation_bleu"])
+    search = {str(alpha): tried[alpha].metrics["validation_bleu"] for alpha in candidates}
+    return decoding.with_length_penalty(best), tried[best], search
+
+
+def report_test(metrics: dict, dataset, predictions, tokenizer, examples: int) -> None:
+    print(f"\ntest BLEU = {metrics['test_bleu']:.2f}  chrF = {metrics['test_chrf']:.2f}  ({metrics['test_signature']})")
+    predictions = np.where(predictions < 0, tokenizer.pad_token_id, predictions)
+    for i in np.linspace(0, len(dataset) - 1, num=min(examples, len(dataset)), dtype=int).tolist():
+        print(f"  source:      {dataset[i]['source']}")
+        print(f"  reference:   {dataset[i]['target']}")
+        print(f"  translation: {tokenizer.decode(predictions[i], skip_special_tokens=True).strip()}\n")

@@ -1,0 +1,97 @@
+"""How a translation is searched for (§6.1), decided in one place for every engine: ``generate()``, CTranslate2,
+training's evaluation and the benchmarks all take a ``Decoding``.
+
+The model's generation config holds its defaults (beam 4, alpha 0.6, early stopping: set by the model itself, which
+travels to the Hub without this package); a ``Decoding`` is that config with a command's overrides resolved once.
+"""
+
+from dataclasses import asdict, dataclass, replace
+
+from transformers import GenerationConfig
+
+from modeling_vanilla.modeling_vanilla import EXTRA_OUTPUT_TOKENS
+
+from .cli import UsageError
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """Beam search (or greedy with ``num_beams=1``) as transformers defines it: a finished hypothesis scores its
+    log-probability divided by its length (end token counted) to the power ``length_penalty``; with
+    ``early_stopping=True`` a batch entry ends once ``num_beams`` hypotheses have finished.
+
+    The output length: at most ``max_new_tokens`` new tokens, or ``max_length`` tokens in all, where the generation
+    config sets one; else §6.1's input length + 50 (``EXTRA_OUTPUT_TOKENS``), the input being a batch's longest.
+    """
+
+    num_beams: int = 1
+    length_penalty: float = 1.0
+    early_stopping: bool | str = False
+    max_new_tokens: int | None = None
+    max_length: int | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.num_beams, int) or self.num_beams < 1:
+            raise UsageError(f"num_beams must be an integer >= 1, got {self.num_beams!r}")
+        if self.num_beams == 1:  # greedy search has no finished hypotheses to compare: alpha means nothing there
+            object.__setattr__(self, "length_penalty", 1.0)
+
+    @classmethod
+    def resolve(
+        cls, generation_config: GenerationConfig, num_beams: int | None = None, length_penalty: float | None = None
+    ) -> "Decoding":
+        """The model's decoding (its generation config), with a command's ``num_beams`` / ``length_penalty`` where
+        given (None: the config's; a length penalty of 0 is a choice, not "unset")."""
+        config = generation_config
+        if length_penalty is None:
+            length_penalty = 1.0 if config.length_penalty is None else config.length_penalty  # transformers' default
+        return cls(
+            num_beams=num_beams or config.num_beams or 1,
+            length_penalty=length_penalty,
+            early_stopping=bool(config.early_stopping)
+            if config.early_stopping in (None, False, True)
+            else config.early_stopping,  # True, False or "never"
+            max_new_tokens=config.max_new_tokens,
+            max_length=config.max_length,
+        )
+
+    @classmethod
+    def paper(cls, num_beams: int, length_penalty: float) -> "Decoding":
+        """§6.1's search: ``num_beams`` beams stopping as soon as that many hypotheses have finished."""
+        return cls(num_beams=num_beams, length_penalty=length_penalty, early_stopping=num_beams > 1)
+
+    def with_length_penalty(self, length_penalty: float) -> "Decoding":
+        return replace(self, length_penalty=length_penalty)
+
+    def search_kwargs(self) -> dict:
+        """What ``generate()`` (or ``Seq2SeqTrainer.predict``) takes for the search itself."""
+        return {"num_beams": self.num_beams, "length_penalty": self.length_penalty,
+                "early_stopping": self.early_stopping}  # fmt: skip
+
+    def max_new_tokens_for(self, input_length: int) -> int:
+        """The most tokens to generate for a batch whose longest input has ``input_length`` tokens."""
+        if self.max_new_tokens is not None:
+            return self.max_new_tokens
+        if self.max_length is not None:
+            return max(self.max_length - 1, 0)  # the decoder start token counts in max_length
+        return input_length + EXTRA_OUTPUT_TOKENS
+
+    def generate_kwargs(self, input_length: int) -> dict:
+        """``generate()``'s arguments for a batch of inputs ``input_length`` tokens wide: the search and its length
+        (given explicitly, so models without the §6.1 rule, such as MarianMTModel, decode as ours does)."""
+        return {**self.search_kwargs(), "max_new_tokens": self.max_new_tokens_for(input_length)}
+
+    def save_to(self, generation_config: GenerationConfig) -> None:
+        """Make this the model's own decoding (what ``generate()`` does without arguments, saved with the model)."""
+        generation_config.update(**self.search_kwargs())
+
+    def ctranslate2_refusal(self) -> str | None:
+        """Why CTranslate2 cannot search as this decoding does (None if it can): its beam search always stops as
+        ``early_stopping=True`` does."""
+        if self.num_beams > 1 and self.early_stopping is not True:
+            return (f"early_stopping={self.early_stopping!r} with {self.num_beams} beams: CTranslate2's beam search "
+                    "stops as early_stopping=True does")  # fmt: skip
+        return None
+
+    def as_dict(self) -> dict:
+        return asdict(self)

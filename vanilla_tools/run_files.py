@@ -1,0 +1,96 @@
+"""The files a training run leaves in its model directory besides what ``save_pretrained`` writes, read and written
+only here: ``training_recipe.json`` (how the model was trained: vanilla-translate reads the length it was trained
+on, the model card the recipe) and ``eval_results.json`` (its scores: the model card's results).
+
+Each is written whole to a temporary file and renamed, so a reader never sees half of one."""
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from .cli import UsageError
+
+RECIPE_FILE = "training_recipe.json"
+RESULTS_FILE = "eval_results.json"
+
+
+def _write_json(path: Path, record: dict) -> None:
+    staged = path.with_name(path.name + ".tmp")
+    staged.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(staged, path)
+
+
+def _read_json(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except ValueError as error:
+        raise UsageError(f"{path} is not valid JSON ({error}): rewrite or delete it") from error
+    if not isinstance(record, dict):
+        raise UsageError(f"{path} holds a {type(record).__name__}, not an object")
+    return record
+
+
+class RunFile:
+    """A JSON file of a model directory, written whole and read back as the dataclass it was written from (keys
+    this code does not know, written by a later version, are left out)."""
+
+    FILE: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def write(self, model_dir: str | Path) -> Path:
+        path = Path(model_dir) / self.FILE
+        _write_json(path, self.as_dict())
+        return path
+
+    @classmethod
+    def read(cls, model_dir: str | Path):
+        """The file of ``model_dir`` as a ``cls``, or None if it has none (a model not trained by vanilla-train)."""
+        record = _read_json(Path(model_dir) / cls.FILE)
+        if record is None:
+            return None
+        known = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in record.items() if key in known})
+
+
+@dataclass
+class TrainingRecipe(RunFile):
+    """``training_recipe.json``: the data and decoding a model was trained and evaluated with, and the recipe as
+    the model card reports it (a human-readable description of each part)."""
+
+    source_lang: str = "en"
+    target_lang: str = "de"
+    max_source_length: int | None = None  # vanilla-translate warns about longer inputs
+    max_target_length: int | None = None
+    dataset: str = "multi30k"
+    num_beams: int = 4
+    length_penalty: float = 0.6
+    parameters: int | None = None
+    recipe: dict[str, object] = field(default_factory=dict)
+
+    FILE = RECIPE_FILE
+
+
+@dataclass
+class EvalResults(RunFile):
+    """``eval_results.json``: the metrics of each split (``validation``, ``test``: keys ``<split>_bleu``,
+    ``<split>_chrf``, ``<split>_signature``, ...), of training (``train``), and what the final evaluation chose."""
+
+    train: dict = field(default_factory=dict)
+    validation: dict | None = None
+    test: dict | None = None
+    length_penalty_search: dict[str, float] | None = None  # alpha -> validation BLEU (§6.1)
+    averaged_checkpoints: list[str] | None = None
+
+    def split(self, name: str) -> dict:
+        """The metrics of split ``name`` (validation or test), {} if it was not evaluated."""
+        return getattr(self, name) or {}
+
+    FILE = RESULTS_FILE
+
+    def as_dict(self) -> dict:
+        return {key: value for key, value in asdict(self).items() if value is not None}
