@@ -79,7 +79,7 @@ def test_links_lead_to_files(page):
 
 def runnable_blocks() -> list[tuple[str, str]]:
     """The Python blocks of the pages that need no Hub (those of docs/hub.md that load "my-name/..." are tested,
-    through the same calls, in tests/hub_card/test_hub.py against a local Hub)."""
+    through the same calls, in tests/test_hub_card/test_hub.py against a local Hub)."""
     return [(f"{page.name}[{i}]", code) for page in PAGES for i, code in enumerate(blocks(page, "python"))
             if "my-name/" not in code]  # fmt: skip
 

@@ -64,9 +64,10 @@ class Decoding:
         return replace(self, length_penalty=length_penalty)
 
     def search_kwargs(self) -> dict:
-        """What ``generate()`` (or ``Seq2SeqTrainer.predict``) takes for the search itself."""
-        return {"num_beams": self.num_beams, "length_penalty": self.length_penalty,
-                "early_stopping": self.early_stopping}  # fmt: skip
+        """What ``generate()`` (or ``Seq2SeqTrainer.predict``) takes for the search itself (early stopping only for
+        a beam search: transformers warns that greedy search ignores it)."""
+        search = {"num_beams": self.num_beams, "length_penalty": self.length_penalty}
+        return {**search, "early_stopping": self.early_stopping} if self.num_beams > 1 else search
 
     def max_new_tokens_for(self, input_length: int) -> int:
         """The most tokens to generate for a batch whose longest input has ``input_length`` tokens."""
@@ -83,7 +84,8 @@ class Decoding:
 
     def save_to(self, generation_config: GenerationConfig) -> None:
         """Make this the model's own decoding (what ``generate()`` does without arguments, saved with the model)."""
-        generation_config.update(**self.search_kwargs())
+        generation_config.update(num_beams=self.num_beams, length_penalty=self.length_penalty,
+                                 early_stopping=self.early_stopping)  # fmt: skip
 
     def ctranslate2_refusal(self) -> str | None:
         """Why CTranslate2 cannot search as this decoding does (None if it can): its beam search always stops as

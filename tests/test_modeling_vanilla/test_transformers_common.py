@@ -32,9 +32,9 @@ except RuntimeError as error:
 NOT_RUN = {
     "test_generation_tester_mixin_inheritance": "GenerationTesterMixin is not in the transformers sdist "
     "(tests/generation/ is missing), so there is nothing real to inherit; generate() is covered by "
-    "tests/modeling_vanilla/test_generation.py and the generation cases of tests/test_bad_inputs.py",
+    "tests/test_modeling_vanilla/test_generation.py and the generation cases of tests/test_bad_inputs.py",
     "test_torch_compile_for_training": "compiles a whole training step with inductor: minutes on a 2-core CPU; "
-    "tests/modeling_vanilla/test_model.py::test_compiled_forward_and_backward_equal_eager checks the same graph "
+    "tests/test_modeling_vanilla/test_model.py::test_compiled_forward_and_backward_equal_eager checks the same graph "
     "(aot_eager)",
 }
 

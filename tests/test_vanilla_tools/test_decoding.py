@@ -22,6 +22,7 @@ def test_greedy_search_has_no_length_penalty():
     assert Decoding.resolve(paper_config(), num_beams=1).length_penalty == 1.0
     assert Decoding.paper(1, 2.0) == Decoding(1, 1.0, False)
     assert Decoding.paper(4, 2.0).search_kwargs() == {"num_beams": 4, "length_penalty": 2.0, "early_stopping": True}
+    assert Decoding.paper(1, 2.0).search_kwargs() == {"num_beams": 1, "length_penalty": 1.0}  # generate() warns else
 
 
 def test_the_output_length_rule():
@@ -42,6 +43,8 @@ def test_save_to_makes_it_the_models_own():
     config = GenerationConfig()
     Decoding.paper(4, 1.5).save_to(config)
     assert Decoding.resolve(config) == Decoding(4, 1.5, True)
+    Decoding.paper(1, 1.5).save_to(config)
+    assert (config.num_beams, config.length_penalty, config.early_stopping) == (1, 1.0, False)
 
 
 def test_a_beam_count_below_one_is_named():
