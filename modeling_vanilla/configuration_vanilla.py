@@ -19,7 +19,12 @@ class VanillaTransformerConfig(PreTrainedConfig):
         vocab_size: size of the vocabulary shared by source and target (§3.4, §5.1).
         d_model: width of every sub-layer output and of the embeddings (§3.1).
         encoder_layers, decoder_layers: N, the number of identical layers in each stack (§3.1).
-        num_attention_heads: h, parallel attention heads; d_k = d_v = d_model / h (§3.2.2).
+        num_attention_heads: h, parallel attention heads (§3.2.2).
+        head_dim: d_k = d_v, the width of each head; None (the paper's choice): d_model / h (§3.2.2). Table 3's row
+            (B) varies d_k with h fixed, so W^Q, W^K, W^V map d_model to h * d_k and W^O maps it back.
+        attention_window: r of restricted self-attention (Table 1, "self-attention (restricted)"): an encoder position
+            i attends to the positions j with |i - j| <= r, a decoder position to j in [i - r, i]; encoder-decoder
+            attention stays full. None (the paper's models): full self-attention.
         ffn_dim: d_ff, inner width of the position-wise feed-forward network (§3.3).
         dropout: P_drop on each sub-layer output and on embeddings + positions (§5.4).
         attention_dropout: dropout on the attention probabilities (not in the paper; tensor2tensor has it).
@@ -55,6 +60,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
     encoder_layers: int = 6
     decoder_layers: int = 6
     num_attention_heads: int = 8
+    head_dim: int | None = None
+    attention_window: int | None = None
     ffn_dim: int = 2048
     dropout: float = 0.1
     attention_dropout: float = 0.0
@@ -118,9 +125,21 @@ class VanillaTransformerConfig(PreTrainedConfig):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
-        if self.d_model % self.num_attention_heads:
+        if self.head_dim is not None and (
+            not isinstance(self.head_dim, int) or isinstance(self.head_dim, bool) or self.head_dim <= 0
+        ):
+            raise ValueError(f"`head_dim` must be a positive integer or None (d_model / h), got {self.head_dim!r}")
+        if self.attention_window is not None and (
+            not isinstance(self.attention_window, int) or isinstance(self.attention_window, bool)
+            or self.attention_window < 0
+        ):  # fmt: skip
             raise ValueError(
-                f"`d_model` ({self.d_model}) must be divisible by `num_attention_heads` ({self.num_attention_heads})"
+                f"`attention_window` must be an integer >= 0 or None (full attention), got {self.attention_window!r}"
+            )
+        if self.head_dim is None and self.d_model % self.num_attention_heads:
+            raise ValueError(
+                f"`d_model` ({self.d_model}) must be divisible by `num_attention_heads` ({self.num_attention_heads}), "
+                "or set `head_dim`"
             )
         for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
             value = getattr(self, name)
@@ -144,6 +163,21 @@ class VanillaTransformerConfig(PreTrainedConfig):
         for name, value in self.special_token_ids().items():
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < self.vocab_size:
                 raise ValueError(f"`{name}` ({value!r}) must be an integer in [0, vocab_size={self.vocab_size})")
+
+    @property
+    def sliding_window(self) -> int | None:
+        """transformers' name for the decoder's window: its r + 1 visible positions, j in [i - r, i]. Its
+        sliding-window cache layers then keep the last r keys and values, and its masks are built for them."""
+        return None if self.attention_window is None else self.attention_window + 1
+
+    @sliding_window.setter
+    def sliding_window(self, window: int | None) -> None:
+        # transformers' tools (its common tests among them) set a window of W positions: r = W - 1
+        self.attention_window = None if window is None else window - 1
+
+    def attention_head_dim(self) -> int:
+        """d_k = d_v: ``head_dim``, or d_model / h when it is None."""
+        return self.head_dim or self.d_model // self.num_attention_heads
 
     @classmethod
     def base(cls, **overrides) -> "VanillaTransformerConfig":

@@ -147,6 +147,13 @@ def to_marian(model: VanillaTransformerForSeq2Seq) -> MarianMTModel:
     if not config.share_encoder_decoder_embeddings or not config.tie_word_embeddings:
         raise ValueError("to_marian needs one shared, tied embedding matrix (share_encoder_decoder_embeddings and "
                          "tie_word_embeddings)")  # fmt: skip
+    if config.attention_window is not None:
+        raise ValueError(f"`attention_window` {config.attention_window}: MarianMTModel has full self-attention only")
+    if config.attention_head_dim() * config.num_attention_heads != config.d_model:
+        raise ValueError(
+            f"`head_dim` {config.head_dim}: MarianMTModel's heads are d_model / h = "
+            f"{config.d_model / config.num_attention_heads:g} wide"
+        )
     marian = MarianMTModel(
         MarianConfig(
             vocab_size=config.vocab_size,

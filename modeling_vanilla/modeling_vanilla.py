@@ -11,6 +11,7 @@ refuses is in ``checks.py``. This file and those travel to the Hub next to the w
 they import only torch, transformers and each other.
 """
 
+import copy
 import math
 import os
 from collections.abc import Callable
@@ -23,7 +24,12 @@ from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.generation.utils import GenerateOutput
-from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.masking_utils import (
+    create_bidirectional_mask,
+    create_causal_mask,
+    create_sliding_window_causal_mask,
+    sliding_window_bidirectional_overlay,
+)
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -80,6 +86,7 @@ class EncoderLayer(GradientCheckpointingLayer):
             dropout=config.attention_dropout,
             layer_idx=layer_idx,
             config=config,
+            head_dim=config.head_dim,
         )
         self.self_attn_sublayer = SublayerConnection(config)
         self.ffn = PositionWiseFeedForward(config)
@@ -102,10 +109,13 @@ class DecoderLayer(GradientCheckpointingLayer):
         super().__init__()
         heads, dropout = config.num_attention_heads, config.attention_dropout
         self.self_attn = MultiHeadAttention(
-            config.d_model, heads, dropout=dropout, is_causal=True, layer_idx=layer_idx, config=config
-        )
+            config.d_model, heads, dropout=dropout, is_causal=True, layer_idx=layer_idx, config=config,
+            head_dim=config.head_dim,
+        )  # fmt: skip
         self.self_attn_sublayer = SublayerConnection(config)
-        self.cross_attn = MultiHeadAttention(config.d_model, heads, dropout=dropout, layer_idx=layer_idx, config=config)
+        self.cross_attn = MultiHeadAttention(
+            config.d_model, heads, dropout=dropout, layer_idx=layer_idx, config=config, head_dim=config.head_dim
+        )
         self.cross_attn_sublayer = SublayerConnection(config)
         self.ffn = PositionWiseFeedForward(config)
         self.ffn_sublayer = SublayerConnection(config)
@@ -187,9 +197,10 @@ class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,  head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V).
 
     When keys and values have the model's width, W^Q, W^K, W^V of all heads are stacked in one ``in_proj``
-    (3 d_model x d_model, as ``nn.MultiheadAttention``), so self-attention projects with one matrix product and
+    (3 h d_k x d_model, as ``nn.MultiheadAttention``), so self-attention projects with one matrix product and
     encoder-decoder attention projects keys and values with one. Keys/values of other widths (``kdim``, ``vdim``)
-    get their own ``q_proj``, ``k_proj``, ``v_proj``.
+    get their own ``q_proj``, ``k_proj``, ``v_proj``. d_k = d_v = d_model / h unless ``head_dim`` sets it (Table 3,
+    row B); W^O then maps h d_v back to d_model.
 
     The core attention is dispatched through transformers' attention interface: ``config._attn_implementation``
     picks "sdpa" (default), "eager" (the only one that returns weights), "flash_attention_2" or "flex_attention".
@@ -206,41 +217,46 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         layer_idx: int | None = None,
         config: VanillaTransformerConfig | None = None,
+        head_dim: int | None = None,
     ):
         super().__init__()
-        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
+        if embed_dim <= 0 or num_heads <= 0 or (head_dim is None and embed_dim % num_heads):
             raise ValueError(f"embed_dim ({embed_dim}) must be a positive multiple of num_heads ({num_heads})")
+        if head_dim is not None and head_dim <= 0:
+            raise ValueError(f"head_dim must be positive, got {head_dim}")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
-        self.head_dim = embed_dim // num_heads  # d_k = d_v = d_model / h
+        self.head_dim = head_dim or embed_dim // num_heads  # d_k = d_v (= d_model / h in the paper)
+        self.inner_dim = num_heads * self.head_dim  # h * d_v: the width of Concat(head_1, ..., head_h)
         self.scaling = self.head_dim**-0.5  # 1 / sqrt(d_k)
         self.dropout = dropout
         self.is_causal = is_causal  # read by the sdpa/flash interfaces
         self.layer_idx = layer_idx
         self.config = config
+        inner = self.inner_dim
         if self.kdim == embed_dim and self.vdim == embed_dim:
-            self.in_proj = nn.Linear(embed_dim, 3 * embed_dim, bias=bias)  # [W^Q; W^K; W^V]
+            self.in_proj = nn.Linear(embed_dim, 3 * inner, bias=bias)  # [W^Q; W^K; W^V]
         else:
             self.in_proj = None
-            self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-            self.k_proj = nn.Linear(self.kdim, embed_dim, bias=bias)
-            self.v_proj = nn.Linear(self.vdim, embed_dim, bias=bias)
-        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)  # W^O
+            self.q_proj = nn.Linear(embed_dim, inner, bias=bias)
+            self.k_proj = nn.Linear(self.kdim, inner, bias=bias)
+            self.v_proj = nn.Linear(self.vdim, inner, bias=bias)
+        self.out_proj = nn.Linear(inner, embed_dim, bias=bias)  # W^O
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, L, d) -> (B, h, L, d_k)
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, L, h*d_k) -> (B, h, L, d_k)
 
     def _project_query(self, query: torch.Tensor) -> torch.Tensor:
         if self.in_proj is None:
             return self.q_proj(query)
-        d = self.embed_dim
+        d = self.inner_dim
         return F.linear(query, self.in_proj.weight[:d], bias_rows(self.in_proj.bias, 0, d))
 
     def _project_key_value(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.in_proj is None:
             return self.k_proj(key), self.v_proj(value)
-        d, w, b = self.embed_dim, self.in_proj.weight, self.in_proj.bias
-        if value is key:  # encoder-decoder attention: K and V from one product, (B, Lk, 2d) -> 2 x (B, Lk, d)
+        d, w, b = self.inner_dim, self.in_proj.weight, self.in_proj.bias
+        if value is key:  # encoder-decoder attention: K and V from one product, (B, Lk, 2 h d_k) -> 2 x (B, Lk, h d_k)
             return F.linear(key, w[d:], bias_rows(b, d, 3 * d)).chunk(2, dim=-1)
         return F.linear(key, w[d : 2 * d], bias_rows(b, d, 2 * d)), F.linear(
             value, w[2 * d :], bias_rows(b, 2 * d, 3 * d)
@@ -311,7 +327,7 @@ class MultiHeadAttention(nn.Module):
             scaling=self.scaling,
             **kwargs,
         )  # (B, Lq, h, d_k)
-        concat = output.reshape(*query.shape[:-1], self.embed_dim)  # Concat(head_1..head_h): (B, Lq, h * d_k)
+        concat = output.reshape(*query.shape[:-1], self.inner_dim)  # Concat(head_1..head_h): (B, Lq, h * d_v)
         return self.out_proj(concat), weights  # Concat(...) W^O
 
 
@@ -324,9 +340,13 @@ class MultiHeadAttention(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 def encoder_self_attention_mask(config, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None):
     """ "Each position in the encoder can attend to all positions in the previous layer of the encoder", padding
-    excepted."""
-    return create_bidirectional_mask(config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
-                                     allow_is_bidirectional_skip=may_read_values(inputs_embeds))  # fmt: skip
+    excepted. Restricted (``attention_window`` r, Table 1): to the positions j with |i - j| <= r."""
+    window = config.attention_window
+    return create_bidirectional_mask(
+        config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+        and_mask_function=None if window is None else sliding_window_bidirectional_overlay(window),
+        allow_is_bidirectional_skip=may_read_values(inputs_embeds),
+    )  # fmt: skip
 
 
 def decoder_self_attention_mask(
@@ -334,9 +354,21 @@ def decoder_self_attention_mask(
 ):
     """ "We need to prevent leftward information flow in the decoder ... by masking out (setting to -inf) all values
     in the input of the softmax which correspond to illegal connections": each position sees itself and the ones
-    before it (cached ones included), padding excepted."""
-    return create_causal_mask(config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
-                              past_key_values=cache, allow_is_causal_skip=may_read_values(inputs_embeds))  # fmt: skip
+    before it (cached ones included), padding excepted. Restricted (``attention_window`` r): to j in [i - r, i],
+    transformers' sliding window of r + 1 (``config.sliding_window``), whose cache layers keep the last r."""
+    create = create_causal_mask if config.attention_window is None else create_sliding_window_causal_mask
+    return create(config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, past_key_values=cache,
+                  allow_is_causal_skip=may_read_values(inputs_embeds))  # fmt: skip
+
+
+def full_attention_config(config: VanillaTransformerConfig) -> VanillaTransformerConfig:
+    """``config`` without a self-attention window: what the encoder-decoder attention's cache is made from (it holds
+    the whole source however self-attention is restricted)."""
+    if config.attention_window is None:
+        return config
+    full = copy.copy(config)
+    full.attention_window = None
+    return full
 
 
 def encoder_decoder_attention_mask(
@@ -653,7 +685,9 @@ class VanillaTransformerDecoder(_Stack):
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs `encoder_hidden_states` (the encoder output)")
         if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+            past_key_values = EncoderDecoderCache(
+                DynamicCache(config=self.config), DynamicCache(config=full_attention_config(self.config))
+            )
         self_cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else None
         # cached tokens: a host integer for a dynamic cache; a tensor for a static one, whose size bounds positions
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -823,8 +857,25 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         lengths = (kwargs.get("max_length"), kwargs.get("max_new_tokens"), config.max_length, config.max_new_tokens)
         if source is not None and all(length is None for length in lengths):
             kwargs["max_new_tokens"] = source.shape[1] + EXTRA_OUTPUT_TOKENS
+        cache_implementation = kwargs.get("cache_implementation", config.cache_implementation)
+        if self.config.attention_window is not None and cache_implementation not in (None, "dynamic"):
+            raise ValueError(
+                f"cache_implementation={cache_implementation!r} with `attention_window` "
+                f"{self.config.attention_window}: restricted self-attention decodes with the dynamic cache (its "
+                "sliding-window layers keep the last r keys); leave cache_implementation unset"
+            )
         with values_checked():
             return super().generate(inputs, generation_config, **kwargs)
+
+    def _prepare_cache_for_generation(self, generation_config: GenerationConfig, model_kwargs: dict, *args, **kwargs):
+        """transformers' caches for generate(): the self-attention one has sliding-window layers when
+        ``attention_window`` is set (``config.sliding_window``), and so would the encoder-decoder one, made from the
+        same config; that one is remade full, since encoder-decoder attention sees the whole source."""
+        prepared = super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
+        cache = model_kwargs.get("past_key_values")
+        if self.config.attention_window is not None and isinstance(cache, EncoderDecoderCache):
+            cache.cross_attention_cache = DynamicCache(config=full_attention_config(self.config))
+        return prepared
 
     def resize_token_embeddings(self, new_num_tokens: int | None = None, *args, **kwargs) -> nn.Embedding:
         for name, token in self.config.special_token_ids().items():
