@@ -74,6 +74,11 @@ class RecipeArguments:
         },
     )
     translate_examples: int = field(default=5, metadata={"help": "test sentences to print translated at the end"})
+    final_splits: list[str] = field(
+        default_factory=lambda: ["validation", "test"],
+        metadata={"help": "the splits decoded and scored at the end (Table 3's rows: validation only, so that no "
+                          "choice ever reads the test set)"},
+    )  # fmt: skip
     average_last: int = field(
         default=0, metadata={"help": "evaluate the average of the last N complete checkpoints (§6.1: 5); 0: the last"}
     )

@@ -48,14 +48,18 @@ def spread_sample(dataset, count: int):
 
 def final_evaluation(
     trainer: Seq2SeqTrainer, data: datasets.DatasetDict, decoding: Decoding, candidates: list[float],
-    translate_examples: int = 5,
+    translate_examples: int = 5, splits: tuple[str, ...] = ("validation", "test"),
 ) -> dict:  # fmt: skip
     """§6.1 on the whole validation and test sets, searching as ``decoding`` says (the model's decoding): with
     length penalty ``candidates`` and a beam, alpha is chosen on validation first, then made the model's own (and
-    saved with it). Scored with sacreBLEU. Returns each split's metrics (and the alpha search)."""
+    saved with it). Scored with sacreBLEU. Returns each split's metrics (and the alpha search). ``splits``: those
+    evaluated (of validation and test)."""
+    unknown = set(splits) - {"validation", "test"}
+    if unknown:
+        raise UsageError(f"--final_splits {' '.join(splits)}: {sorted(unknown)} not among validation and test")
     results, tokenizer = {}, trainer.processing_class
     for split in ("validation", "test"):
-        if split not in data:
+        if split not in data or split not in splits:
             continue
         dataset = shortest_first(data[split])
         trainer.compute_metrics = BleuMetric(tokenizer, list(dataset["target"]))
