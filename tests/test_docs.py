@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import bench, data_scale, translate_memory
+from benchmarks import bench, data_scale, restricted_attention, translate_memory
 from hub_card import push
 from inference import attention, ct2, translate
-from training import average, plot_curve, results_index
+from training import average, plot_curve, results_index, table3
 from training.arguments import parse_args
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +24,8 @@ TOOLS = {  # console script or module -> its argument parser
     "vanilla-attention": attention.arguments, "vanilla-average-checkpoints": average.arguments,
     "vanilla-plot-curve": plot_curve.arguments, "vanilla-push": push.arguments, "vanilla-bench": bench.arguments,
     "benchmarks.data_scale": data_scale.arguments, "benchmarks.translate_memory": translate_memory.arguments,
-    "training.results_index": results_index.arguments,
+    "training.results_index": results_index.arguments, "training.table3": table3.arguments,
+    "benchmarks.restricted_attention": restricted_attention.arguments,
 }  # fmt: skip
 
 

@@ -192,6 +192,12 @@ def report(records: list[dict]) -> str:
         "base's noise band, the spread of its three seeds), *opposite*, or *within the noise*. Perplexity is per token",
         "of our 8k BPE (the paper's per wordpiece of its 37k), so only directions compare, not values.",
         "",
+        "```bash",
+        "python -m training.table3             # the rows not yet recorded (resumable)",
+        "python -m training.table3 --rows base-seed1 C-layers-6",
+        "python -m training.table3 --report    # this page, from the records",
+        "```",
+        "",
     ]
     if not records:
         return "\n".join([*lines, "No row is recorded yet.", ""])
