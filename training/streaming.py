@@ -52,9 +52,9 @@ REMEMBERED_WINDOWS = 4
 def streaming_pairs(args: DataArguments) -> datasets.IterableDataset:
     """The training pairs as an IterableDataset of {source, target, status} rows, from the source ``split_files``
     names."""
-    files = split_files(args)
     if args.dataset == "multi30k":
         raise UsageError("--streaming is for corpora too large to cache; the bundled Multi30k trains without it")
+    files = split_files(args)
     if files is not None:
         train = files["train"]
         return datasets.IterableDataset.from_generator(

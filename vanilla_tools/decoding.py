@@ -48,9 +48,7 @@ class Decoding:
         return cls(
             num_beams=num_beams or config.num_beams or 1,
             length_penalty=length_penalty,
-            early_stopping=bool(config.early_stopping)
-            if config.early_stopping in (None, False, True)
-            else config.early_stopping,  # True, False or "never"
+            early_stopping=False if config.early_stopping is None else config.early_stopping,  # or "never"
             max_new_tokens=config.max_new_tokens,
             max_length=config.max_length,
         )
