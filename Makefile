@@ -10,7 +10,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 	# torch first, pinned, so the CPU wheel satisfies the range and no multi-GB CUDA build is pulled
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[dev,ct2]"
+	$(BIN)/pip install -q -e ".[dev,ct2,ecosystem]"
 
 install: $(BIN)/python
 

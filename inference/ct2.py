@@ -86,18 +86,25 @@ class CTranslate2Engine:
             max_input_length=0,
             return_end_token=True,
             max_batch_size=-(-len(tokens) // self.workers),  # the batch split evenly over the workers
+            num_hypotheses=self.decoding.nbest or 1,
+            return_scores=self.decoding.nbest is not None,
         )
         eos = self.tokenizer.eos_token
         hypotheses = [result.hypotheses[0] for result in results]
-        return BatchTranslation(
-            texts=[
-                self.tokenizer.decode(self.tokenizer.convert_tokens_to_ids(h), skip_special_tokens=True).strip()
-                for h in hypotheses
-            ],
+        translation = BatchTranslation(
+            texts=[self._text(h) for h in hypotheses],
             unfinished=[not h or h[-1] != eos for h in hypotheses],
             source_lengths=[len(sentence) for sentence in ids],
             output_lengths=[len(h) for h in hypotheses],
         )
+        if self.decoding.nbest:
+            translation.nbest = [
+                [(self._text(h), score) for h, score in zip(r.hypotheses, r.scores, strict=True)] for r in results
+            ]
+        return translation
+
+    def _text(self, tokens: list[str]) -> str:
+        return self.tokenizer.decode(self.tokenizer.convert_tokens_to_ids(tokens), skip_special_tokens=True).strip()
 
 
 def arguments() -> argparse.ArgumentParser:

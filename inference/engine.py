@@ -2,7 +2,7 @@
 ``GenerateEngine`` is ``model.generate()``; ``ct2.CTranslate2Engine`` is CTranslate2; ``engines.create_engine``
 chooses between them."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -18,6 +18,7 @@ class BatchTranslation:
     unfinished: list[bool]  # stopped at the length limit without </s>
     source_lengths: list[int]  # tokens, </s> included
     output_lengths: list[int]  # tokens generated, up to and including </s> (no padding)
+    nbest: list[list[tuple[str, float]]] = field(default_factory=list)  # with Decoding.nbest: K (text, score) each
 
 
 class Engine(Protocol):
@@ -41,12 +42,30 @@ class GenerateEngine:
         kwargs = {**self.decoding.generate_kwargs(batch["input_ids"].shape[1]), **self.generate_kwargs}
         with torch.no_grad():
             generated = self.model.generate(**batch, **kwargs)
-        eos = torch.tensor(self.model.generation_config.eos_token_id, device=generated.device).reshape(-1)
-        ended = torch.isin(generated[:, 1:], eos)  # (B, T): where an end token was generated
+        sequences = generated.sequences if self.decoding.nbest else generated  # (B * K, T), best first
+        eos = torch.tensor(self.model.generation_config.eos_token_id, device=sequences.device).reshape(-1)
+        ended = torch.isin(sequences[:, 1:], eos)  # (B * K, T - 1): where an end token was generated
         first_end = torch.where(ended.any(dim=1), ended.int().argmax(dim=1) + 1, ended.shape[1])
-        return BatchTranslation(
-            texts=[text.strip() for text in self.tokenizer.batch_decode(generated, skip_special_tokens=True)],
-            unfinished=(~ended.any(dim=1)).tolist(),
+        texts = [text.strip() for text in self.tokenizer.batch_decode(sequences, skip_special_tokens=True)]
+        k = self.decoding.nbest or 1
+        translation = BatchTranslation(
+            texts=texts[::k],
+            unfinished=(~ended.any(dim=1)).tolist()[::k],
             source_lengths=batch["attention_mask"].sum(dim=1).tolist(),
-            output_lengths=first_end.tolist(),
+            output_lengths=first_end.tolist()[::k],
         )
+        if self.decoding.nbest:
+            scores = self._scores(generated, first_end).tolist()
+            pairs = list(zip(texts, scores, strict=True))
+            translation.nbest = [pairs[i : i + k] for i in range(0, len(pairs), k)]
+        return translation
+
+    def _scores(self, generated, lengths: torch.Tensor) -> torch.Tensor:
+        """(B * K,) each output's log-probability / length^alpha (its tokens up to ``lengths``, the end token
+        included): beam search's own ranking score; greedy search (alpha 1: the mean per token) keeps none, so it is
+        summed from the transition scores. CTranslate2 scores both searches the same way."""
+        if getattr(generated, "sequences_scores", None) is not None:  # beam search's output type only
+            return generated.sequences_scores
+        steps = self.model.compute_transition_scores(generated.sequences, generated.scores, normalize_logits=True)
+        counted = torch.arange(steps.shape[1], device=steps.device)[None, :] < lengths[:, None]  # (B, T - 1)
+        return steps.masked_fill(~counted, 0.0).sum(dim=1) / lengths.to(steps.dtype) ** self.decoding.length_penalty

@@ -1,7 +1,10 @@
 """`vanilla-translate --model DIR [FILE]`: translate a file (plain or .gz) or stdin, one sentence a line.
 
 The input is read and translated in chunks, so memory stays flat however long the file is; the output has exactly
-one line per input line, in order (an empty line stays empty). ``--references`` also prints sacreBLEU and chrF.
+one line per input line, in order (an empty line stays empty). ``--references`` also prints sacreBLEU and chrF (of
+the best translations). ``--nbest K`` writes the K best of the beam for each line, best first, in Moses' n-best format
+``LINE ||| TRANSLATION ||| SCORE`` (LINE from 0; SCORE: log-probability / length^alpha, what the beam ranks by; an
+empty input line gets one empty translation scored 0).
 """
 
 import argparse
@@ -63,14 +66,18 @@ def read_lines(path: str) -> Iterator[str]:
             raise UsageError(f"{path} is not UTF-8 text ({error})") from error
 
 
+NBest = list[tuple[str, float]]  # (translation, score), best first
+
+
 def translate_stream(
     engine: Engine,
     lines: Iterable[str],
     batch_size: int = 64,
     report: LengthReport | None = None,
     max_source_tokens: int | None = None,
-) -> Iterator[str]:
-    """Yield the translation of each line, in order, reading ``CHUNK_BATCHES * batch_size`` lines at a time.
+) -> Iterator[str | NBest]:
+    """Yield the translation of each line (its n-best list if ``engine.decoding.nbest`` asks for one), in order,
+    reading ``CHUNK_BATCHES * batch_size`` lines at a time.
 
     Within a chunk, lines are sorted by length so each batch has little padding. Empty (or blank) lines give empty
     translations without reaching the ``engine`` (``GenerateEngine``, or CTranslate2's). ``report`` collects suspect
@@ -79,17 +86,17 @@ def translate_stream(
     lines = iter(lines)
     first = 1
     while chunk := list(itertools.islice(lines, CHUNK_BATCHES * batch_size)):
-        outputs = [""] * len(chunk)
+        outputs: list[str | NBest] = [[("", 0.0)] if engine.decoding.nbest else ""] * len(chunk)
         filled = [i for i, line in enumerate(chunk) if line.strip()]
         filled.sort(key=lambda i: len(chunk[i]), reverse=True)
         long, cut = [], []
         for start in range(0, len(filled), batch_size):
             indices = filled[start : start + batch_size]
             done = engine([chunk[i] for i in indices])
-            for i, text, unfinished, length in zip(
-                indices, done.texts, done.unfinished, done.source_lengths, strict=True
+            for j, (i, unfinished, length) in enumerate(
+                zip(indices, done.unfinished, done.source_lengths, strict=True)
             ):
-                outputs[i] = text
+                outputs[i] = done.nbest[j] if engine.decoding.nbest else done.texts[j]
                 cut += [first + i] if unfinished else []
                 long += [first + i] if max_source_tokens and length > max_source_tokens else []
         report.cut_at_limit += sorted(cut)
@@ -115,12 +122,17 @@ def trained_source_limit(model_dir: str) -> int | None:
     return recipe.max_source_length if recipe else None
 
 
-def recorded(lines: Iterable[str], record: list[str] | None) -> Iterator[str]:
-    """Pass ``lines`` through, appending each to ``record`` if one is given."""
-    for line in lines:
+def recorded(lines: Iterable[str | NBest], record: list[str] | None) -> Iterator[str]:
+    """Output lines: a translation each, or an n-best list's ``LINE ||| TRANSLATION ||| SCORE`` lines; the (best)
+    translation of each appended to ``record`` if one is given."""
+    for number, line in enumerate(lines):
+        best = line if isinstance(line, str) else line[0][0]
         if record is not None:
-            record.append(line)
-        yield line
+            record.append(best)
+        if isinstance(line, str):
+            yield line
+        else:
+            yield from (f"{number} ||| {text} ||| {score:.4f}" for text, score in line)
 
 
 def write_lines(lines: Iterable[str], output: str) -> None:
@@ -145,6 +157,13 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--references", help="reference file (or .gz): also print sacreBLEU and chrF")
     parser.add_argument("--num_beams", type=positive_int, default=None, help="default: the model's (4)")
     parser.add_argument("--length_penalty", type=float, default=None)
+    parser.add_argument(
+        "--nbest",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="write the K best translations of each line with their scores (K <= beams)",
+    )
     parser.add_argument("--batch_size", type=positive_int, default=64)
     parser.add_argument("--engine", choices=ENGINES, default="auto",
                         help="generate: the model's generate(); ctranslate2: its CTranslate2 export (needs the ct2 "
@@ -164,7 +183,7 @@ def run(argv: list[str] | None = None) -> None:
     references = list(read_lines(args.references)) if args.references else None
     tokenizer = load_tokenizer(args.model, args.trust_remote_code)
     model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
-    decoding = Decoding.resolve(model.generation_config, args.num_beams, args.length_penalty)
+    decoding = Decoding.resolve(model.generation_config, args.num_beams, args.length_penalty, args.nbest)
     engine = create_engine(args.engine, args.model, model, tokenizer, decoding, args.quantization)
     report = LengthReport()
     limit = trained_source_limit(args.model)

@@ -246,21 +246,28 @@ class MultiHeadAttention(nn.Module):
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)  # (B, L, h*d_k) -> (B, h, L, d_k)
 
+    def _in_proj_rows(self, x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        """x [W^Q; W^K; W^V][start:stop]^T + b[start:stop]: (B, L, d_model) -> (B, L, stop - start).
+
+        Only a plain ``nn.Linear`` is sliced to its rows. A module wrapping ``in_proj`` (a PEFT adapter, a quantized
+        layer) adds its own terms in its forward, which slicing its base weight would skip (LoRA's delta was lost in
+        encoder-decoder attention that way), so it is called whole and its output sliced."""
+        if type(self.in_proj) is nn.Linear:
+            return F.linear(x, self.in_proj.weight[start:stop], bias_rows(self.in_proj.bias, start, stop))
+        return self.in_proj(x)[..., start:stop]
+
     def _project_query(self, query: torch.Tensor) -> torch.Tensor:
         if self.in_proj is None:
             return self.q_proj(query)
-        d = self.inner_dim
-        return F.linear(query, self.in_proj.weight[:d], bias_rows(self.in_proj.bias, 0, d))
+        return self._in_proj_rows(query, 0, self.inner_dim)
 
     def _project_key_value(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if self.in_proj is None:
             return self.k_proj(key), self.v_proj(value)
-        d, w, b = self.inner_dim, self.in_proj.weight, self.in_proj.bias
+        d = self.inner_dim
         if value is key:  # encoder-decoder attention: K and V from one product, (B, Lk, 2 h d_k) -> 2 x (B, Lk, h d_k)
-            return F.linear(key, w[d:], bias_rows(b, d, 3 * d)).chunk(2, dim=-1)
-        return F.linear(key, w[d : 2 * d], bias_rows(b, d, 2 * d)), F.linear(
-            value, w[2 * d :], bias_rows(b, 2 * d, 3 * d)
-        )
+            return self._in_proj_rows(key, d, 3 * d).chunk(2, dim=-1)
+        return self._in_proj_rows(key, d, 2 * d), self._in_proj_rows(value, 2 * d, 3 * d)
 
     def forward(
         self,

@@ -22,6 +22,9 @@ class Decoding:
 
     The output length: at most ``max_new_tokens`` new tokens, or ``max_length`` tokens in all, where the generation
     config sets one; else §6.1's input length + 50 (``EXTRA_OUTPUT_TOKENS``), the input being a batch's longest.
+
+    ``nbest``: None returns the best translation alone; K returns the K best of the beam, each with its score, the
+    one beam search ranks by: log-probability / length^alpha (greedy: alpha 1, the mean log-probability a token).
     """
 
     num_beams: int = 1
@@ -29,19 +32,26 @@ class Decoding:
     early_stopping: bool | str = False
     max_new_tokens: int | None = None
     max_length: int | None = None
+    nbest: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.num_beams, int) or self.num_beams < 1:
             raise UsageError(f"num_beams must be an integer >= 1, got {self.num_beams!r}")
+        if self.nbest is not None and not 1 <= self.nbest <= self.num_beams:
+            raise UsageError(f"an n-best list of {self.nbest} needs 1 <= n <= num_beams ({self.num_beams})")
         if self.num_beams == 1:  # greedy search has no finished hypotheses to compare: alpha means nothing there
             object.__setattr__(self, "length_penalty", 1.0)
 
     @classmethod
     def resolve(
-        cls, generation_config: GenerationConfig, num_beams: int | None = None, length_penalty: float | None = None
+        cls,
+        generation_config: GenerationConfig,
+        num_beams: int | None = None,
+        length_penalty: float | None = None,
+        nbest: int | None = None,
     ) -> "Decoding":
-        """The model's decoding (its generation config), with a command's ``num_beams`` / ``length_penalty`` where
-        given (None: the config's; a length penalty of 0 is a choice, not "unset")."""
+        """The model's decoding (its generation config), with a command's ``num_beams`` / ``length_penalty`` /
+        ``nbest`` where given (None: the config's; a length penalty of 0 is a choice, not "unset")."""
         config = generation_config
         if length_penalty is None:
             length_penalty = 1.0 if config.length_penalty is None else config.length_penalty  # transformers' default
@@ -51,6 +61,7 @@ class Decoding:
             early_stopping=False if config.early_stopping is None else config.early_stopping,  # or "never"
             max_new_tokens=config.max_new_tokens,
             max_length=config.max_length,
+            nbest=nbest,
         )
 
     @classmethod
@@ -63,9 +74,13 @@ class Decoding:
 
     def search_kwargs(self) -> dict:
         """What ``generate()`` (or ``Seq2SeqTrainer.predict``) takes for the search itself (early stopping only for
-        a beam search: transformers warns that greedy search ignores it)."""
+        a beam search: transformers warns that greedy search ignores it; an n-best list asks for the scores)."""
         search = {"num_beams": self.num_beams, "length_penalty": self.length_penalty}
-        return {**search, "early_stopping": self.early_stopping} if self.num_beams > 1 else search
+        if self.num_beams > 1:
+            search["early_stopping"] = self.early_stopping
+        if self.nbest is not None:
+            search.update(num_return_sequences=self.nbest, output_scores=True, return_dict_in_generate=True)
+        return search
 
     def max_new_tokens_for(self, input_length: int) -> int:
         """The most tokens to generate for a batch whose longest input has ``input_length`` tokens."""

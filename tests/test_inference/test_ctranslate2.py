@@ -211,3 +211,21 @@ def test_without_ctranslate2_the_extra_is_named(monkeypatch, tokenizer, tmp_path
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if not installed
     with pytest.raises(ImportError, match=r'CTranslate2 is not installed: pip install -e "\.\[ct2\]"'):
         export_ctranslate2(saved_model(tmp_path / "model", tokenizer), tmp_path / "ct2")
+
+
+@pytest.mark.parametrize("num_beams, nbest", [(4, 3), (1, 1)])
+def test_nbest_lists_and_scores_agree_with_generate(tokenizer, tmp_path, num_beams, nbest):
+    """The K best of the beam, best first, with the score the search ranked by (log-probability / length^alpha;
+    greedy: alpha 1, the mean a token): generate()'s sequences_scores (or its transition scores) and CTranslate2's."""
+    folder = saved_model(tmp_path / "model", tokenizer)
+    model = VanillaTransformerForSeq2Seq.from_pretrained(folder).eval()
+    decoding = Decoding.resolve(model.generation_config, num_beams=num_beams, nbest=nbest)
+    ours = GenerateEngine(model, tokenizer, decoding)(SOURCES)
+    theirs = CTranslate2Engine(cached_export(folder, "float32"), tokenizer, decoding)(SOURCES)
+    assert [len(n) for n in ours.nbest] == [nbest] * len(SOURCES)
+    assert [[text for text, _ in n] for n in ours.nbest] == [[text for text, _ in n] for n in theirs.nbest]
+    assert ours.texts == [n[0][0] for n in ours.nbest] == theirs.texts
+    for mine, other in zip(ours.nbest, theirs.nbest, strict=True):
+        scores = [score for _, score in mine]
+        assert scores == sorted(scores, reverse=True) and all(s < 0 for s in scores)
+        assert scores == pytest.approx([score for _, score in other], abs=1e-4)

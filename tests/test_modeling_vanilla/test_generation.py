@@ -214,3 +214,77 @@ def test_no_repeat_ngram_size_and_max_new_tokens():
     for row in out.tolist():
         bigrams = list(zip(row[1:], row[2:], strict=False))
         assert len(bigrams) == len(set(bigrams))
+
+
+# generate() as users call it (docs/ecosystem.md#generate): each of transformers' documented tools once.
+
+
+def test_text_iterator_streamer_yields_the_generated_text(tokenizer):
+    from threading import Thread
+
+    from transformers import TextIteratorStreamer
+
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    model = sharpened_model(vocab_size=len(tokenizer), pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad)
+    batch = tokenizer(["Two dogs run through the snow."], return_tensors="pt")
+    kwargs = dict(num_beams=1, max_new_tokens=12, min_new_tokens=12)
+    expected = tokenizer.decode(model.generate(**batch, **kwargs)[0], skip_special_tokens=True)
+    streamer = TextIteratorStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True, timeout=60)
+    thread = Thread(target=model.generate, kwargs={**batch, **kwargs, "streamer": streamer})
+    thread.start()
+    pieces = list(streamer)
+    thread.join()
+    assert len(pieces) > 1 and "".join(pieces) == expected and expected.strip()
+
+
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_compute_transition_scores_rebuilds_the_sequence_scores(copy_model, num_beams):
+    """transformers' documented recipe: the per-token scores summed (and, for beams, divided by length^alpha) are
+    the search's own scores; greedy's are the log-probabilities of the tokens it chose."""
+    src, mask, _ = copy_task_batch(torch.Generator().manual_seed(7), batch=4)
+    out = copy_model.generate(src, attention_mask=mask, num_beams=num_beams, num_return_sequences=num_beams,
+                              length_penalty=0.6, max_new_tokens=12, return_dict_in_generate=True,
+                              output_scores=True)  # fmt: skip
+    steps = copy_model.compute_transition_scores(out.sequences, out.scores, out.get("beam_indices"),
+                                                 normalize_logits=num_beams == 1)  # fmt: skip
+    assert steps.shape == (4 * num_beams, out.sequences.shape[1] - 1)
+    if num_beams == 1:
+        log_probs = torch.stack(out.scores, dim=1).log_softmax(-1)  # (B, T - 1, V)
+        chosen = log_probs.gather(-1, out.sequences[:, 1:, None]).squeeze(-1)
+        torch.testing.assert_close(steps, chosen)
+        return
+    lengths = (steps < 0).sum(dim=1)  # the documented way: padding scores 0
+    torch.testing.assert_close(steps.sum(dim=1) / lengths**0.6, out.sequences_scores)
+
+
+def test_assisted_decoding_with_a_smaller_model_gives_the_same_tokens(copy_model):
+    """Greedy assisted decoding (a 1-layer draft of the same vocabulary proposes tokens, the model verifies them)
+    returns exactly the model's own greedy output."""
+    src, mask, _ = copy_task_batch(torch.Generator().manual_seed(8), batch=3)
+    draft = tiny_model(seed=1, encoder_layers=1, decoder_layers=1, d_model=16, ffn_dim=32, num_attention_heads=2)
+    for row in range(3):
+        ids, row_mask = src[row : row + 1], mask[row : row + 1]
+        alone = copy_model.generate(ids, attention_mask=row_mask, num_beams=1, max_new_tokens=10)
+        assisted = copy_model.generate(ids, attention_mask=row_mask, num_beams=1, max_new_tokens=10,
+                                       assistant_model=draft)  # fmt: skip
+        assert torch.equal(assisted, alone)
+
+
+def test_bad_words_ids_and_a_custom_logits_processor(copy_model):
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    src, mask, _ = copy_task_batch(torch.Generator().manual_seed(9), batch=6)
+    kwargs = dict(attention_mask=mask, num_beams=4, max_new_tokens=10)
+    banned = src[0, 0].item()  # the copy model would write it
+    assert banned in copy_model.generate(src, **kwargs)[0].tolist()
+    assert banned not in copy_model.generate(src, bad_words_ids=[[banned]], **kwargs).flatten().tolist()
+
+    class EvenTokensOnly(LogitsProcessor):
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+            odd = torch.arange(scores.shape[-1], device=scores.device) % 2 == 1
+            return scores.masked_fill(odd & (torch.arange(scores.shape[-1]) != EOS), float("-inf"))
+
+    out = copy_model.generate(src, logits_processor=LogitsProcessorList([EvenTokensOnly()]), **kwargs)
+    generated = set(out[:, 1:].flatten().tolist())
+    assert generated and all(t % 2 == 0 or t == EOS for t in generated)
+    assert any(t % 2 == 1 for t in src.flatten().tolist() if t > 2)  # the processor changed what it would copy
