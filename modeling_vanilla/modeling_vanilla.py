@@ -7,8 +7,9 @@ softmax, §3.5 positional encoding; then the transformers classes that assemble 
 paper to the code.
 
 What runs beyond the paper to be fast is in ``speedups.py`` (each piece computes the same function), what the model
-refuses is in ``checks.py``. This file and those travel to the Hub next to the weights (``trust_remote_code``):
-they import only torch, transformers and each other.
+refuses is in ``checks.py``, the translation pipeline transformers 5 removed in ``pipeline_vanilla.py``. This file
+and those travel to the Hub next to the weights (``trust_remote_code``): they import only torch, transformers and
+each other.
 """
 
 import copy
@@ -54,6 +55,7 @@ from .checks import (
     values_checked,
 )
 from .configuration_vanilla import VanillaTransformerConfig
+from .pipeline_vanilla import CUSTOM_PIPELINES
 from .speedups import LinearCrossEntropy, math_attention_is_faster, residual_dropout
 
 
@@ -525,15 +527,17 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         check_loaded_weights(loaded[0] if isinstance(loaded, tuple) else loaded, name)  # (model, info) on request
         return loaded
 
-    def save_pretrained(self, *args, **kwargs):
-        # A remote-code checkpoint names both classes, so AutoModel and AutoModelForSeq2SeqLM can each load it.
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        # A remote-code checkpoint names both classes, so AutoModel and AutoModelForSeq2SeqLM can each load it, and
+        # the translation pipeline transformers 5 removed (pipeline_vanilla.py, written beside the model's code).
         module = __name__.rsplit(".", 1)[-1]
         auto_map = {
             "AutoModel": f"{module}.VanillaTransformerModel",
             "AutoModelForSeq2SeqLM": f"{module}.VanillaTransformerForSeq2Seq",
         }
         self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **auto_map}
-        return super().save_pretrained(*args, **kwargs)
+        self.config.custom_pipelines = {**(getattr(self.config, "custom_pipelines", None) or {}), **CUSTOM_PIPELINES}
+        return super().save_pretrained(save_directory, *args, **kwargs)
 
     def mark_tied_weights_as_initialized(self, loading_info) -> None:
         """For remote-code models transformers drops from ``missing_keys`` every weight flagged as initialised, and it

@@ -35,6 +35,7 @@ def test_save_and_load_give_the_same_logits(tmp_path):
         "generation_config.json",
         "model.safetensors",
         "modeling_vanilla.py",
+        "pipeline_vanilla.py",  # the translation pipeline (config.json's custom_pipelines)
         "speedups.py",
     ]
     loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
