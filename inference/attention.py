@@ -4,6 +4,10 @@ Attention weights act as a salience map: for each generated target token (one ro
 (one column) contributed in encoder-decoder attention; and for each source token, which source tokens it read in
 encoder self-attention. The translation is generated first (beam search), then one teacher-forced pass with eager
 attention returns every layer's and head's weights. Needs matplotlib (``pip install "vanilla-transformer[plot]"``).
+
+``--html FILE`` writes bertviz's interactive view instead (``--view head`` or ``model``: its ``head_view`` /
+``model_view`` in encoder-decoder mode, every layer and head of the encoder, decoder and encoder-decoder attention;
+``pip install bertviz``).
 """
 
 import argparse
@@ -24,6 +28,8 @@ class AttentionMaps:
     translation: str
     cross: torch.Tensor  # (layers, heads, target, source)
     encoder: torch.Tensor  # (layers, heads, source, source)
+    decoder: torch.Tensor  # (layers, heads, target, target)
+    decoder_input_tokens: list[str]  # what the decoder read at each target position: start token, then target[:-1]
 
 
 def attention_maps(model, tokenizer, sentence: str, num_beams: int = 4) -> AttentionMaps:
@@ -46,7 +52,24 @@ def attention_maps(model, tokenizer, sentence: str, num_beams: int = 4) -> Atten
         translation=tokenizer.decode(target_ids, skip_special_tokens=True).strip(),
         cross=torch.stack(out.cross_attentions)[:, 0].float(),
         encoder=torch.stack(out.encoder_attentions)[:, 0].float(),
+        decoder=torch.stack(out.decoder_attentions)[:, 0].float(),
+        decoder_input_tokens=tokenizer.convert_ids_to_tokens(generated[0, :-1].tolist()),
     )
+
+
+def bertviz_html(maps: AttentionMaps, view: str = "head") -> str:
+    """bertviz's ``head_view`` or ``model_view`` of every layer and head, in its encoder-decoder mode (the decoder
+    labelled by its inputs, as bertviz's own encoder-decoder example does), as a standalone HTML page."""
+    import bertviz
+
+    def per_layer(weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(layer[None] for layer in weights)  # (layers, heads, q, k) -> layers x (1, heads, q, k)
+
+    show = {"head": bertviz.head_view, "model": bertviz.model_view}[view]
+    html = show(encoder_attention=per_layer(maps.encoder), decoder_attention=per_layer(maps.decoder),
+                cross_attention=per_layer(maps.cross), encoder_tokens=maps.source_tokens,
+                decoder_tokens=maps.decoder_input_tokens, html_action="return")  # fmt: skip
+    return "<html><head><meta charset='utf-8'></head><body>" + html.data + "</body></html>"
 
 
 def plot_attention(maps: AttentionMaps, path: str | Path, layer: int | None = None, head: int | None = None) -> Path:
@@ -94,6 +117,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--layer", type=int, default=None, help="one layer (0-based); default: mean over layers")
     parser.add_argument("--head", type=int, default=None, help="one head (0-based); default: mean over heads")
     parser.add_argument("--num_beams", type=positive_int, default=4)
+    parser.add_argument("--html", help="write bertviz's interactive view to this HTML file instead of a PNG")
+    parser.add_argument("--view", choices=("head", "model"), default="head", help="bertviz's head_view or model_view")
     return parser
 
 
@@ -108,7 +133,11 @@ def run(argv: list[str] | None = None) -> None:
         if value is not None and not 0 <= value < limit:
             raise UsageError(f"{name} {value} is out of range: the model has {limit}")
     maps = attention_maps(model, tokenizer, args.sentence, args.num_beams)
-    out = plot_attention(maps, args.output, args.layer, args.head)
+    if args.html:
+        out = Path(args.html)
+        out.write_text(bertviz_html(maps, args.view), encoding="utf-8")
+    else:
+        out = plot_attention(maps, args.output, args.layer, args.head)
     print(f"{args.sentence} -> {maps.translation}\nwrote {out}")
 
 

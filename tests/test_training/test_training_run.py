@@ -4,6 +4,7 @@ import json
 import logging
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -188,3 +189,30 @@ def test_learning_curve_plot(trained_run, tmp_path):
 
     png = plot_curve(trained_run["summary"] / "learning_curve.csv", tmp_path / "curve.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+@pytest.mark.parametrize("view", ["head", "model"])
+def test_bertviz_views_of_every_attention(trained_run, tmp_path, view):
+    """vanilla-attention --html: bertviz's encoder-decoder view with encoder, decoder and cross attention of every
+    layer and head, the weights the model returns with output_attentions=True."""
+    pytest.importorskip("bertviz")
+    script = Path(sys.executable).parent / "vanilla-attention"
+    html = tmp_path / f"{view}.html"
+    done = subprocess.run([str(script), "--model", str(trained_run["output"]), "A dog runs in the park.",
+                           "--num_beams", "2", "--html", str(html), "--view", view],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    page = html.read_text(encoding="utf-8")
+    params = json.JSONDecoder().raw_decode(page, page.index('{"attention": '))[0]  # the data bertviz draws
+    from inference.attention import attention_maps
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(trained_run["output"])
+    maps = attention_maps(model, AutoTokenizer.from_pretrained(trained_run["output"]), "A dog runs in the park.", 2)
+    views = {entry["name"]: entry for entry in params["attention"]}
+    assert set(views) == {"Encoder", "Decoder", "Cross"}
+    for name, weights in (("Encoder", maps.encoder), ("Decoder", maps.decoder), ("Cross", maps.cross)):
+        attn = torch.tensor(views[name]["attn"])  # (layers, heads, queries, keys)
+        assert attn.shape == weights.shape == (1, 2) + weights.shape[2:]
+        torch.testing.assert_close(attn, weights, rtol=0, atol=1e-6)
+    shown = [token.replace("\u2581", " ") for token in maps.source_tokens]  # bertviz prettifies SentencePiece's ▁
+    assert views["Cross"]["left_text"] == maps.decoder_input_tokens and views["Cross"]["right_text"] == shown
