@@ -72,14 +72,11 @@ def bertviz_html(maps: AttentionMaps, view: str = "head") -> str:
     return "<html><head><meta charset='utf-8'></head><body>" + html.data + "</body></html>"
 
 
-def plot_attention(maps: AttentionMaps, path: str | Path, layer: int | None = None, head: int | None = None) -> Path:
-    """PNG: cross-attention (target rows x source columns) beside encoder self-attention (source x source).
-
-    ``layer``/``head`` pick one map; None averages over layers and/or heads."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def attention_figure(maps: AttentionMaps, layer: int | None = None, head: int | None = None):
+    """A matplotlib Figure: cross-attention (target rows x source columns) beside encoder self-attention (source x
+    source). ``layer``/``head`` pick one map; None averages over layers and/or heads. Made without pyplot, so a
+    long-running page that draws many does not accumulate them."""
+    from matplotlib.figure import Figure
 
     def select(weights: torch.Tensor) -> torch.Tensor:
         weights = weights[layer : layer + 1] if layer is not None else weights
@@ -89,7 +86,8 @@ def plot_attention(maps: AttentionMaps, path: str | Path, layer: int | None = No
     where = f"layer {layer if layer is not None else 'mean'}, head {head if head is not None else 'mean'}"
     source = [t.replace("\u2581", "_") for t in maps.source_tokens]
     target = [t.replace("\u2581", "_") for t in maps.target_tokens]
-    fig, axes = plt.subplots(1, 2, figsize=(4 + 0.45 * 2 * len(source), 2.5 + 0.35 * max(len(target), len(source))))
+    fig = Figure(figsize=(4 + 0.45 * 2 * len(source), 2.5 + 0.35 * max(len(target), len(source))))
+    axes = fig.subplots(1, 2)
     for ax, weights, rows, title in (
         (axes[0], select(maps.cross), target, f"encoder-decoder attention ({where})"),
         (axes[1], select(maps.encoder), source, f"encoder self-attention ({where})"),
@@ -103,10 +101,24 @@ def plot_attention(maps: AttentionMaps, path: str | Path, layer: int | None = No
         f"{' '.join(maps.source_tokens).replace(chr(0x2581), '')[:80]}  ->  {maps.translation[:80]}", fontsize=9
     )
     fig.tight_layout()
+    return fig
+
+
+def plot_attention(maps: AttentionMaps, path: str | Path, layer: int | None = None, head: int | None = None) -> Path:
+    """``attention_figure`` as a PNG file."""
     path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    attention_figure(maps, layer, head).savefig(path, dpi=110)
     return path
+
+
+def check_layer_and_head(config, layer: int | None, head: int | None) -> None:
+    """Refuse a --layer or --head (0-based) the model does not have, naming the flag."""
+    for name, value, limit in (
+        ("layer", layer, min(config.encoder_layers, config.decoder_layers)),
+        ("head", head, config.num_attention_heads),
+    ):
+        if value is not None and not 0 <= value < limit:
+            raise UsageError(f"--{name} {value} is out of range: the model has {limit}")
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -126,12 +138,7 @@ def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     model = AutoModelForSeq2SeqLM.from_pretrained(args.model)
     tokenizer = load_tokenizer(args.model)
-    for name, value, limit in (
-        ("--layer", args.layer, min(model.config.encoder_layers, model.config.decoder_layers)),
-        ("--head", args.head, model.config.num_attention_heads),
-    ):
-        if value is not None and not 0 <= value < limit:
-            raise UsageError(f"{name} {value} is out of range: the model has {limit}")
+    check_layer_and_head(model.config, args.layer, args.head)
     maps = attention_maps(model, tokenizer, args.sentence, args.num_beams)
     if args.html:
         out = Path(args.html)

@@ -61,3 +61,15 @@ def train_copy_model(steps: int = 300) -> VanillaTransformerForSeq2Seq:
         optimizer.step()
         optimizer.zero_grad()
     return model.eval()
+
+
+def saved_model_with_tokenizer(folder, tokenizer, seed: int = 0):
+    """A tiny random model over ``tokenizer``'s vocabulary, its embeddings scaled x4 so its logits are peaked (beams
+    differ and end), saved with the tokenizer as vanilla-train saves a model: the folder."""
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    model = tiny_model(seed, vocab_size=len(tokenizer), pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad)
+    with torch.no_grad():
+        model.model.shared.weight.mul_(4.0)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -4,8 +4,7 @@ every model (MarianMTModel included, shown below); a checkpoint saved by this pa
 import json
 
 import pytest
-import torch
-from helpers import tiny_model
+from helpers import saved_model_with_tokenizer, tiny_model
 from transformers import pipeline
 
 from modeling_vanilla import to_marian
@@ -15,15 +14,7 @@ SENTENCES = ["Two dogs run through the snow.", "A man.", "A woman in a red coat 
 
 @pytest.fixture(scope="module")
 def model_dir(tokenizer, tmp_path_factory):
-    """A tiny random model (logits sharpened, so beams differ) saved with its tokenizer, as vanilla-train saves."""
-    folder = tmp_path_factory.mktemp("pipeline")
-    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    model = tiny_model(vocab_size=len(tokenizer), pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad)
-    with torch.no_grad():
-        model.model.shared.weight.mul_(4.0)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return saved_model_with_tokenizer(tmp_path_factory.mktemp("pipeline"), tokenizer)
 
 
 def generated_texts(model, tokenizer, sentences: list[str], **kwargs) -> list[str]:

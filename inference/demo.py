@@ -1,0 +1,100 @@
+"""`vanilla-demo --model DIR`: a web page to translate with the model and see where it looks.
+
+Type or paste a sentence and press Translate (or Enter): the translation, from the engine ``vanilla-translate``
+chooses (CTranslate2 where it can run the model, else ``generate()``); the n-best list of the beam with the scores
+it ranked them by; and the encoder-decoder attention of any layer and head (or their mean) as a heat map, target
+tokens down and source tokens across, beside the encoder's self-attention. Built with Gradio
+(``pip install "vanilla-transformer[ecosystem]"``); as a Hugging Face Space: docs/ecosystem.md#a-demo-page.
+"""
+
+import argparse
+import logging
+
+from transformers import AutoModelForSeq2SeqLM
+
+from vanilla_tools.cli import UsageError, console_script, load_tokenizer, positive_int
+from vanilla_tools.decoding import Decoding
+
+from .attention import AttentionMaps, attention_figure, attention_maps, check_layer_and_head
+from .engines import ENGINES, create_engine
+
+logger = logging.getLogger(__name__)
+MEAN = "mean"
+
+
+def build_demo(model_dir: str, engine: str = "auto", nbest: int = 4, trust_remote_code: bool = False):
+    """The page (a ``gradio.Blocks``) for the model in ``model_dir``: its engine built once, an n-best list of
+    ``nbest`` (at most the model's beams)."""
+    try:
+        import gradio as gr
+    except ModuleNotFoundError:
+        raise UsageError('vanilla-demo needs gradio: pip install "vanilla-transformer[ecosystem]"') from None
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir, trust_remote_code=trust_remote_code).eval()
+    tokenizer = load_tokenizer(model_dir, trust_remote_code)
+    decoding = Decoding.resolve(model.generation_config)
+    decoding = Decoding.resolve(model.generation_config, nbest=min(nbest, decoding.num_beams))
+    translate = create_engine(engine, model_dir, model, tokenizer, decoding)
+    config = model.config
+    layers = [MEAN, *map(str, range(min(config.encoder_layers, config.decoder_layers)))]
+    heads = [MEAN, *map(str, range(config.num_attention_heads))]
+
+    def figure(maps: AttentionMaps | None, layer: str, head: str):
+        if maps is None:
+            return None
+        chosen = [None if value == MEAN else int(value) for value in (layer, head)]
+        check_layer_and_head(config, *chosen)
+        return attention_figure(maps, *chosen)
+
+    def on_translate(text: str, layer: str, head: str):
+        sentence = " ".join(text.split())
+        if not sentence:
+            raise gr.Error("Type a sentence to translate.")
+        result = translate([sentence])
+        maps = attention_maps(model, tokenizer, sentence, decoding.num_beams)
+        rows = [[candidate, round(score, 4)] for candidate, score in result.nbest[0]]
+        return result.texts[0], rows, maps, figure(maps, layer, head)
+
+    search = f"beam {decoding.num_beams}, alpha {decoding.length_penalty}"
+    with gr.Blocks(title="The Transformer: translate and see its attention") as demo:
+        gr.Markdown(f"## The Transformer (Vaswani et al., 2017)\n`{model_dir}`: {search}, {type(translate).__name__}")
+        source = gr.Textbox(label="Source", lines=2, placeholder="A dog runs through the snow.", elem_id="source")
+        button = gr.Button("Translate", variant="primary", elem_id="translate")
+        translation = gr.Textbox(label="Translation", interactive=False, elem_id="translation")
+        candidates = gr.Dataframe(headers=["translation", "score"], label=f"the {decoding.nbest} best of the beam",
+                                  interactive=False, elem_id="nbest")  # fmt: skip
+        with gr.Row():
+            layer = gr.Dropdown(layers, value=MEAN, label="layer", elem_id="layer")
+            head = gr.Dropdown(heads, value=MEAN, label="head", elem_id="head")
+        heat_map = gr.Plot(label="attention", elem_id="heatmap")
+        maps = gr.State(None)
+        for event in (button.click, source.submit):
+            event(on_translate, [source, layer, head], [translation, candidates, maps, heat_map])
+        for selector in (layer, head):
+            selector.change(figure, [maps, layer, head], heat_map)
+    return demo
+
+
+def arguments() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="vanilla-demo", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--model", required=True, help="model directory (or Hub id) with its tokenizer")
+    parser.add_argument("--engine", choices=ENGINES, default="auto", help="as vanilla-translate's")
+    parser.add_argument("--nbest", type=positive_int, default=4, help="candidates shown (at most the beams)")
+    parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to serve other machines")
+    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--trust_remote_code", action="store_true")
+    return parser
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    demo = build_demo(args.model, args.engine, args.nbest, args.trust_remote_code)
+    demo.launch(server_name=args.host, server_port=args.port, share=False)
+
+
+main = console_script(run)
+
+if __name__ == "__main__":
+    main()
