@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks import bench, data_scale, restricted_attention, translate_memory
 from hub_card import push
-from inference import attention, ct2, translate
+from inference import attention, ct2, demo, translate
 from training import average, plot_curve, results_index, table3
 from training.arguments import parse_args
 
@@ -25,7 +25,7 @@ TOOLS = {  # console script or module -> its argument parser
     "vanilla-plot-curve": plot_curve.arguments, "vanilla-push": push.arguments, "vanilla-bench": bench.arguments,
     "benchmarks.data_scale": data_scale.arguments, "benchmarks.translate_memory": translate_memory.arguments,
     "training.results_index": results_index.arguments, "training.table3": table3.arguments,
-    "benchmarks.restricted_attention": restricted_attention.arguments,
+    "benchmarks.restricted_attention": restricted_attention.arguments, "vanilla-demo": demo.arguments,
 }  # fmt: skip
 
 
