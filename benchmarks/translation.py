@@ -1,5 +1,6 @@
 """Translation speed on the same weights: our generate(), MarianMTModel's generate() (``to_marian``), our generate()
-with a static cache compiled by torch.compile, and CTranslate2 in float32 and int8.
+with a static cache compiled by torch.compile, CTranslate2 in float32 and int8, and ONNX Runtime (float32, our search
+over the exported decoder step).
 
     vanilla-bench --translate runs/multi30k --json results/benchmarks/translation.json
 
@@ -24,7 +25,7 @@ import torch
 
 from vanilla_tools.corpora import BUNDLED_DIR
 
-ENGINES = ("generate", "marian", "generate-static-compiled", "ct2-float32", "ct2-int8")
+ENGINES = ("generate", "marian", "generate-static-compiled", "ct2-float32", "ct2-int8", "onnx")
 STATIC_BEAMS = (1,)  # transformers compiles the decoding step of greedy search; beam search is not measured so
 
 
@@ -69,8 +70,8 @@ def make_engine(name: str, model_dir: str, num_beams: int):
         compile_config._compile_all_devices = True
         model.generation_config.compile_config = compile_config
         return GenerateEngine(model, tokenizer, decoding, cache_implementation="static")
-    if name == "generate":
-        return create_engine("generate", model_dir, model, tokenizer, decoding)
+    if name in ("generate", "onnx"):
+        return create_engine(name, model_dir, model, tokenizer, decoding)
     return create_engine("ctranslate2", model_dir, model, tokenizer, decoding, quantization=name.removeprefix("ct2-"))
 
 

@@ -14,7 +14,6 @@ The engine decodes as ``generate()`` does, so that float32 translations are the 
 """
 
 import argparse
-import json
 import os
 from pathlib import Path
 
@@ -22,23 +21,14 @@ from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS, export_ctranslat
 from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.decoding import Decoding
 
+from . import exports
 from .engine import BatchTranslation
-
-SOURCE_RECORD = "vanilla_source.json"  # in an export: which weights it was made from
-
-
-def source_record(model_dir: Path, quantization: str) -> dict:
-    weights = Path(model_dir) / "model.safetensors"
-    stat = weights.stat()
-    return {"weights": str(weights.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-            "quantization": quantization}  # fmt: skip
+from .exports import record_source
 
 
 def export(model_dir: str | Path, output_dir: str | Path, quantization: str = "int8", force: bool = False) -> Path:
     """``export_ctranslate2``, recording which weights the export was made from (see ``cached_export``)."""
-    output = export_ctranslate2(model_dir, output_dir, quantization, force=force)
-    (output / SOURCE_RECORD).write_text(json.dumps(source_record(Path(model_dir), quantization), indent=1) + "\n")
-    return output
+    return record_source(model_dir, export_ctranslate2(model_dir, output_dir, quantization, force=force), quantization)
 
 
 def export_dir(model_dir: str | Path, quantization: str) -> Path:
@@ -48,11 +38,11 @@ def export_dir(model_dir: str | Path, quantization: str) -> Path:
 
 def cached_export(model_dir: str | Path, quantization: str) -> Path:
     """``export_dir``, exported now if it is missing or was made from other weights."""
-    folder = export_dir(model_dir, quantization)
-    record = folder / SOURCE_RECORD
-    if record.is_file() and json.loads(record.read_text()) == source_record(Path(model_dir), quantization):
-        return folder
-    return export(model_dir, folder, quantization, force=True)
+
+    def make(source: str | Path, folder: Path) -> Path:
+        return export_ctranslate2(source, folder, quantization, force=True)
+
+    return exports.cached_export(model_dir, export_dir(model_dir, quantization), quantization, make)
 
 
 class CTranslate2Engine:

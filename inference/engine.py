@@ -21,6 +21,35 @@ class BatchTranslation:
     nbest: list[list[tuple[str, float]]] = field(default_factory=list)  # with Decoding.nbest: K (text, score) each
 
 
+def output_lengths(sequences: torch.Tensor, eos: int | list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, 1 + T) outputs, the decoder start token first -> whether each generated an end token (N,), and how many
+    tokens it generated, up to and including the first end token (N,)."""
+    eos = torch.tensor(eos, device=sequences.device).reshape(-1)
+    ended = torch.isin(sequences[:, 1:], eos)  # (N, T)
+    return ended.any(dim=1), torch.where(ended.any(dim=1), ended.int().argmax(dim=1) + 1, ended.shape[1])
+
+
+def batch_translation(
+    tokenizer,
+    sequences: torch.Tensor,
+    ended: torch.Tensor,
+    lengths: torch.Tensor,
+    source_lengths: list[int],
+    nbest: int | None,
+    scores: torch.Tensor | None,
+) -> BatchTranslation:
+    """A ``BatchTranslation`` of (B * K, 1 + T) outputs, the K of each input best first (K = ``nbest`` or 1), and
+    their (B * K,) ``scores`` for an n-best list."""
+    k = nbest or 1
+    texts = [text.strip() for text in tokenizer.batch_decode(sequences, skip_special_tokens=True)]
+    translation = BatchTranslation(texts=texts[::k], unfinished=(~ended).tolist()[::k], source_lengths=source_lengths,
+                                   output_lengths=lengths.tolist()[::k])  # fmt: skip
+    if nbest:
+        pairs = list(zip(texts, scores.tolist(), strict=True))
+        translation.nbest = [pairs[i : i + k] for i in range(0, len(pairs), k)]
+    return translation
+
+
 class Engine(Protocol):
     decoding: Decoding
 
@@ -42,23 +71,11 @@ class GenerateEngine:
         kwargs = {**self.decoding.generate_kwargs(batch["input_ids"].shape[1]), **self.generate_kwargs}
         with torch.no_grad():
             generated = self.model.generate(**batch, **kwargs)
-        sequences = generated.sequences if self.decoding.nbest else generated  # (B * K, T), best first
-        eos = torch.tensor(self.model.generation_config.eos_token_id, device=sequences.device).reshape(-1)
-        ended = torch.isin(sequences[:, 1:], eos)  # (B * K, T - 1): where an end token was generated
-        first_end = torch.where(ended.any(dim=1), ended.int().argmax(dim=1) + 1, ended.shape[1])
-        texts = [text.strip() for text in self.tokenizer.batch_decode(sequences, skip_special_tokens=True)]
-        k = self.decoding.nbest or 1
-        translation = BatchTranslation(
-            texts=texts[::k],
-            unfinished=(~ended.any(dim=1)).tolist()[::k],
-            source_lengths=batch["attention_mask"].sum(dim=1).tolist(),
-            output_lengths=first_end.tolist()[::k],
-        )
-        if self.decoding.nbest:
-            scores = self._scores(generated, first_end).tolist()
-            pairs = list(zip(texts, scores, strict=True))
-            translation.nbest = [pairs[i : i + k] for i in range(0, len(pairs), k)]
-        return translation
+        sequences = generated.sequences if self.decoding.nbest else generated  # (B * K, 1 + T), best first
+        ended, lengths = output_lengths(sequences, self.model.generation_config.eos_token_id)
+        scores = self._scores(generated, lengths) if self.decoding.nbest else None
+        source_lengths = batch["attention_mask"].sum(dim=1).tolist()
+        return batch_translation(self.tokenizer, sequences, ended, lengths, source_lengths, self.decoding.nbest, scores)
 
     def _scores(self, generated, lengths: torch.Tensor) -> torch.Tensor:
         """(B * K,) each output's log-probability / length^alpha (its tokens up to ``lengths``, the end token

@@ -1,8 +1,9 @@
-"""The one place an engine is chosen and built: ``vanilla-translate``, training's CTranslate2 export check and the
-translation benchmark all call ``create_engine``.
+"""The one place an engine is chosen and built: ``vanilla-translate``, ``vanilla-demo``, training's CTranslate2 export
+check and the translation benchmark all call ``create_engine``.
 
 ``auto`` is CTranslate2 float32 (the same translations as ``generate()``, 2-3x faster on a CPU: docs/performance.md)
-wherever it can run the model, else ``generate()``; the choice and its reason are logged."""
+wherever it can run the model, else ``generate()``; the choice and its reason are logged. ``onnx`` is ONNX Runtime
+(exported on first use to MODEL_DIR/onnx), chosen by name only."""
 
 import importlib.util
 import logging
@@ -13,9 +14,10 @@ from vanilla_tools.decoding import Decoding
 
 from .ct2 import CTranslate2Engine, cached_export, export_dir
 from .engine import Engine, GenerateEngine
+from .onnx_runtime import OnnxEngine, cached_onnx
 
 logger = logging.getLogger(__name__)
-ENGINES = ("auto", "generate", "ctranslate2")
+ENGINES = ("auto", "generate", "ctranslate2", "onnx")
 
 
 def ctranslate2_unavailable(model_dir: str | Path, model, decoding: Decoding, quantization: str) -> str | None:
@@ -42,6 +44,10 @@ def create_engine(
     naming what it cannot run; ``auto`` falls back to ``generate()`` instead, saying why."""
     if kind not in ENGINES:
         raise ValueError(f"engine {kind!r} is not one of {ENGINES}")
+    if kind == "onnx":
+        export = cached_onnx(model_dir)
+        logger.info("engine: onnx (%s)", export)
+        return OnnxEngine(export, tokenizer, decoding, model.config)
     if kind == "auto":
         reason = ctranslate2_unavailable(model_dir, model, decoding, quantization)
         if reason:

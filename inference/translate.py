@@ -168,7 +168,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--engine", choices=ENGINES, default="auto",
                         help="generate: the model's generate(); ctranslate2: its CTranslate2 export (needs the ct2 "
                              "extra), made in MODEL/ctranslate2-QUANTIZATION the first time; auto: ctranslate2 "
-                             "where it can run this model, else generate")  # fmt: skip
+                             "where it can run this model, else generate; onnx: ONNX Runtime (needs the ecosystem "
+                             "extra), exported to MODEL/onnx the first time")  # fmt: skip
     parser.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
                         help="of the CTranslate2 export: float32 translates as generate() does, int8 is smaller "
                              "and faster")  # fmt: skip

@@ -63,13 +63,17 @@ def train_copy_model(steps: int = 300) -> VanillaTransformerForSeq2Seq:
     return model.eval()
 
 
-def saved_model_with_tokenizer(folder, tokenizer, seed: int = 0):
+def saved_model_with_tokenizer(folder, tokenizer, seed: int = 0, end_bias: float | None = None):
     """A tiny random model over ``tokenizer``'s vocabulary, its embeddings scaled x4 so its logits are peaked (beams
-    differ and end), saved with the tokenizer as vanilla-train saves a model: the folder."""
+    differ), saved with the tokenizer as vanilla-train saves a model: the folder. ``end_bias``: a logit bias on
+    </s>, so that outputs end at different lengths instead of running to the length limit."""
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    model = tiny_model(seed, vocab_size=len(tokenizer), pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad)
+    model = tiny_model(seed, vocab_size=len(tokenizer), pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad,
+                       final_logits_bias=end_bias is not None)  # fmt: skip
     with torch.no_grad():
         model.model.shared.weight.mul_(4.0)
+        if end_bias is not None:
+            model.final_logits_bias[0, eos] = end_bias
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
