@@ -39,7 +39,7 @@ class Counted:
     """An engine wrapper that adds up the output tokens of every batch."""
 
     def __init__(self, engine):
-        self.engine, self.tokens = engine, 0
+        self.engine, self.decoding, self.tokens = engine, engine.decoding, 0
 
     def __call__(self, sentences: list[str]):
         done = self.engine(sentences)

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from benchmarks.bench import CONFIGS, check_equal, main, marian_model, train_flops
 from modeling_vanilla import from_marian
 
@@ -47,6 +49,26 @@ def test_the_translation_bench_gives_marian_our_maximum_length(tokenizer, tmp_pa
         ours, marian = (make_engine(name, str(tmp_path), beams)(ENGLISH) for name in ("generate", "marian"))
         assert max(ours.output_lengths) > 20
         assert marian.texts == ours.texts and marian.output_lengths == ours.output_lengths
+
+
+def test_the_translation_bench_runs_each_engine_in_its_process(tokenizer, tmp_path):
+    """The bench's whole path (a worker process per measurement, the rows, BLEU, agreement with generate()) on a
+    tiny model: ONNX Runtime gives generate()'s translations."""
+    from helpers import saved_model_with_tokenizer
+    from training_helpers import ENGLISH, GERMAN
+
+    from benchmarks.translation import run
+
+    pytest.importorskip("onnxruntime")
+    model_dir = saved_model_with_tokenizer(tmp_path / "model", tokenizer)
+    source, references = tmp_path / "src.en", tmp_path / "ref.de"
+    source.write_text("\n".join(ENGLISH) + "\n")
+    references.write_text("\n".join(GERMAN) + "\n")
+    results = run(str(model_dir), source, references, [2], ["generate", "onnx"], timeout=300)
+    rows = {(row["engine"], row["num_beams"]): row for row in results["runs"]}
+    assert set(rows) == {(engine, beams) for engine in ("generate", "onnx") for beams in (1, 4)}, results["runs"]
+    for row in rows.values():
+        assert row["sentences_per_s"] > 0 and row["output_tokens_per_s"] > 0 and row["identical_to_generate"] == 1.0
 
 
 def test_the_restricted_attention_bench_records_each_length_window_and_implementation(tmp_path):
