@@ -53,6 +53,9 @@ class OnnxEngine:
         onnxruntime = import_onnxruntime()
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = threads or os.cpu_count() or 1
+        # ONNX Runtime's idle threads spin between steps and took the cores from the search's torch operations
+        # (64 sentences, greedy: 1.37x slower with spinning)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         providers = ["CPUExecutionProvider"]
         self.encoder = onnxruntime.InferenceSession(str(Path(onnx_dir) / ENCODER), options, providers=providers)
         self.decoder = onnxruntime.InferenceSession(str(Path(onnx_dir) / DECODER), options, providers=providers)
