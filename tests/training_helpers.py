@@ -3,6 +3,9 @@
 import gzip
 from pathlib import Path
 
+import torch
+from safetensors.torch import load_file
+
 from vanilla_tools.corpora import BUNDLED_DIR
 
 GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
@@ -46,3 +49,11 @@ def train_argv(corpus: dict[str, list[str]], output_dir: Path, *extra: str) -> l
         *TINY_MODEL,
         *extra,
     ]  # fmt: skip
+
+
+def assert_same_weights(expected: dict, folder: Path) -> None:
+    """The final model in ``folder`` has exactly the tensors ``expected`` (a run's ``model.safetensors``)."""
+    got = load_file(folder / "model.safetensors")
+    assert got.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(tensor, got[name]), name

@@ -82,6 +82,11 @@ class RecipeArguments:
     average_last: int = field(
         default=0, metadata={"help": "evaluate the average of the last N complete checkpoints (§6.1: 5); 0: the last"}
     )
+    save_on_signal: bool = field(
+        default=True,
+        metadata={"help": "on SIGTERM (preemption) or SIGINT: finish the step, write a checkpoint, exit 143 / 130; "
+                          "--resume_from_checkpoint auto continues exactly"},
+    )  # fmt: skip
     max_train_minutes: float = field(
         default=0.0,
         metadata={"help": "end training after this many minutes (checkpointed, then evaluated); 0: no limit"},

@@ -12,7 +12,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from vanilla_tools.cli import UsageError, console_script, positive_int
 
-from .checkpoints import complete_checkpoints
+from .checkpoints import complete_checkpoints, saved_on_signal
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +58,9 @@ def load_average(model: torch.nn.Module, checkpoints: list[Path]) -> None:
 def average_newest_into(model: torch.nn.Module, run_dir: str | Path, n: int) -> list[Path]:
     """What ``vanilla-train --average_last n`` does after training: ``model`` gets the mean of the run's ``n``
     newest complete checkpoints. A run stopped early (a time budget) may have written fewer: then those it has are
-    averaged, with a warning, rather than failing after the training is done. Returns the averaged checkpoints."""
-    checkpoints = complete_checkpoints(run_dir)[-n:]
+    averaged, with a warning, rather than failing after the training is done. A checkpoint written off schedule
+    because the run was stopped by a signal is not one of them. Returns the averaged checkpoints."""
+    checkpoints = [p for p in complete_checkpoints(run_dir) if not saved_on_signal(p)][-n:]
     if len(checkpoints) < n:
         logger.warning("averaging the last %d checkpoints asked for, but %s has only %d", n, run_dir, len(checkpoints))
     if checkpoints:

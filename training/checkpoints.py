@@ -16,7 +16,15 @@ from vanilla_tools.cli import UsageError
 logger = logging.getLogger(__name__)
 
 COMPLETE_MARKER = ".checkpoint-complete"
+ON_SIGNAL_MARKER = "saved-on-signal"  # in a checkpoint written off schedule because the run was told to stop
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
+
+
+def saved_on_signal(folder: Path) -> bool:
+    """Whether ``folder`` was written off the save schedule when the run was stopped by a signal: kept to resume
+    from, not averaged (the run would then average other weights than an uninterrupted one), and deleted once a
+    newer complete checkpoint exists."""
+    return (folder / ON_SIGNAL_MARKER).is_file()
 
 
 def checkpoint_step(path: Path) -> int | None:
@@ -86,19 +94,21 @@ def remove_checkpoint(folder: Path) -> None:
 
 def rotate_complete_checkpoints(output_dir: str | os.PathLike, keep: int | None, protect: str | None = None) -> None:
     """``save_total_limit``: keep the ``keep`` newest complete checkpoints (and ``protect``, the best one); drop the
-    older ones and any unfinished folder older than the newest complete one (left by a crash)."""
-    if not keep or keep <= 0:
-        return
+    older ones and any unfinished folder older than the newest complete one (left by a crash). A checkpoint saved on
+    a signal goes as soon as a newer complete one exists, whatever the limit."""
     complete = complete_checkpoints(output_dir)
-    doomed = [p for p in complete[:-keep] if protect is None or p.resolve() != Path(protect).resolve()]
-    if complete:
-        newest = checkpoint_step(complete[-1])
-        doomed += [
-            p for p in Path(output_dir).glob("checkpoint-*")
-            if p not in complete and (step := checkpoint_step(p)) is not None and step < newest
-        ]  # fmt: skip
+    doomed = [p for p in complete[:-1] if saved_on_signal(p)]
+    if keep and keep > 0:
+        kept = [p for p in complete if p not in doomed]
+        doomed += [p for p in kept[:-keep] if protect is None or p.resolve() != Path(protect).resolve()]
+        if complete:
+            newest = checkpoint_step(complete[-1])
+            doomed += [
+                p for p in Path(output_dir).glob("checkpoint-*")
+                if p not in complete and (step := checkpoint_step(p)) is not None and step < newest
+            ]  # fmt: skip
     for folder in doomed:
-        logger.info("deleting %s (save_total_limit=%d)", folder, keep)
+        logger.info("deleting %s (%s)", folder, "superseded" if saved_on_signal(folder) else f"save_total_limit={keep}")
         remove_checkpoint(folder)
 
 

@@ -13,9 +13,11 @@ evaluation in ``evaluation``, the run's files in ``record``, the checkpoint stor
 
 import logging
 import os
+import signal
 import time
 from functools import partial
 from pathlib import Path
+from typing import NoReturn
 
 import datasets
 import psutil
@@ -32,6 +34,7 @@ from inference.ct2 import cached_export
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.disk import disk_space_guard
 from vanilla_tools.run_files import EvalResults
 
 from .allocator import keep_freed_memory
@@ -44,6 +47,7 @@ from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
 from .record import write_recipe, write_summary
+from .run_lock import OutputDirLock
 from .streaming import StreamingTokenBatches, streaming_pairs
 from .tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 from .trainer import PaperSeq2SeqTrainer, TimeBudget
@@ -100,15 +104,18 @@ def build_trainer(
     if data_args.streaming:
         check_streaming(data_args, training_args)
     step_size(data_args, training_args)
-    with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
-        raw = load_parallel_data(data_args, include_train=not data_args.streaming)
-    train = streaming_pairs(data_args) if data_args.streaming else raw["train"]
-    with training_args.main_process_first(desc="tokenizer"):
-        tokenizer = run_tokenizer(model_args, data_args, train, output_dir, training_args.seed)
-        if training_args.should_save and not (output_dir / "tokenizer.json").is_file():
-            tokenizer.save_pretrained(output_dir)
-    with training_args.main_process_first(desc="tokenize"):
-        data = tokenize_splits(raw, tokenizer, data_args)
+    cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
+    then = "free space there, or pass --cache_dir on another disk; then rerun"
+    with disk_space_guard(cache, "datasets' cache", then):
+        with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
+            raw = load_parallel_data(data_args, include_train=not data_args.streaming)
+        train = streaming_pairs(data_args) if data_args.streaming else raw["train"]
+        with training_args.main_process_first(desc="tokenizer"):
+            tokenizer = run_tokenizer(model_args, data_args, train, output_dir, training_args.seed)
+            if training_args.should_save and not (output_dir / "tokenizer.json").is_file():
+                tokenizer.save_pretrained(output_dir)
+        with training_args.main_process_first(desc="tokenize"):
+            data = tokenize_splits(raw, tokenizer, data_args)
     validation = shortest_first(data["validation"]) if "validation" in data else None
     if validation is not None and data_args.max_eval_samples:
         validation = spread_sample(validation, data_args.max_eval_samples)
@@ -199,6 +206,15 @@ class FirstStepLog(TrainerCallback):
             self.done = True
 
 
+def stopped_by_signal(trainer: PaperSeq2SeqTrainer) -> NoReturn:
+    """Say where the checkpoint of a run stopped by SIGTERM / SIGINT is and how to go on; exit 128 + its number."""
+    stop = trainer.stop_on_signal
+    folder = Path(trainer.args.output_dir) / f"checkpoint-{stop.stopped_at}"
+    logger.warning("stopped by %s at step %d: %s is complete; the same command with --resume_from_checkpoint auto "
+                   "continues from it", signal.Signals(stop.received).name, stop.stopped_at, folder)  # fmt: skip
+    raise SystemExit(128 + stop.received)
+
+
 def launcher_processes() -> int | None:
     """The process count asked of an ``accelerate launch`` that started this process (its command line, on Linux),
     or None. Without --multi_gpu on a machine without GPUs, accelerate starts a single process and says nothing."""
@@ -227,15 +243,31 @@ def run(argv: list[str] | None = None) -> dict:
             asked, training_args.world_size, asked,
         )  # fmt: skip
     keep_freed_memory()
+    # the run's first process holds the output directory while it runs (a crash releases it too)
+    lock = OutputDirLock(training_args.output_dir).acquire() if training_args.process_index == 0 else None
+    try:
+        return train_and_evaluate(argv, run_start, model_args, data_args, training_args)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_args: DataArguments,
+                       training_args: Seq2SeqTrainingArguments) -> dict:  # fmt: skip
+    """The run after its arguments: train (resuming if asked), average, evaluate, save, push."""
     trainer, data = build_trainer(model_args, data_args, training_args)
     trainer.add_callback(FirstStepLog())
     output_dir = Path(training_args.output_dir)
     resume = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
     if resume:
+        trainer.check_resume(Path(resume))
         logger.info("resuming from %s", resume)
         trainer.training_set.resume(Path(resume))
     start = time.monotonic()
-    train_result = trainer.train(resume_from_checkpoint=resume)
+    if not model_args.save_on_signal:
+        train_result = trainer.train(resume_from_checkpoint=resume)
+    elif (train_result := trainer.train_until_stopped(resume)) is None:
+        stopped_by_signal(trainer)
     results = {"train": train_result.metrics}
     if model_args.average_last:  # §6.1
         model = trainer.accelerator.unwrap_model(trainer.model)

@@ -3,7 +3,9 @@ token-count batches (§5.1) and the exact learning-rate schedule (§5.3), and ch
 ``checkpoints`` (crash-safe: marked complete once on disk, rotated only after)."""
 
 import copy
+import json
 import logging
+import signal
 import time
 from pathlib import Path
 
@@ -13,11 +15,13 @@ from transformers.trainer import TRAINING_ARGS_NAME
 
 from hub_card import write_model_card
 from vanilla_tools.cli import UsageError
+from vanilla_tools.disk import disk_space_guard
 
 from . import checkpoints
 from .batching import Placement, TokenBatchSampler, TrainingSet
 
 logger = logging.getLogger(__name__)
+BATCH_PLAN = "batch_plan.json"  # in a checkpoint: how its run cut the data into steps
 
 
 class NoamSchedule:
@@ -67,6 +71,59 @@ class TimeBudget(TrainerCallback):
             control.should_evaluate = args.eval_strategy not in ("no", "epoch")
 
 
+def any_rank(flag: bool, device) -> bool:
+    """``flag`` of any data-parallel rank (all of them take part), or this process's alone."""
+    value = torch.tensor(float(flag), device=device)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
+    return bool(value.item())
+
+
+class StopRequested(Exception):
+    """Raised out of an evaluation that a signal interrupted, so the run can checkpoint and exit."""
+
+
+class SaveOnSignal(TrainerCallback):
+    """Preemption (SIGTERM, with a grace period) and Ctrl-C (SIGINT): the step in progress finishes, a complete
+    checkpoint of it is written, and the run exits with 128 + the signal's number (143, 130). The same command with
+    ``--resume_from_checkpoint auto`` then continues exactly where it stopped. An evaluation in progress is
+    abandoned (it can take minutes); a second signal stops at once. Ranks decide together at each step, so all stop
+    at the same one and none is left waiting in a collective."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self):
+        self.received: int | None = None
+        self.stopped_at: int | None = None
+        self.previous = {}
+
+    def install(self) -> None:
+        for number in self.SIGNALS:
+            self.previous[number] = signal.signal(number, self.handle)
+
+    def uninstall(self) -> None:
+        for number, handler in self.previous.items():
+            signal.signal(number, handler)
+
+    def handle(self, number: int, frame) -> None:
+        if self.received is not None:  # asked twice: stop now, as without this handler
+            self.uninstall()
+            signal.raise_signal(number)
+            return
+        self.received = number
+        logger.warning("%s received: finishing the current step, then saving a checkpoint (again to stop at once)",
+                       signal.Signals(number).name)  # fmt: skip
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if any_rank(self.received is not None, args.device):
+            self.stopped_at = state.global_step
+            control.should_save, control.should_training_stop, control.should_evaluate = True, True, False
+
+    def on_prediction_step(self, args, state, control, **kwargs):
+        if any_rank(self.received is not None, args.device):
+            raise StopRequested()
+
+
 class PaperSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer plus token-count batching, the §5.3 schedule and §6.1's output length. ``training_set``
     batches the training data (and keeps its position in checkpoints) as its kind does."""
@@ -88,6 +145,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             self.label_smoother = None
         self.max_tokens_per_batch = max_tokens_per_batch
         self.noam_warmup_steps = noam_warmup_steps
+        self.stop_on_signal: SaveOnSignal | None = None  # set by train_until_stopped
 
     def _get_train_sampler(self, train_dataset=None) -> TokenBatchSampler | None:
         # Trainer passes the dataset stripped of the columns the model does not take, the lengths among them; the
@@ -131,6 +189,18 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             write_model_card(self.args.output_dir, self.hub_model_id or self.args.hub_model_id)
 
     def _save_checkpoint(self, model, trial) -> None:
+        """Trainer's checkpoint, then this run's data position and batch plan, then the marker that makes it
+        complete, then rotation. A full disk is named in one line; the unmarked folder is removed (never resumed
+        from) and the previous complete checkpoint stays as it was."""
+        run_dir = Path(self._get_output_dir(trial=trial))
+        folder = run_dir / f"checkpoint-{self.state.global_step}"
+        previous = checkpoints.complete_checkpoints(run_dir)
+        kept = f"{previous[-1]} is complete and intact" if previous else "no complete checkpoint was written before"
+        then = f"{kept}: free space, then rerun with --resume_from_checkpoint auto"
+        with disk_space_guard(run_dir, folder.name, then, lambda: checkpoints.remove_checkpoint(folder)):
+            self._write_checkpoint(model, trial, run_dir, folder)
+
+    def _write_checkpoint(self, model, trial, run_dir: Path, folder: Path) -> None:
         # Trainer rotates (save_total_limit) as soon as the new checkpoint's files are written, before it is marked
         # complete: a crash in between left no complete checkpoint at all. Rotation is done here, after the marker.
         keep, self.args.save_total_limit = self.args.save_total_limit, None
@@ -138,11 +208,72 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             super()._save_checkpoint(model, trial)
         finally:
             self.args.save_total_limit = keep
-        run_dir = Path(self._get_output_dir(trial=trial))
-        folder = run_dir / f"checkpoint-{self.state.global_step}"
         self.training_set.save(folder, self.state.global_step * self.args.gradient_accumulation_steps)
+        if self.args.should_save:
+            (folder / BATCH_PLAN).write_text(json.dumps(self.batch_plan()) + "\n")
         self.accelerator.wait_for_everyone()  # every rank's files (RNG states, streams) are on disk before the marker
         if self.args.should_save:
             torch.save(self.args, folder / TRAINING_ARGS_NAME)  # saved above with the limit set aside
+            if self.saving_on_signal():
+                name = signal.Signals(self.stop_on_signal.received).name
+                (folder / checkpoints.ON_SIGNAL_MARKER).write_text(name + "\n")
             checkpoints.mark_complete(folder, self.state.global_step)
             checkpoints.rotate_complete_checkpoints(run_dir, keep, self.state.best_model_checkpoint)
+
+    def batch_plan(self) -> dict:
+        """What decides which pairs make each step: the sampler's batches of ``max_tokens_per_batch`` x processes
+        tokens (dealt out pair by pair to the processes), and how many make a step."""
+        return {"tokens_per_batch": self.max_tokens_per_batch * self.args.world_size,
+                "gradient_accumulation_steps": self.args.gradient_accumulation_steps,
+                "processes": self.args.world_size, "max_tokens_per_batch": self.max_tokens_per_batch}  # fmt: skip
+
+    def check_resume(self, checkpoint: Path) -> None:
+        """Resuming on another number of processes keeps the data order exactly when the sampler's batches and the
+        accumulation stay the same (the batches are cut from the data before they are dealt out); otherwise the
+        resumed run would see other pairs, some twice, so it is refused naming the flag that keeps them."""
+        path = Path(checkpoint) / BATCH_PLAN
+        if not path.is_file():
+            return  # written before batch plans were recorded
+        saved, now = json.loads(path.read_text()), self.batch_plan()
+        keys = ("tokens_per_batch", "gradient_accumulation_steps")
+        if all(saved[key] == now[key] for key in keys):
+            if saved["processes"] != now["processes"]:
+                logger.warning(
+                    "resuming a run of %d processes on %d: the same batches of %d tokens in the same order; dropout's "
+                    "random numbers differ (each process had its own generator)",
+                    saved["processes"], now["processes"], now["tokens_per_batch"],
+                )  # fmt: skip
+            return
+        fits = saved["tokens_per_batch"] % now["processes"] == 0
+        advice = (f"pass --max_tokens_per_batch {saved['tokens_per_batch'] // now['processes']} and "
+                  f"--gradient_accumulation_steps {saved['gradient_accumulation_steps']}" if fits
+                  else f"run it on {saved['processes']} processes")  # fmt: skip
+        raise UsageError(
+            f"{checkpoint} was trained in batches of {saved['processes']} processes x {saved['max_tokens_per_batch']} "
+            f"tokens x {saved['gradient_accumulation_steps']} accumulated; this run would take "
+            f"{now['processes']} x {self.max_tokens_per_batch} x {now['gradient_accumulation_steps']}, other pairs "
+            f"in each step. To resume with the same batches, {advice}"
+        )
+
+    def saving_on_signal(self) -> bool:
+        """Whether the checkpoint being written is the one a signal asked for, off the save schedule."""
+        stop = self.stop_on_signal
+        if stop is None or stop.received is None:
+            return False
+        on_schedule = self.args.save_strategy == "steps" and self.state.global_step % self.state.save_steps == 0
+        return not on_schedule
+
+    def train_until_stopped(self, resume_from_checkpoint: str | None):
+        """``train()``, saving a checkpoint and returning None if SIGTERM or SIGINT stops it (see ``SaveOnSignal``)."""
+        self.stop_on_signal = stop = SaveOnSignal()
+        self.add_callback(stop)
+        stop.install()
+        try:
+            result = self.train(resume_from_checkpoint=resume_from_checkpoint)
+            return None if stop.stopped_at is not None else result
+        except StopRequested:  # during an evaluation: the step before it is done, its checkpoint not yet written
+            stop.stopped_at = self.state.global_step
+            self._save_checkpoint(self.model, trial=None)
+            return None
+        finally:
+            stop.uninstall()

@@ -15,7 +15,8 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase
 from modeling_vanilla.modeling_vanilla import local_model_dir
 
 logger = logging.getLogger(__name__)
-HUB_MODULES = ("configuration_vanilla", "modeling_vanilla", "speedups", "checks")  # the model's files from the Hub
+# the model's files, as loaded from the Hub
+HUB_MODULES = ("configuration_vanilla", "modeling_vanilla", "speedups", "checks", "pipeline_vanilla")
 
 
 class UsageError(ValueError):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from training_helpers import train_argv, write_corpus
+from training_helpers import assert_same_weights, train_argv, write_corpus
 
 TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
 BIN = Path(sys.executable).parent
@@ -177,6 +177,38 @@ def test_sigkill_then_resume_gives_the_weights_of_an_uninterrupted_run(
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-12"]  # leftovers rotated away
 
 
+@pytest.mark.parametrize(
+    ("number", "point", "step", "stops_at", "off_schedule"),
+    [
+        (signal.SIGTERM, "step", 8, 8, True),  # mid-step between checkpoints: the step finishes, then its checkpoint
+        (signal.SIGTERM, "write", 6, 7, True),  # while checkpoint-6 is written: it completes; stops after step 7
+        (signal.SIGINT, "step", 9, 9, False),  # Ctrl-C on a step that is saved anyway: one checkpoint, on schedule
+        (signal.SIGTERM, "evaluation", 4, 4, True),  # the evaluation after step 4 is abandoned
+    ],
+    ids=["term-mid-step", "term-while-writing", "int-on-a-save-step", "term-during-evaluation"],
+)
+def test_a_signal_saves_a_checkpoint_then_resume_gives_the_uninterrupted_weights(
+    number, point, step, stops_at, off_schedule, corpus, uninterrupted, tmp_path
+):
+    """Preemption (SIGTERM) or Ctrl-C (SIGINT): the step finishes, a complete checkpoint is written, the run exits
+    with 128 + the signal's number saying how to go on, and resuming gives the weights of a run never stopped."""
+    argv = fault_argv(corpus, tmp_path)
+    if point == "evaluation":  # the same run with a validation set, evaluated every 4 steps
+        argv = train_argv(corpus, tmp_path, *argv[argv.index("--max_steps") :], "--eval_strategy", "steps",
+                          "--eval_steps", "4")  # fmt: skip
+    stopped = run([sys.executable, str(TESTS / "signal_probe.py"), number.name, point, str(step), *argv])
+    assert stopped.returncode == 128 + number, stopped.stderr[-3000:]
+    checkpoint = tmp_path / f"checkpoint-{stops_at}"
+    assert f"stopped by {number.name} at step {stops_at}: {checkpoint} is complete" in stopped.stderr
+    assert (checkpoint / ".checkpoint-complete").is_file() and not (tmp_path / "model.safetensors").exists()
+    assert (checkpoint / "saved-on-signal").is_file() == off_schedule
+    resumed = run([str(BIN / "vanilla-train"), *argv, "--resume_from_checkpoint", "auto"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming from {checkpoint}" in resumed.stderr
+    assert_same_weights(uninterrupted, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-12"]
+
+
 @pytest.fixture
 def checkpointed_run(corpus, tmp_path):
     """A run stopped after its checkpoint at step 3 (complete, with every file listed in its marker)."""
@@ -251,3 +283,93 @@ def test_the_wmt14_preset_runs_on_two_machines(corpus, tmp_path):
     results = json.loads((tmp_path / "out" / "eval_results.json").read_text())
     assert results["averaged_checkpoints"] == ["checkpoint-2", "checkpoint-4"]
     assert results["test"]["test_signature"].startswith("nrefs:1|case:mixed") and results["train"]["epoch"] > 0
+
+
+# ---- two runs at once ---------------------------------------------------------------------------------------------
+def test_a_second_run_on_the_same_output_dir_is_refused_and_a_dead_runs_lock_taken_over(corpus, tmp_path):
+    """The first run holds its output directory; a second one is refused naming it (PID, host), without touching
+    it; once the first is killed (SIGKILL: no cleanup), the next run takes the lock over and says whose it was."""
+    import time
+
+    argv = train_argv(without_evaluation(corpus), tmp_path, "--max_steps", "100000", "--save_steps", "1000")
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
+    first = subprocess.Popen([str(BIN / "vanilla-train"), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env=env, text=True)  # fmt: skip
+    try:
+        lock = tmp_path / ".vanilla-train.lock"
+        deadline = time.monotonic() + 120
+        while not (lock.is_file() and lock.read_text().strip()) and first.poll() is None:
+            assert time.monotonic() < deadline, "the first run never took its lock"
+            time.sleep(0.2)
+        holder = json.loads(lock.read_text())
+        assert holder["pid"] == first.pid
+        second = run([str(BIN / "vanilla-train"), *argv, "--max_steps", "2"])
+        assert second.returncode == 1
+        named = rf"\(PID {first.pid} on {re.escape(holder['host'])}, started [0-9: -]+\)"
+        assert re.search(rf"error: {re.escape(str(tmp_path))} is in use by another run {named}", second.stderr)
+        assert first.poll() is None  # the first run goes on
+    finally:
+        first.kill()
+        first.wait(timeout=60)
+    third = run([str(BIN / "vanilla-train"), *argv, "--max_steps", "2"])
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert f"taking over the lock of PID {first.pid} on {holder['host']}" in third.stderr
+    assert lock.read_text() == ""  # released at the end: nobody to name
+
+
+def test_two_runs_filling_one_data_cache_at_once(corpus, tmp_path):
+    """Two runs tokenizing the same corpus into the same (empty) cache at the same time both finish and train on
+    the same data (the same weights, seeded alike); a third reads the cache they left and trains the same."""
+    cache = tmp_path / "cache"
+    commands = [[str(BIN / "vanilla-train"), *train_argv(without_evaluation(corpus), tmp_path / name, "--max_steps",
+                 "3", "--save_strategy", "no", "--cache_dir", str(cache))] for name in ("a", "b", "c")]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
+    together = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+                for c in commands[:2]]  # fmt: skip
+    for process in together:
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr[-3000:]
+    after = run(commands[2])
+    assert after.returncode == 0, after.stderr[-3000:]
+    weights = [load_file(tmp_path / name / "model.safetensors") for name in ("a", "b", "c")]
+    for name in weights[0]:
+        assert torch.equal(weights[0][name], weights[1][name]) and torch.equal(weights[0][name], weights[2][name])
+
+
+# ---- resuming on another number of processes ----------------------------------------------------------------------
+def sgd_argv(corpus, output: Path, tokens_per_device: int, steps: int) -> list[str]:
+    return train_argv(without_evaluation(corpus), output, "--max_steps", str(steps), "--save_steps", "3", "--optim",
+                      "sgd", "--bf16", "false", "--max_tokens_per_batch", str(tokens_per_device))  # fmt: skip
+
+
+def train_on(processes: int, argv: list[str]) -> subprocess.CompletedProcess:
+    prefix = [sys.executable] if processes == 1 else launch("torchrun", processes)
+    return run([*prefix, "-m", "training.train", *argv])
+
+
+@pytest.fixture(scope="module")
+def six_steps_on_one_process(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("six")
+    assert train_on(1, sgd_argv(corpus, output, 512, 6)).returncode == 0
+    return load_file(output / "model.safetensors")
+
+
+@pytest.mark.parametrize(("first", "then"), [(2, 1), (1, 2)])
+def test_resuming_on_another_number_of_processes_keeps_the_batches(first, then, corpus, six_steps_on_one_process,
+                                                                    tmp_path):  # fmt: skip
+    """3 steps on ``first`` processes, then 3 more resumed on ``then`` with the same batches (512 tokens a step):
+    the weights of 6 uninterrupted steps. Resuming with other batches is refused, naming the flag that keeps them."""
+    started = train_on(first, sgd_argv(corpus, tmp_path, 512 // first, 3))
+    assert started.returncode == 0, started.stderr[-3000:]
+    halved = 256 // then  # batches of 256 tokens instead of 512
+    refused = train_on(then, [*sgd_argv(corpus, tmp_path, halved, 6), "--resume_from_checkpoint", "auto"])
+    assert refused.returncode != 0
+    assert (f"{tmp_path / 'checkpoint-3'} was trained in batches of {first} processes x {512 // first} tokens x 1 "
+            f"accumulated; this run would take {then} x {halved} x 1") in refused.stderr  # fmt: skip
+    assert f"pass --max_tokens_per_batch {512 // then} and --gradient_accumulation_steps 1" in refused.stderr
+    resumed = train_on(then, [*sgd_argv(corpus, tmp_path, 512 // then, 6), "--resume_from_checkpoint", "auto"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming a run of {first} processes on {then}: the same batches of 512 tokens" in resumed.stderr
+    got = load_file(tmp_path / "model.safetensors")
+    for name, tensor in six_steps_on_one_process.items():
+        torch.testing.assert_close(got[name], tensor, atol=1e-6, rtol=1e-5, msg=name)

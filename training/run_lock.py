@@ -1,0 +1,67 @@
+"""One run per output directory.
+
+Two runs pointed at the same ``--output_dir`` (a typo, a relaunch while the first still runs) would write over each
+other's checkpoints. The first process of a run holds ``OUTPUT_DIR/.vanilla-train.lock`` for as long as it runs:
+an exclusive ``flock`` on it, which the kernel releases whenever the process ends, however it ends (SIGKILL, a
+crash), and in it the holder's PID, host and start time to name it. A second run is refused naming the first; a
+lock left by a run that has ended is taken over, saying whose it was.
+
+``flock`` is reliable on local disks; on a network filesystem that does not support it across hosts, two runs on
+different machines are not kept apart.
+"""
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+
+from vanilla_tools.cli import UsageError
+
+logger = logging.getLogger(__name__)
+LOCK_FILE = ".vanilla-train.lock"
+
+
+class OutputDirLock:
+    """Held by the run's first process from ``acquire()`` until the process ends (or ``release()``)."""
+
+    def __init__(self, output_dir: str | os.PathLike):
+        self.path = Path(output_dir) / LOCK_FILE
+        self.fd: int | None = None
+
+    def acquire(self) -> "OutputDirLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = self._holder(fd)
+            os.close(fd)
+            raise UsageError(
+                f"{self.path.parent} is in use by another run ({holder}); give this run another --output_dir, or "
+                "wait for that one to end"
+            ) from None
+        previous = self._holder(fd)
+        if previous != "unknown":
+            logger.warning("taking over the lock of %s: that run has ended", previous)
+        record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.ftruncate(self.fd, 0)  # a clean end leaves no holder to name
+            os.close(self.fd)  # closing releases the flock
+            self.fd = None
+
+    @staticmethod
+    def _holder(fd: int) -> str:
+        try:
+            record = json.loads(os.pread(fd, 4096, 0).decode() or "null")
+            return f"PID {record['pid']} on {record['host']}, started {record['started']}"
+        except (ValueError, TypeError, KeyError):
+            return "unknown"
