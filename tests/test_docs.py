@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import bench, data_scale, restricted_attention, translate_memory
+from benchmarks import bench, data_scale, preemption, restricted_attention, translate_memory
 from hub_card import push
-from inference import attention, ct2, demo, translate
+from inference import attention, ct2, demo, onnx_runtime, translate
 from training import average, plot_curve, results_index, table3
 from training.arguments import parse_args
 
@@ -26,6 +26,7 @@ TOOLS = {  # console script or module -> its argument parser
     "benchmarks.data_scale": data_scale.arguments, "benchmarks.translate_memory": translate_memory.arguments,
     "training.results_index": results_index.arguments, "training.table3": table3.arguments,
     "benchmarks.restricted_attention": restricted_attention.arguments, "vanilla-demo": demo.arguments,
+    "vanilla-export-onnx": onnx_runtime.arguments, "benchmarks.preemption": preemption.arguments,
 }  # fmt: skip
 
 
