@@ -1,6 +1,7 @@
 """vanilla-bench runs end to end at a tiny size (the figures themselves come from the documented command)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -83,3 +84,38 @@ def test_the_restricted_attention_bench_records_each_length_window_and_implement
     assert all(row["seconds"] > 0 and row["peak_rss_mib"] > 0 for row in record["rows"]), record["rows"]
     assert set(record["crossover"]) == {"sdpa"} and record["matmul_gflops_fp32"] > 0
     assert record["code"]["commit"] and (tmp_path / "r.png").stat().st_size > 10_000
+
+
+def test_the_wmt_like_corpus_has_a_long_tail_of_word_types(tmp_path):
+    """Seeded (the same text twice), WMT's sentence lengths, Zipf-distributed real words, and a tail of rare types
+    that keeps growing with the corpus (Multi30k joined with itself stays at its ~25k types)."""
+    from collections import Counter
+
+    pytest.importorskip("wordfreq")
+    from benchmarks.data_scale import word_types, write_joined_corpus
+    from benchmarks.wmt_like import write_corpus
+
+    for name in ("a", "b", "joined"):
+        (tmp_path / name).mkdir()
+    first, second = write_corpus(tmp_path / "a", 3000), write_corpus(tmp_path / "b", 3000)
+    assert word_types(first) > 2 * word_types(write_joined_corpus(tmp_path / "joined", 3000))
+    assert [Path(f).read_text() for f in first] == [Path(f).read_text() for f in second]
+    for path, most_common in zip(first, ("the", "die"), strict=True):
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        words = Counter(w.strip(".,?!").lower() for line in lines for w in line.split())
+        assert len(lines) == 3000 and 19 < sum(words.values()) / len(lines) < 27  # WMT: about 23 words a sentence
+        assert words.most_common(1)[0][0] == most_common
+        assert sum(1 for c in words.values() if c == 1) > 0.5 * len(words)  # most types seen once: a long tail
+
+
+def test_the_data_scale_bench_measures_a_cold_start_against_its_bare_limit(tmp_path):
+    pytest.importorskip("wordfreq")
+    from benchmarks.data_scale import main
+
+    record = main(["--pairs", "2000", "--corpora", "wmt-like", "--json", str(tmp_path / "d.json")])
+    (row,) = record["runs"]
+    assert row["corpus"] == "wmt-like" and row["word_types"] > 20_000
+    limit = row["bare_limit"]
+    assert limit["total_s"] > 0 and limit["tokens"] > 2 * 2000 and limit["processes"] >= 1
+    assert row["cold"]["ratio_to_bare_limit"] == round(row["cold"]["first_step_s"] / limit["total_s"], 2)
+    assert row["warm"]["first_step_s"] > 0 and row["loader_tokens_per_s"] > 0
