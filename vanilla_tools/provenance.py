@@ -13,7 +13,8 @@ import transformers
 
 
 def git_commit() -> dict:
-    """The commit of the code that ran, and whether the work tree differed from it (None outside a git checkout)."""
+    """The commit of the code that ran, whether the work tree differed from it and in which files (None outside a
+    git checkout)."""
     root = Path(__file__).resolve().parent.parent
 
     def git(*args: str) -> str | None:
@@ -24,8 +25,11 @@ def git_commit() -> dict:
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    return {"commit": commit, "uncommitted_changes": bool(git("status", "--porcelain", "--untracked-files=no"))
-            if commit else None}  # fmt: skip
+    if not commit:
+        return {"commit": None, "uncommitted_changes": None}
+    changed = (git("diff", "--name-only", "HEAD") or "").splitlines()  # tracked files, staged or not
+    # which tracked files differed (a generated page is not a code change): the first 20
+    return {"commit": commit, "uncommitted_changes": bool(changed), "changed_files": changed[:20]}
 
 
 def processor() -> str:

@@ -72,6 +72,7 @@ def test_learning_curve_summary_and_averaging(trained_run):
     assert arguments["learning_rate"] == pytest.approx(2.0 * 32**-0.5) and arguments["seed"] == 7
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert summary["code"]["commit"] == head and isinstance(summary["code"]["uncommitted_changes"], bool)
+    assert summary["code"]["uncommitted_changes"] == bool(summary["code"]["changed_files"])
     assert summary["machine"]["cpu_cores"] >= 1 and summary["machine"]["torch"] == torch.__version__
     assert summary["validation"]["chrf"] == results["validation"]["validation_chrf"]
     assert 0 < summary["train_minutes"] <= summary["wall_clock_minutes"] and summary["parameters"] > 0
