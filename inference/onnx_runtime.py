@@ -71,10 +71,11 @@ class OnnxEngine:
         fixed = {"encoder_attention_mask": mask, "encoder_hidden_states": memory}
         fixed.update(zip(self.cross, cross, strict=True))
 
-        def step(tokens: torch.Tensor, origin: torch.Tensor) -> torch.Tensor:
+        def step(tokens: torch.Tensor, origin: torch.Tensor | None) -> torch.Tensor:
             nonlocal cache
-            order = origin.numpy()
-            cache = [layer[order] for layer in cache]  # each hypothesis continues the one it came from
+            if origin is not None:  # each hypothesis continues the one it came from
+                order = origin.numpy()
+                cache = [layer[order] for layer in cache]
             feeds = {"decoder_input_ids": tokens.numpy(), **fixed, **dict(zip(self.past, cache, strict=True))}
             log_probs, *cache = self.decoder.run(["log_probs", *self.present], feeds)
             return torch.from_numpy(log_probs)

@@ -2,7 +2,8 @@
 model runs outside torch (ONNX Runtime).
 
 A ``Step`` takes the last token of each running hypothesis (N, 1) and which hypothesis of the previous step each
-one continues (N,), reorders its own cache by that, and returns the log-probabilities of the next token (N, vocab).
+one continues (N,; None: each its own, as in greedy search), reorders its own cache by that, and returns the
+log-probabilities of the next token (N, vocab).
 """
 
 from collections.abc import Callable
@@ -12,7 +13,7 @@ import torch
 
 from vanilla_tools.decoding import Decoding
 
-Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Step = Callable[[torch.Tensor, torch.Tensor | None], torch.Tensor]
 NEVER = -1.0e9  # transformers' "impossible" score
 
 
@@ -28,9 +29,8 @@ def greedy(step: Step, batch: int, max_new_tokens: int, start: int, eos: int, pa
     sequences = torch.full((batch, 1), start)
     finished = torch.zeros(batch, dtype=torch.bool)
     log_probability, lengths = torch.zeros(batch), torch.zeros(batch)
-    order = torch.arange(batch)
     for _ in range(max_new_tokens):
-        scores = step(sequences[:, -1:], order)  # (B, vocab)
+        scores = step(sequences[:, -1:], None)  # (B, vocab): each row continues itself
         best, token = scores.max(dim=-1)
         token = torch.where(finished, pad, token)
         log_probability += torch.where(finished, 0.0, best)

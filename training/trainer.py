@@ -41,6 +41,16 @@ class NoamSchedule:
         return min(step**-0.5, step * self.warmup_steps**-1.5)
 
 
+def any_rank(flag: bool, device) -> bool:
+    """``flag`` of any data-parallel rank (all of them take part), or this process's alone (then without a device
+    tensor: reading one back would wait for the accelerator at every step)."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return flag
+    value = torch.tensor(float(flag), device=device)
+    torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
+    return bool(value.item())
+
+
 class TimeBudget(TrainerCallback):
     """Ends training once ``minutes`` of it have passed (counted from this process's start of training): the step
     that crosses the budget is evaluated and checkpointed (unless a regular checkpoint is less than half a save
@@ -59,24 +69,13 @@ class TimeBudget(TrainerCallback):
         self.start = time.monotonic()
 
     def on_step_end(self, args, state, control, **kwargs):
-        over = torch.tensor(float(time.monotonic() - self.start >= self.seconds), device=args.device)
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.all_reduce(over, op=torch.distributed.ReduceOp.MAX)
-        if over.item():
+        if any_rank(time.monotonic() - self.start >= self.seconds, args.device):
             logger.info("time budget of %.1f minutes reached at step %d", self.seconds / 60, state.global_step)
             control.should_training_stop = True
             # Not a second checkpoint a few steps after a regular one: averaging would count the same weights twice.
             since_save = state.global_step % state.save_steps if args.save_strategy == "steps" else 0
             control.should_save = args.save_strategy != "epoch" and not 0 < since_save < state.save_steps / 2
             control.should_evaluate = args.eval_strategy not in ("no", "epoch")
-
-
-def any_rank(flag: bool, device) -> bool:
-    """``flag`` of any data-parallel rank (all of them take part), or this process's alone."""
-    value = torch.tensor(float(flag), device=device)
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.all_reduce(value, op=torch.distributed.ReduceOp.MAX)
-    return bool(value.item())
 
 
 class StopRequested(Exception):
