@@ -10,10 +10,13 @@ odd pieces. Only "▁" marks a space, so the split costs no reversibility. Wrapp
 
 import itertools
 import logging
+import multiprocessing
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import datasets
@@ -68,24 +71,61 @@ def streamed_sentences(pairs: Iterable[dict], count: int) -> Iterator[str]:
     yield from (pair["target"] for pair in first)
 
 
+# Sentences above which the vocabulary is learned in a process of its own. BpeTrainer keeps every distinct word of
+# the sample until it is done (+885 MiB on the 2M-sentence sample of benchmarks/wmt_like.py, measured), and memory
+# the main process once held stays its peak for the whole run; a spawned process costs ~5 s of imports, more than
+# learning from a Multi30k-sized sample takes.
+LEARN_APART_ABOVE = 200_000
+
+
 def learned_tokenizer(
-    sentences: Callable[[], Iterator[str]], data_key: object, vocab_size: int, cache_dir: str | None = None
+    sentences: Callable[[], Iterator[str]],
+    data_key: object,
+    vocab_size: int,
+    cache_dir: str | None = None,
+    sentence_count: int = 0,
 ) -> PreTrainedTokenizerFast:
     """``train_tokenizer`` on ``sentences()``, cached: the same data (``data_key``: its fingerprint and how it was
-    sampled), size and recipe (this module's code) give the tokenizer learned before, without learning it again."""
+    sampled), size and recipe (this module's code) give the tokenizer learned before, without learning it again.
+    More than ``LEARN_APART_ABOVE`` sentences (``sentence_count``, at most) are learned from in a spawned process,
+    so ``sentences`` must then pickle."""
     key = Hasher.hash((data_key, vocab_size, Hasher.hash(train_tokenizer)))
     folder = Path(cache_dir or datasets.config.HF_DATASETS_CACHE) / "vanilla-tokenizers" / key
     if (folder / "tokenizer.json").is_file():
         logger.info("tokenizer: learned before, from the same data (%s)", folder)
         return AutoTokenizer.from_pretrained(folder)
-    start = time.monotonic()
-    tokenizer = train_tokenizer(sentences(), vocab_size)
-    logger.info("tokenizer: %d tokens learned in %.0f s", len(tokenizer), time.monotonic() - start)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent))
-    tokenizer.save_pretrained(staging)
+    start = time.monotonic()
     try:
+        if sentence_count > LEARN_APART_ABOVE:
+            _learn_in_a_process(sentences, vocab_size, staging)
+        else:
+            _learn_into(staging, sentences, vocab_size)
         staging.rename(folder)  # atomic: a half-written tokenizer is never taken from the cache
-    except OSError:  # another process cached it meanwhile
-        shutil.rmtree(staging)
+    except OSError:
+        if not (folder / "tokenizer.json").is_file():  # not merely another process that cached it meanwhile
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    logger.info("tokenizer: %d tokens learned in %.0f s", len(tokenizer), time.monotonic() - start)
     return tokenizer
+
+
+def _learn_into(folder: Path, sentences: Callable[[], Iterator[str]], vocab_size: int) -> None:
+    """``train_tokenizer`` on ``sentences()``, saved in ``folder``."""
+    train_tokenizer(sentences(), vocab_size).save_pretrained(folder)
+
+
+def _learn_in_a_process(sentences: Callable[[], Iterator[str]], vocab_size: int, folder: Path) -> None:
+    """``_learn_into`` in a spawned process (forking would copy this process's memory, and the tokenizers library
+    disables its threads in a forked child); its errors are raised here."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            pool.submit(_learn_into, folder, sentences, vocab_size).result()
+        except BrokenProcessPool:
+            raise ChildProcessError(
+                "learning the tokenizer failed: its process ended abruptly (killed, most likely for lack of memory; "
+                "a smaller --tokenizer_sample needs less)"
+            ) from None

@@ -89,9 +89,11 @@ def run_tokenizer(model_args: ModelArguments, data_args: DataArguments, train, o
     sample = data_args.tokenizer_sample
     if isinstance(train, datasets.Dataset):
         sentences, key = partial(sample_sentences, train, sample, seed), (train._fingerprint, sample, seed)
+        count = min(sample, 2 * len(train))
     else:
         sentences, key = partial(streamed_sentences, train, sample), ("stream", source_key(data_args, "train"), sample)
-    return learned_tokenizer(sentences, key, data_args.vocab_size, data_args.cache_dir)
+        count = sample
+    return learned_tokenizer(sentences, key, data_args.vocab_size, data_args.cache_dir, count)
 
 
 def build_trainer(
