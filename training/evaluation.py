@@ -17,17 +17,19 @@ logger = logging.getLogger(__name__)
 
 
 class BleuMetric:
-    """compute_metrics for Seq2SeqTrainer: detokenized, cased sacreBLEU and chrF against the raw references."""
+    """compute_metrics for Seq2SeqTrainer: detokenized, cased sacreBLEU and chrF against the raw references (and,
+    given the target ``language``, the lowercased, tokenized BLEU of the Multi30k literature)."""
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, references: list[str]):
-        self.tokenizer, self.references = tokenizer, references
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, references: list[str], language: str | None = None):
+        self.tokenizer, self.references, self.language = tokenizer, references, language
 
     def __call__(self, eval_preds) -> dict:
         if isinstance(eval_preds.predictions, tuple):
             raise UsageError("BLEU needs generated translations: run with --predict_with_generate true")
         predictions = np.where(eval_preds.predictions < 0, self.tokenizer.pad_token_id, eval_preds.predictions)
         hypotheses = [h.strip() for h in self.tokenizer.batch_decode(predictions, skip_special_tokens=True)]
-        return score_translations(hypotheses, self.references).as_dict()
+        scores = score_translations(hypotheses, self.references, self.language).as_dict()
+        return {key: value for key, value in scores.items() if value is not None}
 
 
 def shortest_first(dataset):
@@ -48,12 +50,12 @@ def spread_sample(dataset, count: int):
 
 def final_evaluation(
     trainer: Seq2SeqTrainer, data: datasets.DatasetDict, decoding: Decoding, candidates: list[float],
-    translate_examples: int = 5, splits: tuple[str, ...] = ("validation", "test"),
+    translate_examples: int = 5, splits: tuple[str, ...] = ("validation", "test"), language: str | None = None,
 ) -> dict:  # fmt: skip
     """§6.1 on the whole validation and test sets, searching as ``decoding`` says (the model's decoding): with
     length penalty ``candidates`` and a beam, alpha is chosen on validation first, then made the model's own (and
     saved with it). Scored with sacreBLEU. Returns each split's metrics (and the alpha search). ``splits``: those
-    evaluated (of validation and test)."""
+    evaluated (of validation and test); ``language``: the target's, for the lowercased, tokenized BLEU."""
     unknown = set(splits) - {"validation", "test"}
     if unknown:
         raise UsageError(f"--final_splits {' '.join(splits)}: {sorted(unknown)} not among validation and test")
@@ -62,7 +64,7 @@ def final_evaluation(
         if split not in data or split not in splits:
             continue
         dataset = shortest_first(data[split])
-        trainer.compute_metrics = BleuMetric(tokenizer, list(dataset["target"]))
+        trainer.compute_metrics = BleuMetric(tokenizer, list(dataset["target"]), language)
         if split == "validation" and candidates and decoding.num_beams > 1:
             decoding, prediction, results["length_penalty_search"] = choose_length_penalty(
                 trainer, dataset, decoding, candidates

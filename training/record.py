@@ -33,7 +33,16 @@ def write_summary(
 
     def scores(split: str) -> dict:
         metrics = results.get(split, {})
-        keys = ("bleu", "chrf", "signature", "chrf_signature", "length_ratio", "loss")
+        keys = (
+            "bleu",
+            "chrf",
+            "signature",
+            "chrf_signature",
+            "length_ratio",
+            "loss",
+            "bleu_lc_tok",
+            "lc_tok_signature",
+        )
         return {key: metrics[f"{split}_{key}"] for key in keys if f"{split}_{key}" in metrics}
 
     summary = {

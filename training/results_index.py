@@ -19,7 +19,7 @@ ROLES = {
 }
 HEADER = (
     "| run | date | commit | minutes (training / command) | epochs | validation BLEU (alpha) | test BLEU | chrF "
-    "| length ratio |"
+    "| length ratio | test BLEU, lowercased and tokenized |"
 )
 
 
@@ -43,7 +43,8 @@ def row(folder: Path, record: dict) -> str:
     link = f"[{folder.name}]({Path('..') / folder.relative_to(ROOT)})"  # docs/results.md links up to results/
     commit = (record.get("code") or {}).get("commit") or "?"
     minutes = f"{record.get('train_minutes', '?')} / {record.get('wall_clock_minutes', '?')}"
-    scores = f"**{test.get('bleu', '?')}** | {test.get('chrf', '?')} | {test.get('length_ratio', '?')}"
+    scores = (f"**{test.get('bleu', '?')}** | {test.get('chrf', '?')} | {test.get('length_ratio', '?')} | "
+              f"{test.get('bleu_lc_tok', '-')}")  # fmt: skip
     return (f"| {link} | {folder.name[:10]} | `{commit[:7]}` | {minutes} | {epochs(folder) or '?'} | "
             f"{validation.get('bleu', '?')} ({alpha}) | {scores} |")  # fmt: skip
 
@@ -51,12 +52,13 @@ def row(folder: Path, record: dict) -> str:
 def mean_row(records: list[dict]) -> str:
     def mean(values):
         values = [v for v in values if isinstance(v, (int, float))]
-        return f"{statistics.mean(values):.2f}" if values else "?"
+        return f"{statistics.mean(values):.2f}" if values else "-"
 
     tests = [test_scores(r) for r in records]
     return (f"| **mean of {len(records)}** | | | | | {mean(r.get('validation', {}).get('bleu') for r in records)} | "
             f"**{mean(t.get('bleu') for t in tests)}** | {mean(t.get('chrf') for t in tests)} | "
-            f"{mean(t.get('length_ratio') for t in tests)} |")  # fmt: skip
+            f"{mean(t.get('length_ratio') for t in tests)} | "
+            f"{mean(t.get('bleu_lc_tok') for t in tests)} |")  # fmt: skip
 
 
 def index(results: Path) -> str:
@@ -74,13 +76,15 @@ def index(results: Path) -> str:
         "made it: `summary.json` (scores with their sacreBLEU signatures, the alpha search, minutes, parameters, the",
         "command and the arguments it resolved to, the git commit, the machine) and the learning curve. BLEU is",
         "sacreBLEU on cased, detokenized text; the length ratio is output over reference length on the test set.",
+        "The last column is the BLEU the Multi30k literature reports (`vanilla_tools.metrics.tokenized_bleu`: both",
+        "sides lowercased, Moses-normalized and Moses-tokenized, BLEU on those tokens), recorded since 2026-11-24.",
         "Choices were made on the validation set; each run decoded its test set once, at its end.",
     ]
     for role, title in ROLES.items():
         chosen = [(f, r) for f, r in records if r.get("role") == role]
         if not chosen:
             continue
-        lines += ["", f"## {title}", "", HEADER, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += ["", f"## {title}", "", HEADER, "| --- " * HEADER.count(" | ") + "| --- |"]
         lines += [row(f, r) for f, r in chosen]
         if role == "seed":
             canonical = [r for _, r in records if r.get("role") == "canonical"]

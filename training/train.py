@@ -282,7 +282,8 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
     trainer.save_metrics("train", train_result.metrics)
     decoding = Decoding.resolve(trainer.model.generation_config)
     results.update(final_evaluation(trainer, data, decoding, model_args.length_penalty_candidates,
-                                    model_args.translate_examples, tuple(model_args.final_splits)))  # fmt: skip
+                                    model_args.translate_examples, tuple(model_args.final_splits),
+                                    data_args.target_lang))  # fmt: skip
     if trainer.is_world_process_zero():
         if model_args.export_ct2:
             logger.info("exported for CTranslate2 to %s", cached_export(output_dir, model_args.export_ct2))

@@ -2,6 +2,7 @@
 
 import gzip
 import logging
+import math
 import os
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from training.checkpoints import complete_checkpoints, mark_complete, resolve_ch
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
 from training.tokenizer import train_tokenizer
 from training.trainer import NoamSchedule, TimeBudget
-from vanilla_tools.metrics import score_translations
+from vanilla_tools.metrics import score_translations, tokenized_bleu
 
 
 def test_tokenizer_is_shared_and_round_trips(tokenizer, tmp_path):
@@ -323,6 +324,19 @@ def test_sacrebleu_scores_and_signature():
     assert score_translations(["ein hund läuft über die wiese."], GERMAN[:1]).bleu < 100  # cased
     with pytest.raises(ValueError, match="2 hypotheses but 3 references"):
         score_translations(GERMAN[:2], GERMAN)
+    assert perfect.bleu_lc_tok is None  # no target language, no tokenized score
+
+
+def test_tokenized_bleu_lowercases_normalizes_and_tokenizes_as_moses():
+    # case aside, the hypothesis is the reference without its last token ".": all precisions 1, brevity 6/7
+    scores = score_translations(["EIN HUND läuft über die Wiese"], ["Ein Hund läuft über die Wiese."], "de")
+    assert scores.bleu_lc_tok == round(100 * math.exp(1 - 7 / 6), 2) == 84.65
+    assert scores.bleu == 43.01  # cased: "EIN HUND" matches nothing
+    assert scores.lc_tok_signature.startswith("nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|version:")
+    assert scores.lc_tok_signature.endswith("|pre:lc+moses-norm+moses-tok-de")
+    # German quotes are normalized to ", and split from the word they enclose, on both sides
+    assert tokenized_bleu(["Er sagt „Hallo“ zu ihr."], ['Er sagt "Hallo" zu ihr.'], "de")[0] == 100.0
+    assert score_translations(["Er sagt „Hallo“ zu ihr."], ['Er sagt "Hallo" zu ihr.']).bleu < 100
 
 
 @pytest.mark.parametrize(

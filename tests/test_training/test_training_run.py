@@ -66,6 +66,8 @@ def test_learning_curve_summary_and_averaging(trained_run):
     results = trained_run["results"]
     assert summary["test"]["bleu"] == results["test"]["test_bleu"]  # local files: the test set is "test"
     assert summary["test"]["signature"].startswith("nrefs:1|case:mixed")
+    assert summary["test"]["bleu_lc_tok"] == results["test"]["test_bleu_lc_tok"]  # the Multi30k literature's BLEU
+    assert summary["test"]["lc_tok_signature"].endswith("|pre:lc+moses-norm+moses-tok-de")
     # the record of what ran: every resolved argument, the commit, the machine
     arguments = summary["arguments"]
     assert arguments["d_model"] == 32 and arguments["average_last"] == 2 and arguments["dataset"] == "files"
