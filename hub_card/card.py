@@ -32,7 +32,8 @@ def build_model_card(model_dir: str | Path, repo_id: str | None = None, license:
         if not metrics:
             continue
         rows.append({"split": label, "bleu": metrics[f"{split}_bleu"], "chrf": metrics[f"{split}_chrf"],
-                     "length_ratio": metrics[f"{split}_length_ratio"]})  # fmt: skip
+                     "length_ratio": metrics[f"{split}_length_ratio"],
+                     "bleu_lc_tok": metrics.get(f"{split}_bleu_lc_tok", "n/a")})  # fmt: skip
         for metric, name in (("bleu", "sacreBLEU"), ("chrf", "chrF")):
             eval_results.append(
                 EvalResult(

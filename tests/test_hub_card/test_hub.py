@@ -75,6 +75,8 @@ def test_model_card_round_trips(trained_run, tmp_path):
         ("test2016", "chrf"): results["test"]["test_chrf"],
     }
     text = loaded.text
+    test_row = [results["test"][f"test_{key}"] for key in ("bleu", "chrf", "length_ratio", "bleu_lc_tok")]
+    assert f"| test2016 | {' | '.join(map(str, test_row))} |" in text
     assert f"{recipe['parameters']:,}" in text and "1 encoder + 1 decoder" in text and "32 / 2 / 64" in text
     assert "Adam(beta1=0.9, beta2=0.999" in text and "| label smoothing | 0.1 |" in text
     assert "trust_remote_code=True" in text and 'revision="<commit sha>"' in text
