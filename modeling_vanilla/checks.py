@@ -20,6 +20,20 @@ import torch
 from transformers.utils import is_torchdynamo_compiling
 
 _VALUES_CHECKED = ContextVar("vanilla_transformer_values_checked", default=False)
+# transformers 5.24 renamed past_key_values to cache in generate(), the masks and the model outputs: its generate()
+# would not hand this model its cache back, and decoding would change silently. Raised until the model follows.
+FIRST_UNSUPPORTED_TRANSFORMERS = (5, 24)
+
+
+def check_transformers_version(installed: str) -> None:
+    """Refuse, by name, a transformers release this model's generate() cannot run correctly with."""
+    major_minor = tuple(int(part) for part in re.findall(r"\d+", installed)[:2])
+    if major_minor >= FIRST_UNSUPPORTED_TRANSFORMERS:
+        first = ".".join(map(str, FIRST_UNSUPPORTED_TRANSFORMERS))
+        raise ImportError(
+            f"the vanilla Transformer needs transformers < {first} (installed: {installed}; {first} renamed "
+            f"past_key_values to cache, which this model does not follow yet): pip install 'transformers<{first}'"
+        )
 
 
 @contextmanager

@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable
 
 import torch
+import transformers
 from torch import nn
 from torch.nn import functional as F
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
@@ -50,6 +51,7 @@ from .checks import (
     check_loaded_weights,
     check_padding_mask,
     check_token_ids,
+    check_transformers_version,
     local_model_dir,
     may_read_values,
     values_checked,
@@ -57,6 +59,8 @@ from .checks import (
 from .configuration_vanilla import VanillaTransformerConfig
 from .pipeline_vanilla import CUSTOM_PIPELINES
 from .speedups import LinearCrossEntropy, math_attention_is_faster, residual_dropout
+
+check_transformers_version(transformers.__version__)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -2,16 +2,19 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 from helpers import VOCAB, padded_batch, tiny_model
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq, VanillaTransformerModel
+from modeling_vanilla.checks import check_transformers_version
 
 
 def test_auto_classes_know_the_model(tmp_path):
@@ -131,3 +134,15 @@ def test_remote_code_loads_without_the_package(tmp_path):
     out = torch.load(tmp_path / "out.pt")
     torch.testing.assert_close(out["logits"], expected)
     assert torch.equal(out["generated"], model.generate(ids, attention_mask=mask, max_new_tokens=4))
+
+
+def test_a_transformers_release_the_model_cannot_decode_with_is_refused_by_name():
+    for supported in ("5.0.0", "5.23.0", "5.23.1.dev0"):
+        check_transformers_version(supported)
+    for unsupported in ("5.24.0", "5.30.0.dev0", "6.0.0"):
+        with pytest.raises(
+            ImportError,
+            match=rf"needs transformers < 5.24 \(installed: {re.escape(unsupported)}; "
+            r"5.24 renamed past_key_values to cache.*pip install 'transformers<5.24'",
+        ):
+            check_transformers_version(unsupported)
