@@ -102,3 +102,14 @@ def test_readme_is_a_front_page():
 
 def test_results_page_is_generated_from_the_records():
     assert (ROOT / "docs" / "results.md").read_text(encoding="utf-8") == results_index.index(ROOT / "results")
+
+
+def test_results_mean_is_left_out_where_a_run_lacks_the_score():
+    runs = [
+        {"validation": {"bleu": 40.0}, "test2016": {"bleu": 38.0, "chrf": 63.0, "length_ratio": 1.0}},
+        {
+            "validation": {"bleu": 41.0},
+            "test2016": {"bleu": 39.0, "chrf": 64.0, "length_ratio": 1.02, "bleu_lc_tok": 39.5},
+        },
+    ]
+    assert results_index.mean_row(runs) == "| **mean of 2** | | | | | 40.50 | **38.50** | 63.50 | 1.01 | - |"
