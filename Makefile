@@ -1,9 +1,18 @@
-# The two commands of the README: `make demo` (the main job) and `make test` (the test suite).
+# The two commands of the README: `make demo` (the main job) and `make test` (the test suite). `make compat` runs the
+# model's tests on another transformers release, in a side environment (docs/hub.md#compatibility).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The oldest transformers release tested (pyproject's floor, modeling_vanilla/compat.py's TESTED_RELEASES); any other
+# release by name: make compat TRANSFORMERS=5.25.0
+TRANSFORMERS ?= 5.17.0
+COMPAT := .venv-transformers-$(TRANSFORMERS)
+# What a Hub user of the model meets on a release: the model, generate() and its caches, transformers' common tests,
+# the pipeline, loading from the Hub with remote code, PEFT, the ONNX and CTranslate2 exports, Trainer training
+COMPAT_TESTS := tests/test_modeling_vanilla tests/test_hub_card/test_hub.py tests/test_inference/test_onnx.py \
+	tests/test_inference/test_ctranslate2.py tests/test_training/test_training_run.py
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test lint compat clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,5 +34,15 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+$(COMPAT)/bin/python:
+	$(PYTHON) -m venv $(COMPAT)
+	$(COMPAT)/bin/pip install -q --upgrade pip
+	$(COMPAT)/bin/pip install -q torch==2.13.0
+	$(COMPAT)/bin/pip install -q -e ".[dev,ct2,ecosystem]" "transformers==$(TRANSFORMERS)"
+
+compat: $(COMPAT)/bin/python
+	$(COMPAT)/bin/python -c "import transformers; assert transformers.__version__ == '$(TRANSFORMERS)', transformers.__version__"
+	$(COMPAT)/bin/python -m pytest $(COMPAT_TESTS)
+
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VENV)-transformers-* *.egg-info .pytest_cache .ruff_cache

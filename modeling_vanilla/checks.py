@@ -2,9 +2,10 @@
 inside torch; a damaged or missing checkpoint is named on loading.
 
 Shapes and dtypes are checked on every call (on the host). Values (an id out of range, a NaN, a mask that is not
-0/1) can only be checked by reading the tensor back to the host, which waits for the device: ``generate()`` checks
-them once for the whole call (``values_checked``), and no decoding step on an accelerator reads a value back (on
-the CPU a read waits for no device: ``may_read_values(tensor)``).
+0/1) can only be checked by reading the tensor back to the host, which on an accelerator waits for the device:
+``generate()`` checks them once for the whole call (``values_checked``), and neither a decoding step nor a training
+step's forward on an accelerator reads a value back (``may_read_values``). On the CPU a read waits for nothing, so
+values are checked there on every call outside ``generate()``, training included.
 
 This file travels to the Hub with ``modeling_vanilla.py`` (it imports only torch and transformers).
 """
@@ -20,20 +21,6 @@ import torch
 from transformers.utils import is_torchdynamo_compiling
 
 _VALUES_CHECKED = ContextVar("vanilla_transformer_values_checked", default=False)
-# transformers 5.24 renamed past_key_values to cache in generate(), the masks and the model outputs: its generate()
-# would not hand this model its cache back, and decoding would change silently. Raised until the model follows.
-FIRST_UNSUPPORTED_TRANSFORMERS = (5, 24)
-
-
-def check_transformers_version(installed: str) -> None:
-    """Refuse, by name, a transformers release this model's generate() cannot run correctly with."""
-    major_minor = tuple(int(part) for part in re.findall(r"\d+", installed)[:2])
-    if major_minor >= FIRST_UNSUPPORTED_TRANSFORMERS:
-        first = ".".join(map(str, FIRST_UNSUPPORTED_TRANSFORMERS))
-        raise ImportError(
-            f"the vanilla Transformer needs transformers < {first} (installed: {installed}; {first} renamed "
-            f"past_key_values to cache, which this model does not follow yet): pip install 'transformers<{first}'"
-        )
 
 
 @contextmanager
@@ -51,24 +38,33 @@ def reads_synchronise(tensor: torch.Tensor) -> bool:
     return tensor.device.type != "cpu"
 
 
-def may_read_values(tensor: torch.Tensor | None = None) -> bool:
-    """False while compiling (a data-dependent branch would break the graph), and inside ``values_checked`` unless
-    reading ``tensor`` waits for no device."""
+def may_read_values(tensor: torch.Tensor, training: bool = False) -> bool:
+    """Whether reading ``tensor``'s values back to the host is allowed here: never while compiling (a data-dependent
+    branch would break the graph); always where the read waits for no device; on an accelerator, neither in a training
+    step (``training``: a synchronisation every step) nor inside ``values_checked``."""
     if is_torchdynamo_compiling():
         return False
-    return not _VALUES_CHECKED.get() or (tensor is not None and not reads_synchronise(tensor))
+    return not reads_synchronise(tensor) or not (training or _VALUES_CHECKED.get())
 
 
-def check_token_ids(ids: torch.Tensor | None, vocab_size: int, name: str, ignore_index: int | None = None) -> None:
+def checks_values(tensor: torch.Tensor, training: bool) -> bool:
+    """Whether to check ``tensor``'s values: where they may be read, and not again inside a ``generate()`` call that
+    checked its inputs once."""
+    return may_read_values(tensor, training) and not _VALUES_CHECKED.get()  # compiling is asked first: no ContextVar
+
+
+def check_token_ids(
+    ids: torch.Tensor | None, vocab_size: int, name: str, ignore_index: int | None = None, training: bool = False
+) -> None:
     """Raise ValueError unless ``ids`` is a non-empty (batch, length) integer tensor of ids in [0, vocab_size)
-    (``ignore_index`` allowed too: -100 in labels)."""
+    (``ignore_index`` allowed too: -100 in labels). ``training``: the call is a training step's (``checks_values``)."""
     if ids is None:
         return
     if ids.dim() != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
         raise ValueError(f"`{name}` must be a non-empty (batch, length) tensor, got shape {tuple(ids.shape)}")
     if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
         raise ValueError(f"`{name}` must hold integer token ids, got dtype {ids.dtype}")
-    if not may_read_values():
+    if not checks_values(ids, training):
         return
     bad = (ids < 0) | (ids >= vocab_size)
     if ignore_index is not None:
@@ -78,14 +74,16 @@ def check_token_ids(ids: torch.Tensor | None, vocab_size: int, name: str, ignore
         raise ValueError(f"`{name}` holds token id {int(ids[bad][0])}, outside [0, vocab_size={vocab_size}){allowed}")
 
 
-def check_padding_mask(mask: torch.Tensor | None, shape: tuple[int, int], name: str, of: str) -> None:
+def check_padding_mask(
+    mask: torch.Tensor | None, shape: tuple[int, int], name: str, of: str, training: bool = False
+) -> None:
     """A 2-D mask is (batch, keys) of 1 (token) and 0 (padding), as transformers' tokenizers return it. An additive
     mask (0 / -inf) would be read as its inverse, so values other than 0 and 1 are refused."""
     if mask is None or mask.dim() == 4:  # 4-D: a ready-made attention mask, used as given
         return
     if tuple(mask.shape) != tuple(shape):
         raise ValueError(f"`{name}` has shape {tuple(mask.shape)} but must be {tuple(shape)}, the shape of {of}")
-    if may_read_values() and mask.dtype != torch.bool and ((mask != 0) & (mask != 1)).any():
+    if mask.dtype != torch.bool and checks_values(mask, training) and ((mask != 0) & (mask != 1)).any():
         value = mask[(mask != 0) & (mask != 1)][0].item()
         raise ValueError(
             f"`{name}` must hold 1 (attend) and 0 (padding), found {value}: an additive mask (0 / -inf) is not "
@@ -93,7 +91,7 @@ def check_padding_mask(mask: torch.Tensor | None, shape: tuple[int, int], name: 
         )
 
 
-def check_embeddings(embeds: torch.Tensor | None, width: int, name: str) -> None:
+def check_embeddings(embeds: torch.Tensor | None, width: int, name: str, training: bool = False) -> None:
     """``inputs_embeds`` must be a non-empty float (batch, length, d_model) tensor of finite values."""
     if embeds is None:
         return
@@ -101,7 +99,7 @@ def check_embeddings(embeds: torch.Tensor | None, width: int, name: str) -> None
         raise ValueError(f"`{name}` must be (batch, length, d_model={width}), got shape {tuple(embeds.shape)}")
     if not embeds.dtype.is_floating_point:
         raise ValueError(f"`{name}` must be a floating-point tensor, got dtype {embeds.dtype}")
-    if may_read_values() and not torch.isfinite(embeds).all():
+    if checks_values(embeds, training) and not torch.isfinite(embeds).all():
         raise ValueError(f"`{name}` holds NaN or infinite values")
 
 

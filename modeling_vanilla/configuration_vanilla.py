@@ -1,10 +1,13 @@
 """Configuration of the Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
 
-This file travels to the Hub next to the weights (``trust_remote_code``): it imports only transformers.
+This file travels to the Hub next to the weights (``trust_remote_code``): it imports only transformers and
+``compat.py``.
 """
 
 from transformers import PreTrainedConfig
 from transformers.activations import ACT2FN
+
+from .compat import CACHE_NAME
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
@@ -47,7 +50,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     """
 
     model_type = "vanilla_transformer"
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = [CACHE_NAME]  # Trainer's evaluation drops the cache from the outputs it gathers
     attribute_map = {
         "hidden_size": "d_model",
         "num_hidden_layers": "decoder_layers",

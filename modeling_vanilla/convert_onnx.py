@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
+from .compat import CACHE_NAME
 from .modeling_vanilla import SinusoidalPositionalEncoding, VanillaTransformerForSeq2Seq, sinusoid_table
 
 ENCODER, DECODER = "encoder.onnx", "decoder.onnx"
@@ -83,8 +84,8 @@ class DecoderStepGraph(nn.Module):
         for i in range(n):
             cache.is_updated[i] = True
         out = self.model(encoder_outputs=(encoder_hidden_states,), attention_mask=encoder_attention_mask,
-                         decoder_input_ids=decoder_input_ids, past_key_values=cache, use_cache=True)  # fmt: skip
-        present = out.past_key_values.self_attention_cache.layers
+                         decoder_input_ids=decoder_input_ids, cache=cache, use_cache=True)  # fmt: skip
+        present = getattr(out, CACHE_NAME).self_attention_cache.layers
         log_probs = out.logits[:, -1].float().log_softmax(dim=-1)  # (B, vocab), as generate() scores the next token
         return (log_probs, *[t for layer in present for t in (layer.keys, layer.values)])
 

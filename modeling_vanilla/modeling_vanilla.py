@@ -18,7 +18,6 @@ import os
 from collections.abc import Callable
 
 import torch
-import transformers
 from torch import nn
 from torch.nn import functional as F
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
@@ -41,7 +40,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple, is_torchdynamo_compiling
+from transformers.utils import TransformersKwargs, can_return_tuple, is_torchdynamo_compiling, logging
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
@@ -51,16 +50,17 @@ from .checks import (
     check_loaded_weights,
     check_padding_mask,
     check_token_ids,
-    check_transformers_version,
     local_model_dir,
     may_read_values,
     values_checked,
 )
+from .compat import CACHE_NAME, accepts_past_key_values, note_untested_release
 from .configuration_vanilla import VanillaTransformerConfig
 from .pipeline_vanilla import CUSTOM_PIPELINES
 from .speedups import LinearCrossEntropy, math_attention_is_faster, residual_dropout
 
-check_transformers_version(transformers.__version__)
+logger = logging.get_logger(__name__)
+note_untested_release()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -126,25 +126,20 @@ class DecoderLayer(GradientCheckpointingLayer):
         self.ffn = PositionWiseFeedForward(config)
         self.ffn_sublayer = SublayerConnection(config)
 
+    @accepts_past_key_values
     def forward(
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None,
         encoder_hidden_states: torch.Tensor,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
-        attended, _ = self.self_attn(
-            hidden_states, attention_mask=attention_mask, past_key_values=past_key_values, **kwargs
-        )
+        attended, _ = self.self_attn(hidden_states, attention_mask=attention_mask, cache=cache, **kwargs)
         hidden_states = self.self_attn_sublayer(hidden_states, attended)
         attended, _ = self.cross_attn(
-            hidden_states,
-            encoder_hidden_states,
-            attention_mask=encoder_attention_mask,
-            past_key_values=past_key_values,
-            **kwargs,
+            hidden_states, encoder_hidden_states, attention_mask=encoder_attention_mask, cache=cache, **kwargs
         )
         hidden_states = self.cross_attn_sublayer(hidden_states, attended)
         return self.ffn_sublayer(hidden_states, self.ffn(hidden_states))
@@ -275,13 +270,14 @@ class MultiHeadAttention(nn.Module):
             return self._in_proj_rows(key, d, 3 * d).chunk(2, dim=-1)
         return self._in_proj_rows(key, d, 2 * d), self._in_proj_rows(value, 2 * d, 3 * d)
 
+    @accepts_past_key_values
     def forward(
         self,
         query: torch.Tensor,
         key: torch.Tensor | None = None,
         value: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """query (B, Lq, d_model); key (B, Lk, kdim) and value (B, Lk, vdim) default to query (self-attention).
@@ -305,30 +301,35 @@ class MultiHeadAttention(nn.Module):
 
         # Adapted from transformers.models.bart.modeling_bart.BartAttention.forward: which cache a layer updates, and
         # the encoder-decoder keys/values projected once (is_updated) and read back after.
-        cache, cached_cross = (None if is_cross else past_key_values), False  # a plain Cache holds self-attention
-        if isinstance(past_key_values, EncoderDecoderCache):
+        layer_cache, cached_cross = (None if is_cross else cache), False  # a plain Cache holds self-attention
+        if isinstance(cache, EncoderDecoderCache):
             if is_cross:
-                cached_cross = bool(past_key_values.is_updated.get(self.layer_idx))  # a Python bool
-                cache = past_key_values.cross_attention_cache
+                cached_cross = bool(cache.is_updated.get(self.layer_idx))  # a Python bool
+                layer_cache = cache.cross_attention_cache
             else:
-                cache = past_key_values.self_attention_cache
+                layer_cache = cache.self_attention_cache
 
         if not is_cross and self.in_proj is not None:  # self-attention: Q, K, V from one product
             q, k, v = (self._split_heads(t) for t in self.in_proj(query).chunk(3, dim=-1))  # 3 x (B, h, Lq, d_k)
         else:
             q = self._split_heads(self._project_query(query))  # (B, h, Lq, d_k)
             if cached_cross:
-                k, v = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+                k, v = layer_cache.layers[self.layer_idx].keys, layer_cache.layers[self.layer_idx].values
             else:
                 k, v = (self._split_heads(t) for t in self._project_key_value(key, value))  # 2 x (B, h, Lk, d_k)
-        if cache is not None and not cached_cross:
-            k, v = cache.update(k, v, self.layer_idx)
-            if is_cross and isinstance(past_key_values, EncoderDecoderCache):
-                past_key_values.is_updated[self.layer_idx] = True
+        if layer_cache is not None and not cached_cross:
+            k, v = layer_cache.update(k, v, self.layer_idx)
+            if is_cross and isinstance(cache, EncoderDecoderCache):
+                cache.is_updated[self.layer_idx] = True
 
         implementation = self.config._attn_implementation if self.config is not None else "sdpa"
         if implementation == "sdpa" and math_attention_is_faster(q, k):
             implementation = "eager"
+            if not is_torchdynamo_compiling():
+                logger.warning_once(
+                    f"attn_implementation='sdpa' runs as 'eager' (the same attention, as matmul and softmax) while "
+                    f"training in {q.dtype} on the CPU over short sequences, where it is faster (speedups.py)"
+                )
         attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
         output, weights = attention(
             self,
@@ -347,31 +348,36 @@ class MultiHeadAttention(nn.Module):
 # ----------------------------------------------------------------------------------------------------------------
 # §3.2.3 Applications of attention in our model: the masks. transformers' masking_utils builds them in the format
 # of each attention implementation. It may drop a mask where SDPA needs none (nothing padded, a causal mask SDPA's
-# is_causal makes), but finding that out reads the mask's values back to the host; inside generate() no decoding
-# step on an accelerator does that (``may_read_values``), and there the masks are always built. On the CPU a read
-# costs no synchronisation, and decoding without the masks is faster (``vanilla-bench --translate``, batch 1).
+# is_causal makes), but finding that out reads the mask's values back to the host; neither a decoding step of
+# generate() nor a training step on an accelerator does that (``may_read_values``), and there the masks are always
+# built. On the CPU a read costs no synchronisation, and running without the masks is faster (``vanilla-bench
+# --translate``, batch 1).
 # ----------------------------------------------------------------------------------------------------------------
-def encoder_self_attention_mask(config, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None):
+def encoder_self_attention_mask(
+    config, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None, training: bool = False
+):
     """ "Each position in the encoder can attend to all positions in the previous layer of the encoder", padding
     excepted. Restricted (``attention_window`` r, Table 1): to the positions j with |i - j| <= r."""
     window = config.attention_window
     return create_bidirectional_mask(
         config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
         and_mask_function=None if window is None else sliding_window_bidirectional_overlay(window),
-        allow_is_bidirectional_skip=may_read_values(inputs_embeds),
+        allow_is_bidirectional_skip=may_read_values(inputs_embeds, training),
     )  # fmt: skip
 
 
 def decoder_self_attention_mask(
-    config, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None, cache: Cache | None
-):
+    config, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None, cache: Cache | None,
+    training: bool = False,
+):  # fmt: skip
     """ "We need to prevent leftward information flow in the decoder ... by masking out (setting to -inf) all values
     in the input of the softmax which correspond to illegal connections": each position sees itself and the ones
     before it (cached ones included), padding excepted. Restricted (``attention_window`` r): to j in [i - r, i],
     transformers' sliding window of r + 1 (``config.sliding_window``), whose cache layers keep the last r."""
     create = create_causal_mask if config.attention_window is None else create_sliding_window_causal_mask
-    return create(config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask, past_key_values=cache,
-                  allow_is_causal_skip=may_read_values(inputs_embeds))  # fmt: skip
+    # the cache goes fourth, by position: its parameter is `past_key_values` before transformers 5.24, `cache` since
+    skip = may_read_values(inputs_embeds, training)
+    return create(config, inputs_embeds, attention_mask, cache, allow_is_causal_skip=skip)
 
 
 def full_attention_config(config: VanillaTransformerConfig) -> VanillaTransformerConfig:
@@ -385,13 +391,14 @@ def full_attention_config(config: VanillaTransformerConfig) -> VanillaTransforme
 
 
 def encoder_decoder_attention_mask(
-    config, inputs_embeds: torch.Tensor, encoder_attention_mask: torch.Tensor | None, encoder_hidden_states
-):
+    config, inputs_embeds: torch.Tensor, encoder_attention_mask: torch.Tensor | None, encoder_hidden_states,
+    training: bool = False,
+):  # fmt: skip
     """ "This allows every position in the decoder to attend over all positions in the input sequence", padding
     excepted."""
     return create_bidirectional_mask(config=config, inputs_embeds=inputs_embeds, attention_mask=encoder_attention_mask,
                                      encoder_hidden_states=encoder_hidden_states,
-                                     allow_is_bidirectional_skip=may_read_values(inputs_embeds))  # fmt: skip
+                                     allow_is_bidirectional_skip=may_read_values(inputs_embeds, training))  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -608,8 +615,8 @@ class _Stack(VanillaTransformerPreTrainedModel):
         ids_name, embeds_name = f"{self.input_prefix}input_ids", f"{self.input_prefix}inputs_embeds"
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(f"Give exactly one of `{ids_name}` and `{embeds_name}`")
-        check_token_ids(input_ids, self.config.vocab_size, ids_name)
-        check_embeddings(inputs_embeds, self.config.d_model, embeds_name)
+        check_token_ids(input_ids, self.config.vocab_size, ids_name, training=self.training)
+        check_embeddings(inputs_embeds, self.config.d_model, embeds_name, training=self.training)
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)  # (B, L, d_model)
         inputs_embeds = inputs_embeds * self.embed_scale
@@ -650,8 +657,8 @@ class VanillaTransformerEncoder(_Stack):
             ``output_attentions``, each layer's (B, S, d_model) and (B, h, S, S).
         """
         inputs_embeds, hidden_states = self.embed(input_ids, inputs_embeds)
-        check_padding_mask(attention_mask, inputs_embeds.shape[:2], "attention_mask", "the `input_ids`")
-        mask = encoder_self_attention_mask(self.config, inputs_embeds, attention_mask)
+        check_padding_mask(attention_mask, inputs_embeds.shape[:2], "attention_mask", "the `input_ids`", self.training)
+        mask = encoder_self_attention_mask(self.config, inputs_embeds, attention_mask, self.training)
         for layer in self.layers:
             hidden_states = layer(hidden_states, mask, **kwargs)
         return BaseModelOutput(last_hidden_state=hidden_states)
@@ -673,6 +680,7 @@ class VanillaTransformerDecoder(_Stack):
         self.layers = nn.ModuleList(DecoderLayer(config, i) for i in range(config.decoder_layers))
         self.post_init()
 
+    @accepts_past_key_values
     @merge_with_config_defaults
     @capture_outputs
     def forward(
@@ -681,7 +689,7 @@ class VanillaTransformerDecoder(_Stack):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         **kwargs: Unpack[TransformersKwargs],
@@ -692,33 +700,36 @@ class VanillaTransformerDecoder(_Stack):
                 the new ones.
             attention_mask: (B, T), or (B, cached + T) with a cache; 1 for a token and 0 for padding.
             encoder_hidden_states: (B, S, d_model), the encoder output; ``encoder_attention_mask`` (B, S).
-            past_key_values: an ``EncoderDecoderCache`` (made here when ``use_cache`` and none is given).
+            cache: an ``EncoderDecoderCache`` (made here when ``use_cache`` and none is given); also accepted as
+                ``past_key_values``, its name before transformers 5.24.
         Returns:
             ``BaseModelOutputWithPastAndCrossAttentions``: ``last_hidden_state`` (B, T, d_model), the cache, and
             with ``output_attentions`` each layer's self (B, h, T, cached + T) and cross (B, h, T, S) weights.
         """
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs `encoder_hidden_states` (the encoder output)")
-        if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(
+        if use_cache and cache is None:
+            cache = EncoderDecoderCache(
                 DynamicCache(config=self.config), DynamicCache(config=full_attention_config(self.config))
             )
-        self_cache = past_key_values.self_attention_cache if isinstance(past_key_values, EncoderDecoderCache) else None
+        self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else None
         # cached tokens: a host integer for a dynamic cache; a tensor for a static one, whose size bounds positions
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        past_length = cache.get_seq_length() if cache is not None else 0
         static_size = self_cache.get_max_length() if self_cache is not None and self_cache.is_compileable else None
         inputs_embeds, hidden_states = self.embed(input_ids, inputs_embeds, past_length, static_size)
         # transformers' convention: a 2-D decoder mask covers the cached tokens and the new ones
         batch, length = inputs_embeds.shape[:2]
+        training = self.training
         if not isinstance(past_length, torch.Tensor):
             check_padding_mask(
                 attention_mask, (batch, past_length + length), "decoder_attention_mask",
-                f"the {past_length} cached and {length} new decoder tokens",
+                f"the {past_length} cached and {length} new decoder tokens", training,
             )  # fmt: skip
-        check_padding_mask(encoder_attention_mask, encoder_hidden_states.shape[:2], "attention_mask", "the source")
-        self_mask = decoder_self_attention_mask(self.config, inputs_embeds, attention_mask, self_cache)
+        source_shape = encoder_hidden_states.shape[:2]
+        check_padding_mask(encoder_attention_mask, source_shape, "attention_mask", "the source", training)
+        self_mask = decoder_self_attention_mask(self.config, inputs_embeds, attention_mask, self_cache, training)
         cross_mask = encoder_decoder_attention_mask(
-            self.config, inputs_embeds, encoder_attention_mask, encoder_hidden_states
+            self.config, inputs_embeds, encoder_attention_mask, encoder_hidden_states, training
         )
         for layer in self.layers:
             hidden_states = layer(
@@ -726,11 +737,11 @@ class VanillaTransformerDecoder(_Stack):
                 self_mask,
                 encoder_hidden_states,
                 encoder_attention_mask=cross_mask,
-                past_key_values=past_key_values,
+                cache=cache,
                 **kwargs,
             )
         return BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=hidden_states, past_key_values=past_key_values if use_cache else None
+            last_hidden_state=hidden_states, **{CACHE_NAME: cache if use_cache else None}
         )
 
 
@@ -763,6 +774,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         if self.config.share_encoder_decoder_embeddings:
             self.decoder.embed_tokens = value
 
+    @accepts_past_key_values
     @can_return_tuple
     def forward(
         self,
@@ -771,7 +783,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -781,7 +793,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         Args:
             input_ids: (B, S) source ids, ``attention_mask`` (B, S); or ``encoder_outputs`` already computed.
             decoder_input_ids: (B, T) target ids read so far (shifted right), ``decoder_attention_mask`` (B, T).
-            past_key_values: an ``EncoderDecoderCache`` from an earlier step (``use_cache``).
+            cache: an ``EncoderDecoderCache`` from an earlier step (``use_cache``); or as ``past_key_values``.
         Returns:
             ``Seq2SeqModelOutput``: ``last_hidden_state`` (B, T, d_model), ``encoder_last_hidden_state``
             (B, S, d_model), the cache, and the hidden states and attentions asked for.
@@ -799,14 +811,14 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             **kwargs,
         )
         return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
+            **{CACHE_NAME: getattr(decoder_outputs, CACHE_NAME)},
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -887,7 +899,7 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         ``attention_window`` is set (``config.sliding_window``), and so would the encoder-decoder one, made from the
         same config; that one is remade full, since encoder-decoder attention sees the whole source."""
         prepared = super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
-        cache = model_kwargs.get("past_key_values")
+        cache = model_kwargs.get(CACHE_NAME)
         if self.config.attention_window is not None and isinstance(cache, EncoderDecoderCache):
             cache.cross_attention_cache = DynamicCache(config=full_attention_config(self.config))
         return prepared
@@ -907,6 +919,7 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
             self.final_logits_bias = nn.Buffer(new)
         return embeddings
 
+    @accepts_past_key_values
     @can_return_tuple
     def forward(
         self,
@@ -915,7 +928,7 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
@@ -925,7 +938,7 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
     ) -> Seq2SeqLMOutput:
         r"""
         Args:
-            input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, past_key_values: as
+            input_ids, attention_mask, decoder_input_ids, decoder_attention_mask, cache: as
                 ``VanillaTransformerModel.forward``: (B, S) source, (B, T) target.
             labels: (B, T) target ids, -100 where ignored; without ``decoder_input_ids`` they are shifted right
                 into them (``shift_tokens_right``).
@@ -945,14 +958,14 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
-        check_token_ids(labels, self.config.vocab_size, "labels", ignore_index=-100)
+        check_token_ids(labels, self.config.vocab_size, "labels", ignore_index=-100, training=self.training)
         outputs = self.model(
             input_ids,
             attention_mask=attention_mask,
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
@@ -970,7 +983,7 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **{CACHE_NAME: getattr(outputs, CACHE_NAME)},
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,
@@ -1011,16 +1024,16 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
     @staticmethod
-    def _reorder_cache(past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
+    def _reorder_cache(cache: Cache, beam_idx: torch.LongTensor) -> Cache:
         """Beam search keeps the best beams after every step (``generate()`` calls this hook when a model has it).
         Only the self-attention cache needs reordering: ``beam_idx`` picks among the beams of the same sentence,
         whose encoder-decoder keys and values are identical, so reordering those (what the default does) would copy
         every layer's (B * beams, h, source length, d_k) keys and values each step for nothing."""
-        if isinstance(past_key_values, EncoderDecoderCache):
-            past_key_values.self_attention_cache.reorder_cache(beam_idx)
+        if isinstance(cache, EncoderDecoderCache):
+            cache.self_attention_cache.reorder_cache(beam_idx)
         else:
-            past_key_values.reorder_cache(beam_idx)
-        return past_key_values
+            cache.reorder_cache(beam_idx)
+        return cache
 
 
 __all__ = [

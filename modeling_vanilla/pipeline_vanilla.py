@@ -8,6 +8,8 @@ parameters included. Adapted from transformers 4.x's ``Text2TextGenerationPipeli
 same inputs (a string or a list of them) and outputs (``[{"translation_text": ...}]``).
 """
 
+import copy
+
 import torch
 from transformers import Pipeline
 
@@ -56,8 +58,19 @@ class TranslationPipeline(Pipeline):
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs) -> dict[str, torch.Tensor]:
         batch = model_inputs["input_ids"].shape[0]
-        output_ids = self.model.generate(**model_inputs, **self._prepare_generate_kwargs(generate_kwargs))
+        output_ids = self.model.generate(**model_inputs, **self.generate_kwargs(generate_kwargs))
         return {"output_ids": output_ids.reshape(batch, -1, output_ids.shape[-1])}  # (B * K, T) -> (B, K, T)
+
+    def generate_kwargs(self, generate_kwargs: dict) -> dict:
+        """The ``generate()`` parameters of this call on top of those the pipeline was made with, as a direct call
+        would pass them: transformers' ``_prepare_generate_kwargs`` does that since 5.20. Before, the pipeline holds a
+        ``generation_config`` with transformers' defaults filled in (``max_length=20``, which would cut §6.1's input
+        length + 50): only what differs from the model's own config so prepared was given to the pipeline."""
+        if hasattr(self, "_prepare_generate_kwargs"):
+            return self._prepare_generate_kwargs(generate_kwargs)
+        prepared = self.model._prepare_generation_config(copy.deepcopy(self.model.generation_config))[0].to_dict()
+        given = {key: value for key, value in self.generation_config.to_dict().items() if prepared.get(key) != value}
+        return {**given, **generate_kwargs}
 
     def postprocess(self, model_outputs: dict[str, torch.Tensor], return_tensors: bool = False,
                     clean_up_tokenization_spaces: bool = False) -> list[dict]:  # fmt: skip

@@ -2,6 +2,7 @@
 server in hub_server.py (127.0.0.1, no network); the model card; the token never leaks."""
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -15,7 +16,9 @@ from hub_server import HubServer
 from huggingface_hub import HfApi, ModelCard, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 from safetensors.torch import load_file
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+import modeling_vanilla  # noqa: F401  (registers the model with the Auto classes)
 from hub_card import build_model_card
 
 TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
@@ -136,7 +139,8 @@ def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_pat
 
     load = BLOCK_PACKAGE + textwrap.dedent(f"""
         import json, torch
-        from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+        from transformers import (AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq,
+                                  Seq2SeqTrainer, Seq2SeqTrainingArguments, pipeline)
         try:
             import modeling_vanilla
             raise SystemExit("modeling_vanilla must not be importable here")
@@ -152,10 +156,21 @@ def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_pat
         base = AutoModel.from_pretrained("alice/m30k", trust_remote_code=True)
         out["base"] = type(base).__name__
         generated = model.generate(**batch, max_new_tokens=8, num_beams=1)
+        out["generated"] = generated.tolist()
         out["translation"] = tokenizer.batch_decode(generated, skip_special_tokens=True)[0]
         # transformers 5 removed its "translation" task; the checkpoint's own pipeline (pipeline_vanilla.py) answers
         translator = pipeline("translation", model="alice/m30k", trust_remote_code=True)
         out["pipeline"] = translator("Two dogs play in the snow.", max_new_tokens=8, num_beams=1)
+        # fine-tuning as a Trainer script does it: one Seq2SeqTrainer step on two pairs
+        pairs = tokenizer(["A dog runs.", "Two men talk."], text_target=["Ein Hund rennt.", "Zwei Männer reden."])
+        features = [{{key: pairs[key][i] for key in ("input_ids", "attention_mask", "labels")}} for i in range(2)]
+        before = model.model.shared.weight.detach().clone()
+        arguments = Seq2SeqTrainingArguments({str(tmp_path / "finetune")!r}, max_steps=1, per_device_train_batch_size=2,
+                                             learning_rate=1e-3, report_to=[], save_strategy="no", use_cpu=True)
+        trainer = Seq2SeqTrainer(model=model.train(), args=arguments, train_dataset=features,
+                                 data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+        out["fine_tuning_loss"] = trainer.train().training_loss
+        out["weights_moved"] = not torch.equal(model.model.shared.weight.detach(), before)
         print("RESULT", json.dumps(out))
     """)  # fmt: skip
     result = run([sys.executable, "-c", load], client_env(hub, tmp_path / "h3", None, package=False), tmp_path)
@@ -167,7 +182,13 @@ def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_pat
     torch.testing.assert_close(torch.tensor(out["first"]), v1)
     torch.testing.assert_close(torch.tensor(out["latest"]), v2)
     assert out["base"] == "VanillaTransformerModel" and isinstance(out["translation"], str)
+    # the remote code decodes the tokens this package decodes, and its pipeline gives them as text
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    here = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "v2")
+    batch = tokenizer(["Two dogs play in the snow."], return_tensors="pt")
+    assert out["generated"] == here.generate(**batch, max_new_tokens=8, num_beams=1).tolist()
     assert out["pipeline"] == [{"translation_text": out["translation"].strip()}]
+    assert math.isfinite(out["fine_tuning_loss"]) and out["fine_tuning_loss"] > 0 and out["weights_moved"]
     # the tokenizer, loaded as the card says, neither prompts for remote code nor warns about the model type
     assert "Do you wish to run the custom code" not in result.stderr
     assert "instantiate a model of type" not in result.stderr

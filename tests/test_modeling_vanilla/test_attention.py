@@ -1,5 +1,7 @@
 """§3.2: scaled dot-product and multi-head attention, alone and inside the model."""
 
+import logging
+
 import pytest
 import torch
 from helpers import padded_batch, tiny_config, tiny_model
@@ -155,3 +157,24 @@ def test_flex_attention_plugs_in():
             input_ids=ids, attention_mask=mask, decoder_input_ids=ids
         )
     torch.testing.assert_close(got.logits, expected.logits, atol=1e-5, rtol=1e-5)
+
+
+def test_sdpa_run_as_eager_is_logged(caplog):
+    """bf16 CPU training swaps SDPA for the same attention as matmul + softmax (speedups.math_attention_is_faster):
+    the user who asked for sdpa is told, once."""
+    logging.Logger.warning_once.cache_clear()
+    model = tiny_model(attn_implementation="sdpa").train()
+    ids, mask = padded_batch()
+    with caplog.at_level(logging.WARNING), torch.autocast("cpu", dtype=torch.bfloat16):
+        model(input_ids=ids, attention_mask=mask, labels=ids).loss.backward()
+        model(input_ids=ids, attention_mask=mask, labels=ids)
+    swaps = [r.getMessage() for r in caplog.records if "runs as 'eager'" in r.getMessage()]
+    expected = (
+        "attn_implementation='sdpa' runs as 'eager' (the same attention, as matmul and softmax) while "
+        "training in torch.bfloat16 on the CPU over short sequences, where it is faster (speedups.py)"
+    )
+    assert swaps == [expected]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        model(input_ids=ids, attention_mask=mask, labels=ids)  # fp32: SDPA runs as asked, nothing logged
+    assert not caplog.records

@@ -5,6 +5,8 @@ import torch
 from helpers import EOS, VOCAB, copy_task_batch, padded_batch, tiny_model
 from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
+from modeling_vanilla.compat import CACHE_NAME
+
 
 def sharpened_model(seed: int = 0, **overrides):
     """A random model whose logits are peaked enough that beams and greedy paths differ and end with EOS."""
@@ -14,28 +16,40 @@ def sharpened_model(seed: int = 0, **overrides):
     return model
 
 
-@pytest.mark.parametrize("num_beams", [1, 4])
-def test_cache_gives_the_same_tokens(num_beams):
-    model = sharpened_model()
-    ids, mask = padded_batch()
-    kwargs = dict(num_beams=num_beams, max_new_tokens=12, do_sample=False, length_penalty=0.6)
-    with_cache = model.generate(ids, attention_mask=mask, use_cache=True, **kwargs)
-    without = model.generate(ids, attention_mask=mask, use_cache=False, **kwargs)
-    assert with_cache.shape[1] > 3
-    assert torch.equal(with_cache, without)
+# generate() with each cache against generate() without one: the same tokens, and the same scores at every step. The
+# scores catch a cache that is dropped between steps (transformers 5.24 passes it as `cache=`): the tokens of a random
+# model can still agree while the scores differ from the second step on.
+DECODINGS = {
+    "greedy": dict(num_beams=1, do_sample=False),
+    "beam 4": dict(num_beams=4, do_sample=False, length_penalty=0.6),
+    "sampling": dict(num_beams=1, do_sample=True, top_k=20),
+}
+CACHES = {
+    "dynamic": ({}, {}),
+    "static": ({}, dict(cache_implementation="static")),
+    "sliding (restricted attention)": (dict(attention_window=2), {}),
+}
 
 
-@pytest.mark.parametrize("num_beams", [1, 4])
+@pytest.mark.parametrize("cache", CACHES)
+@pytest.mark.parametrize("decoding", DECODINGS)
 @pytest.mark.parametrize("impl", ["sdpa", "eager"])
-def test_static_cache_gives_the_same_tokens(num_beams, impl):
-    """The static cache returns all its preallocated slots; the mask must hide the unwritten ones."""
-    model = sharpened_model(attn_implementation=impl)
+def test_generate_with_a_cache_equals_generate_without(decoding, cache, impl):
+    model_overrides, cache_kwargs = CACHES[cache]
+    model = sharpened_model(attn_implementation=impl, **model_overrides)
     ids, mask = padded_batch()
-    kwargs = dict(num_beams=num_beams, max_new_tokens=12, do_sample=False, length_penalty=0.6)
-    static = model.generate(ids, attention_mask=mask, cache_implementation="static", **kwargs)
-    dynamic = model.generate(ids, attention_mask=mask, **kwargs)
-    assert static.shape[1] > 3
-    assert torch.equal(static, dynamic)
+    kwargs = dict(max_new_tokens=10, min_new_tokens=10, output_scores=True, return_dict_in_generate=True,
+                  **DECODINGS[decoding])  # fmt: skip
+    torch.manual_seed(0)
+    cached = model.generate(ids, attention_mask=mask, use_cache=True, **cache_kwargs, **kwargs)
+    torch.manual_seed(0)
+    uncached = model.generate(ids, attention_mask=mask, use_cache=False, **kwargs)
+    assert len(cached.scores) == len(uncached.scores) == 10
+    for step, (with_cache, without) in enumerate(zip(cached.scores, uncached.scores, strict=True)):
+        torch.testing.assert_close(with_cache, without, atol=1e-5, rtol=1e-5, msg=lambda m, s=step: f"step {s}: {m}")
+    assert torch.equal(cached.sequences, uncached.sequences)
+    if decoding == "beam 4":
+        torch.testing.assert_close(cached.sequences_scores, uncached.sequences_scores, atol=1e-5, rtol=1e-5)
 
 
 def stepwise_logits(step_fn, model, ids, mask, targets, cache=None):
@@ -48,10 +62,10 @@ def stepwise_logits(step_fn, model, ids, mask, targets, cache=None):
             encoder_outputs=encoder_outputs,
             attention_mask=mask,
             decoder_input_ids=targets[:, t : t + 1],
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
         )
-        cache = out.past_key_values
+        cache = getattr(out, CACHE_NAME)
         logits.append(out.logits)
     return torch.cat(logits, dim=1), cache
 
@@ -102,7 +116,7 @@ def test_decoding_in_chunks_equals_a_full_forward(impl):
         first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :3], use_cache=True)
         second = model(
             encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 3:],
-            past_key_values=first.past_key_values, use_cache=True,
+            cache=getattr(first, CACHE_NAME), use_cache=True,
         )  # fmt: skip
     torch.testing.assert_close(torch.cat([first.logits, second.logits], dim=1), full, atol=1e-5, rtol=1e-5)
 
@@ -126,7 +140,7 @@ def test_beam_search_reorders_only_the_self_attention_cache(monkeypatch):
     original = DynamicCache.reorder_cache
     monkeypatch.setattr(DynamicCache, "reorder_cache", lambda self, idx: reordered.append(self) or original(self, idx))
     out = model.generate(ids, attention_mask=mask, **kwargs)
-    cache = out.past_key_values
+    cache = getattr(out, CACHE_NAME)
     steps = out.sequences.shape[1] - 1
     assert steps > 3 and len(reordered) >= steps - 1
     assert all(c is cache.self_attention_cache for c in reordered)  # the cross-attention cache is never copied

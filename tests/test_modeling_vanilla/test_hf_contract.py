@@ -1,20 +1,21 @@
 """The PreTrainedModel contract: Auto classes, save/load, remote code, tied weights, resizing."""
 
+import copy
 import json
+import logging
 import os
-import re
 import subprocess
 import sys
 import textwrap
+import warnings
 
-import pytest
 import torch
 from helpers import VOCAB, padded_batch, tiny_model
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq, VanillaTransformerModel
-from modeling_vanilla.checks import check_transformers_version
+from modeling_vanilla.compat import CACHE_NAME, TESTED_RELEASES, note_untested_release
 
 
 def test_auto_classes_know_the_model(tmp_path):
@@ -33,6 +34,7 @@ def test_save_and_load_give_the_same_logits(tmp_path):
     model.save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "checks.py",  # modeling_vanilla.py's relative imports travel with it
+        "compat.py",
         "config.json",
         "configuration_vanilla.py",
         "generation_config.json",
@@ -136,13 +138,34 @@ def test_remote_code_loads_without_the_package(tmp_path):
     assert torch.equal(out["generated"], model.generate(ids, attention_mask=mask, max_new_tokens=4))
 
 
-def test_a_transformers_release_the_model_cannot_decode_with_is_refused_by_name():
-    for supported in ("5.0.0", "5.23.0", "5.23.1.dev0"):
-        check_transformers_version(supported)
-    for unsupported in ("5.24.0", "5.30.0.dev0", "6.0.0"):
-        with pytest.raises(
-            ImportError,
-            match=rf"needs transformers < 5.24 \(installed: {re.escape(unsupported)}; "
-            r"5.24 renamed past_key_values to cache.*pip install 'transformers<5.24'",
-        ):
-            check_transformers_version(unsupported)
+def test_a_release_outside_the_tested_range_is_logged_once_not_refused(caplog):
+    oldest, newest = TESTED_RELEASES
+    with caplog.at_level(logging.WARNING):
+        assert not any(note_untested_release(v) for v in (oldest, newest, "5.20.1", newest + ".post1"))
+        assert not caplog.records
+        assert note_untested_release("5.30.0.dev0")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"the vanilla Transformer was tested on transformers {oldest} to {newest}, and 5.30.0.dev0 is installed: if "
+        f"it misbehaves, `pip install transformers=={newest}` is the newest release tested"
+    ]
+
+
+def test_the_cache_under_either_name_gives_the_same_outputs():
+    """forward takes `cache` (transformers >= 5.24) and `past_key_values` (its name before): the same outputs and
+    cache; the old name warns only where the installed release has renamed it."""
+    model = tiny_model()
+    ids, mask = padded_batch()
+    with torch.no_grad():  # a cache holding tensors that need gradients cannot be deep-copied
+        first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3], use_cache=True)
+    outputs = {}
+    for name in ("cache", "past_key_values"):
+        step = dict(encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask, use_cache=True,
+                    decoder_input_ids=ids[:, 3:4], **{name: copy.deepcopy(getattr(first, CACHE_NAME))})  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outputs[name] = model(**step)
+        renamed = [w for w in caught if "`past_key_values` is deprecated" in str(w.message)]
+        assert len(renamed) == (name == "past_key_values" and CACHE_NAME == "cache")
+    new, old = outputs["cache"], outputs["past_key_values"]
+    torch.testing.assert_close(new.logits, old.logits, rtol=0, atol=0)
+    assert getattr(new, CACHE_NAME).get_seq_length() == getattr(old, CACHE_NAME).get_seq_length() == 4

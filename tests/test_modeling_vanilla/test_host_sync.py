@@ -110,3 +110,26 @@ def test_on_the_cpu_decoding_skips_the_masks_it_does_not_need(accelerator, masks
     assert torch.equal(model.generate(ids, num_beams=1, max_new_tokens=5, min_new_tokens=5), expected)
     decoding = passed[len(passed) - 4 * model.config.decoder_layers :]  # the last 2 steps, 2 attentions a layer
     assert all(decoding) if masks == "every one" else not any(decoding)
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+def test_a_training_steps_forward_reads_no_value_back(attn_implementation, on_an_accelerator):
+    """A training step on an accelerator: no value check and no mask skip reads back (each would be a
+    synchronisation per step); the loss is the same as where they run."""
+    model = tiny_model(attn_implementation=attn_implementation).train()
+    ids, mask = padded_batch()
+    labels = ids.masked_fill(mask == 0, -100)
+    counter = ReadBackCounter()
+    with counter:
+        loss = counted(counter, model)(input_ids=ids, attention_mask=mask, labels=labels).loss
+    assert counter.read_backs == 0
+    loss.backward()
+    checks.reads_synchronise = lambda tensor: False  # the CPU: values checked, masks skipped where they may be
+    torch.testing.assert_close(model.eval()(input_ids=ids, attention_mask=mask, labels=labels).loss, loss)
+
+
+def test_on_the_cpu_a_training_step_still_checks_values():
+    model = tiny_model().train()
+    ids, mask = padded_batch()
+    with pytest.raises(ValueError, match=r"`labels` holds token id 999, outside \[0, vocab_size=61\) or -100"):
+        model(input_ids=ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, 999))

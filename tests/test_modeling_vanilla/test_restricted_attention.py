@@ -8,6 +8,7 @@ from helpers import padded_batch, tiny_config, tiny_model
 from transformers import AutoModelForSeq2SeqLM
 
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq, to_marian
+from modeling_vanilla.compat import CACHE_NAME
 from modeling_vanilla.convert_ctranslate2 import ctranslate2_spec
 
 LONG = 64  # positions: longer than any window below, so the window matters
@@ -94,7 +95,7 @@ def test_generate_with_the_sliding_cache_equals_without_a_cache(beams):
     uncached = model.generate(ids, use_cache=False, **kwargs)
     assert torch.equal(cached.sequences, uncached)
     assert cached.sequences.shape[1] > 2 + 1  # decoded past the window
-    cache = cached.past_key_values
+    cache = getattr(cached, CACHE_NAME)
     # the decoder keeps r keys (position i sees them and itself: r + 1); encoder-decoder attention the whole source
     assert cache.self_attention_cache.layers[0].keys.shape[-2] == 2
     assert cache.cross_attention_cache.layers[0].keys.shape[-2] == 9
