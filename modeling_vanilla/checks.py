@@ -144,7 +144,15 @@ def check_checkpoint_files(folder: Path, config_given: bool) -> None:
 
 
 def check_loaded_weights(model: torch.nn.Module, name: str) -> None:
-    """Weights that loaded NaN or infinite come from a damaged file: they would translate into garbage."""
-    for weight, tensor in model.named_parameters():
-        if tensor.device.type != "meta" and not torch.isfinite(tensor).all():
-            raise ValueError(f"{name}: weight `{weight}` holds NaN or infinite values; the checkpoint is damaged")
+    """Weights that loaded NaN or infinite come from a damaged file: they would translate into garbage. Each tensor's
+    largest magnitude (NaN if it holds one) is computed where it lives, and all are read back at once: one
+    synchronisation per load, and no (numel,) boolean mask a tensor."""
+    weights = [(weight, tensor.detach()) for weight, tensor in model.named_parameters() if tensor.device.type != "meta"]
+    if not weights:
+        return
+    device = weights[0][1].device
+    peaks = torch.stack([torch.linalg.vector_norm(t, ord=float("inf")).float().to(device) for _, t in weights])
+    finite = torch.isfinite(peaks).tolist()  # the one read-back
+    if not all(finite):
+        weight = weights[finite.index(False)][0]
+        raise ValueError(f"{name}: weight `{weight}` holds NaN or infinite values; the checkpoint is damaged")

@@ -4,9 +4,12 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
+from helpers import tiny_config, tiny_model
 
+from benchmarks import load_check
 from benchmarks.bench import CONFIGS, check_equal, main, marian_model, train_flops
-from modeling_vanilla import from_marian
+from modeling_vanilla import checks, from_marian
 
 
 def test_benchmark_writes_ratios_for_each_config(tmp_path):
@@ -119,3 +122,16 @@ def test_the_data_scale_bench_measures_a_cold_start_against_its_bare_limit(tmp_p
     assert limit["total_s"] > 0 and limit["tokens"] > 2 * 2000 and limit["processes"] >= 1
     assert row["cold"]["ratio_to_bare_limit"] == round(row["cold"]["first_step_s"] / limit["total_s"], 2)
     assert row["warm"]["first_step_s"] > 0 and row["loader_tokens_per_s"] > 0
+
+
+def test_the_load_check_bench_times_loading_with_and_without_the_scan():
+    measurement = load_check.measure(tiny_config(), repeats=2)
+    assert measurement["parameters"] == sum(p.numel() for p in tiny_model().parameters())
+    assert measurement["repeats"] == 2 and measurement["scan_share_of_load"] > 0
+    assert all(measurement[key] > 0 for key in ("from_pretrained_s", "from_pretrained_without_scan_s", "scan_s"))
+    damaged = tiny_model()
+    with torch.no_grad():
+        damaged.lm_head.weight[3, 1] = float("nan")
+    for scan in (load_check.scan_per_tensor, checks.check_loaded_weights):  # the two scans compared find the same
+        with pytest.raises(ValueError, match="weight `model.shared.weight` holds NaN"):  # the tied matrix, by name
+            scan(damaged, "x")

@@ -4,11 +4,14 @@ import copy
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
+import tomllib
 import torch
 from helpers import VOCAB, padded_batch, tiny_model
 from safetensors import safe_open
@@ -169,3 +172,13 @@ def test_the_cache_under_either_name_gives_the_same_outputs():
     new, old = outputs["cache"], outputs["past_key_values"]
     torch.testing.assert_close(new.logits, old.logits, rtol=0, atol=0)
     assert getattr(new, CACHE_NAME).get_seq_length() == getattr(old, CACHE_NAME).get_seq_length() == 4
+
+
+def test_the_floor_is_declared_once_for_pip_ci_and_the_log():
+    """pyproject's requirement, the Makefile's `make compat` default (CI's floor run) and compat.TESTED_RELEASES name
+    the same oldest release."""
+    root = Path(__file__).resolve().parents[2]
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    makefile = re.search(r"^TRANSFORMERS \?= (\S+)$", (root / "Makefile").read_text(), re.M).group(1)
+    oldest = TESTED_RELEASES[0]
+    assert f"transformers>={oldest.removesuffix('.0')}" in pyproject and makefile == oldest
