@@ -80,8 +80,8 @@ def test_the_code_tree_survives_a_commit_of_records_and_docs_only(tmp_path):
 
 def test_the_rules_name_this_repository(tmp_path):
     assert generated("results/table3/base/table3.json") and generated("docs/table3.md")
-    assert not generated("docs/paper.md") and not generated("training/table3.py")
+    assert not generated("docs/paper.md") and not generated("experiments/table3.py")
     assert all(name.startswith(("results/", "docs/")) for name in GENERATED)
-    assert {"modeling_vanilla", "training", "benchmarks"} <= set(packages())
+    assert {"modeling_vanilla", "training", "benchmarks", "experiments"} <= set(packages())
     assert set(LIBRARY) - {"data"} < set(packages())
     assert git_commit(tmp_path) == {"commit": None, "uncommitted_changes": None}  # not a git checkout

@@ -1,11 +1,11 @@
-"""Table 3 on Multi30k (training.table3): one resumable command, its records and the page generated from them."""
+"""Table 3 on Multi30k (experiments.table3): one resumable command, its records and the page generated from them."""
 
 import json
 
 import yaml
 from training_helpers import write_corpus
 
-from training import table3
+from experiments import table3
 
 BASE = [1.0, 1.2, 1.1]  # a base row's three seeds: mean 1.1, noise band (their range) 0.2
 
