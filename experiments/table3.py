@@ -1,28 +1,36 @@
-"""`python -m experiments.table3`: the paper's Table 3 (variations on the base model), scaled to the Multi30k preset,
-each row trained for the same number of steps, and docs/table3.md generated from the records.
+"""`python -m experiments.table3`: the paper's Table 3 (variations on the base model), scaled to the Multi30k
+preset, every row trained with several seeds for the same number of steps, and docs/table3.md generated from the
+records (experiments/table3_page.py, with the verdict rule of experiments/verdict.py).
 
-    python -m experiments.table3                 # every row not yet recorded (resumable: recorded rows are skipped)
-    python -m experiments.table3 --rows base-seed1 A-heads-1 --steps 1000
-    python -m experiments.table3 --report        # docs/table3.md from results/table3/*/table3.json, nothing trained
+    python -m experiments.table3                             # the sweep: seeds 1-3 of every row, 1,000 steps
+    python -m experiments.table3 --steps 3000 --rows longer  # the longer budget: base, (C), rows opposite at 1,000
+    python -m experiments.table3 --rows base A --seeds 4 5   # rows by name or group letter, more seeds
+    python -m experiments.table3 --report                    # docs/table3.md from the records, nothing trained
 
-Each row is one vanilla-train process; stopping the command (or the machine) loses at most the row in progress,
-and the next call goes on from there.
+The order spends the compute where it decides something: the base first, then the rows that had a verdict under
+the first sweep's single-seed rule (``PRIORITY``), then the rest, each row's seeds together. Each run is one
+vanilla-train process; a run recorded with the same settings is skipped, so stopping the command (or the machine)
+loses at most the run in progress and the sweep goes on over several days. A verdict compares runs of one code
+only (``code_tree``, vanilla_tools/provenance.py): ``--rerun_other_code`` trains again the runs recorded at other
+code than the checkout's.
 
 The base row is the multi30k preset (d_model 256, N = 3, h = 4, d_k = 64, d_ff 1024, P_drop 0.1, eps_ls 0.1,
-BPE-dropout 0.1), trained for ``--steps`` steps instead of its 54 minutes, with three seeds for the noise band. Each
-variation changes what its row of the paper changes, scaled by the same factor where the paper's value is a size
-(N, d_model, d_ff: the paper's base is N = 6, ours N = 3). As in §6.2: beam search (4, alpha 0.6), no checkpoint
-averaging, scores on the development (validation) set only; the test set is not decoded. Each row records the
-validation perplexity per token of our BPE (cross-entropy without label smoothing, teacher-forced, ``</s>``
-counted), the validation BLEU, the parameters and the minutes, in results/table3/ROW/ (summary.json from
-vanilla-train, table3.json here).
+BPE-dropout 0.1), trained for ``--steps`` steps instead of its 54 minutes. Each variation changes what its row of
+the paper changes, scaled by the same factor where the paper's value is a size (N, d_model, d_ff: the paper's base
+is N = 6, ours N = 3). As in §6.2: beam search (4, alpha 0.6), no checkpoint averaging, scores on the development
+(validation) set only; the test set is not decoded. Each run records, in results/table3/STEPS-steps/ROW/seed-SEED/
+(summary.json from vanilla-train, table3.json here): the validation perplexity per token of our BPE (cross-entropy
+without label smoothing, teacher-forced, ``</s>`` counted) every ``--curve_steps`` steps (measured on checkpoints
+written for it, removed once measured) and at the end, the validation BLEU, the parameters, the minutes, the
+command, the commit (and every file the tree differed in) and the machine. The first sweep's records (one seed a
+row, results/table3/ROW/table3.json, kept as they are) are read with them.
 """
 
 import argparse
 import json
 import logging
 import math
-import statistics
+import shutil
 import subprocess
 import sys
 import time
@@ -34,23 +42,33 @@ from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
 
 from training.arguments import parse_args
+from training.checkpoints import checkpoint_step, complete_checkpoints
 from training.data import load_parallel_data, tokenize_splits
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.provenance import git_commit, machine
+
+from . import table3_page
 
 logger = logging.getLogger("table3")
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results" / "table3"
 PAGE = ROOT / "docs" / "table3.md"
 RECORD = "table3.json"
-STEPS = 1000  # ~7 minutes of the base row on this CPU: the 24 rows in about 4 hours (docs/table3.md)
-# What every row shares: the multi30k preset, stopped after a number of steps, evaluated as §6.2 evaluated Table 3
-# (beam search, no checkpoint averaging, the development set only).
+STEPS = 1000  # ~8 minutes of the base row on this CPU
+LONGER = 3000  # issue 41: the (C) rows and the rows opposite at STEPS, to tell a slower start from a worse end
+SEEDS = (1, 2, 3)
+CURVE_STEPS = 100
+# What every run shares: the multi30k preset, stopped after a number of steps, evaluated as §6.2 evaluated Table 3
+# (beam search, no checkpoint averaging, the development set only); weights alone saved every --curve_steps for the
+# learning curve (Trainer's own evaluation would report the label-smoothed loss, which differs between the (D) rows).
 # (--length_penalty_candidates 0.6: alpha fixed, not chosen on the very set the row is scored on.)
-COMMON = ["--max_train_minutes", "0", "--save_strategy", "no", "--eval_strategy", "no", "--average_last", "0",
-          "--num_beams", "4", "--length_penalty", "0.6", "--length_penalty_candidates", "0.6",
+COMMON = ["--max_train_minutes", "0", "--save_strategy", "steps", "--save_only_model", "true", "--eval_strategy", "no",
+          "--average_last", "0", "--num_beams", "4", "--length_penalty", "0.6", "--length_penalty_candidates", "0.6",
           "--final_splits", "validation"]  # fmt: skip
-PAPER_BASE = {"ppl": 4.92, "bleu": 25.8, "params_m": 65}
+# The rows with a verdict in at least one cell under the first sweep's rule (one seed against the base's range:
+# 21 of 42 cells, docs/table3.md at 33791aa): their seeds come right after the base's.
+PRIORITY = ("A-heads-1", "B-dk-16", "B-dk-32", "C-layers-1", "C-layers-2", "C-layers-4", "C-dmodel-512",
+            "D-dropout-0.0", "D-dropout-0.2", "D-smoothing-0.0", "D-smoothing-0.2", "E-learned-positions")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -67,8 +85,7 @@ def _paper(change: str, ppl: float, bleu: float, params_m: float | None = None) 
 
 
 ROWS = (
-    *(Row(f"base-seed{seed}", "base", f"the preset, seed {seed}", ("--seed", str(seed)),
-          _paper("base", 4.92, 25.8, 65)) for seed in (1, 2, 3)),
+    Row("base", "base", "the preset", (), _paper("base", 4.92, 25.8, 65)),
     Row("A-heads-1", "(A)", "h = 1, d_k = 256", ("--num_attention_heads", "1"), _paper("h = 1, d_k = 512", 5.29, 24.9)),
     Row("A-heads-2", "(A)", "h = 2, d_k = 128", ("--num_attention_heads", "2"), _paper("h = 4, d_k = 128", 5.00, 25.5)),
     Row("A-heads-8", "(A)", "h = 8, d_k = 32", ("--num_attention_heads", "8"), _paper("h = 16, d_k = 32", 4.91, 25.8)),
@@ -101,19 +118,63 @@ ROWS = (
     Row("restricted-r-8", "restricted", "self-attention restricted to r = 8", ("--attention_window", "8")),
 )  # fmt: skip
 
-
-def command(row: Row, steps: int, preset: str, output_dir: Path, record_dir: Path) -> list[str]:
-    return ["--config", preset, *COMMON, "--max_steps", str(steps), *row.flags, "--output_dir", str(output_dir),
-            "--summary_dir", str(record_dir)]  # fmt: skip
+GROUP_OF = {row.name: row.group for row in ROWS}
+GROUPS = sorted({group.strip("()") for group in GROUP_OF.values()} - {"base"})  # A ... E, restricted: --rows
 
 
-def validation_perplexity(model_dir: Path, argv: list[str], batch_size: int = 64) -> tuple[float, int]:
-    """exp(mean cross-entropy per target token) of the validation set, teacher-forced, without label smoothing,
-    ``</s>`` counted; and the number of tokens. The data and its limits are the run's own (``argv``)."""
+@dataclass(frozen=True)
+class Run:
+    """One seed of one row at one budget, and where it goes."""
+
+    row: Row
+    seed: int
+    steps: int
+    curve_steps: int = CURVE_STEPS
+
+    @property
+    def folder(self) -> str:
+        return f"{self.steps}-steps/{self.row.name}/seed-{self.seed}"
+
+    def settings(self, preset: str) -> list[str]:
+        """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
+        return ["--config", preset, *COMMON, "--save_steps", str(self.curve_steps), "--save_total_limit",
+                str(self.steps // self.curve_steps + 1), "--max_steps", str(self.steps), "--seed", str(self.seed),
+                *self.row.flags]  # fmt: skip
+
+
+def plan(rows: list[Row], seeds: list[int], steps: int, curve_steps: int = CURVE_STEPS) -> list[Run]:
+    """The runs in the order that decides most first: the base, then PRIORITY, then the rest (ROWS' order within
+    each), every seed of a row before the next row."""
+    tier = {row.name: 0 if row.group == "base" else 1 if row.name in PRIORITY else 2 for row in rows}
+    return [Run(row, seed, steps, curve_steps) for row in sorted(rows, key=lambda r: tier[r.name]) for seed in seeds]
+
+
+def select(names: list[str] | None, records: list[dict]) -> list[Row]:
+    """The rows that ``names`` name (rows, group letters, ``longer``), in ROWS' order; every row when none."""
+    if not names:
+        return list(ROWS)
+    chosen = set()
+    for name in names:
+        if name == "longer":
+            chosen.update(table3_page.longer_rows([table3_page.normalized(r) for r in records], STEPS, GROUP_OF))
+        chosen.update(row.name for row in ROWS if name in (row.name, row.group.strip("()")))
+    return [row for row in ROWS if row.name in chosen]
+
+
+def shown(path: Path) -> str:
+    """A path as the record shows it: relative to the repository where it is inside."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def validation_set(argv: list[str], tokenizer):
+    """The run's validation set (its own data arguments), tokenized as the run tokenized it."""
     _, data_args, _ = parse_args(argv)
-    tokenizer = load_tokenizer(str(model_dir))
-    validation = tokenize_splits(load_parallel_data(data_args, include_train=False), tokenizer, data_args)
-    validation = validation["validation"]
+    return tokenize_splits(load_parallel_data(data_args, include_train=False), tokenizer, data_args)["validation"]
+
+
+def validation_perplexity(model_dir: Path, validation, tokenizer, batch_size: int = 64) -> tuple[float, int]:
+    """exp(mean cross-entropy per target token) of the validation set, teacher-forced, without label smoothing,
+    ``</s>`` counted; and the number of tokens."""
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
     total, tokens = 0.0, 0
     with torch.no_grad():
@@ -128,136 +189,117 @@ def validation_perplexity(model_dir: Path, argv: list[str], batch_size: int = 64
     return math.exp(total / tokens), tokens
 
 
-def recorded(row: Row, steps: int, results: Path) -> dict | None:
-    """The row's record if it was trained as ``row`` and ``steps`` say now (else it is trained again)."""
-    path = results / row.name / RECORD
+def learning_curve(output_dir: Path, validation, tokenizer) -> list[dict]:
+    """Validation perplexity at each checkpoint the run wrote, oldest first; each checkpoint removed once measured
+    (they are written for this alone)."""
+    curve = []
+    for checkpoint in complete_checkpoints(output_dir):
+        ppl, _ = validation_perplexity(checkpoint, validation, tokenizer)
+        curve.append({"step": checkpoint_step(checkpoint), "validation_ppl": round(ppl, 3)})
+        shutil.rmtree(checkpoint)
+    return curve
+
+
+def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> dict | None:
+    """The run's record if it was trained with the settings ``run`` has now (and, given ``code``, at that code);
+    else None, and it is trained again."""
+    path = results / run.folder / RECORD
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    if record.get("flags") != list(row.flags) or record.get("steps") != steps:
-        logger.warning("%s was recorded with other settings (%s, %s steps): training it again", row.name,
-                       record.get("flags"), record.get("steps"))  # fmt: skip
+    if record.get("settings") != run.settings(preset):
+        logger.warning("%s was recorded with other settings: training it again", run.folder)
+        return None
+    if code is not None and table3_page.code_key(record) != code:
+        logger.warning(
+            "%s was recorded at other code (%s): training it again", run.folder, table3_page.code_key(record)
+        )
         return None
     return record
 
 
-def train_row(row: Row, steps: int, preset: str, runs: Path, results: Path) -> dict:
-    """Train and evaluate one row (vanilla-train in its own process), then measure its validation perplexity."""
-    output_dir, record_dir = runs / row.name, results / row.name
-    argv = command(row, steps, preset, output_dir, record_dir)
-    logger.info("%s: vanilla-train %s", row.name, " ".join(argv))
+def train(run: Run, preset: str, runs: Path, results: Path) -> dict:
+    """Train one run (vanilla-train in its own process), then measure its learning curve and final perplexity."""
+    output_dir, record_dir = runs / run.folder, results / run.folder
+    for stale in output_dir.glob("checkpoint-*"):  # an interrupted run's: they would join this run's curve
+        shutil.rmtree(stale)
+    argv = [*run.settings(preset), "--output_dir", shown(output_dir), "--summary_dir", shown(record_dir)]
+    logger.info("%s: vanilla-train %s", run.folder, " ".join(argv))
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
     if done.returncode:
-        raise UsageError(f"{row.name}: vanilla-train exited with status {done.returncode} (command above)")
+        raise UsageError(f"{run.folder}: vanilla-train exited with status {done.returncode} (command above)")
     summary = json.loads((record_dir / "summary.json").read_text())
-    ppl, tokens = validation_perplexity(output_dir, argv)
+    tokenizer = load_tokenizer(str(output_dir))
+    validation = validation_set(argv, tokenizer)
+    curve = learning_curve(output_dir, validation, tokenizer)
+    ppl, tokens = validation_perplexity(output_dir, validation, tokenizer)
+    row = run.row
     record = {
-        "row": row.name, "group": row.group, "change": row.change, "flags": list(row.flags), "steps": steps,
-        "paper": row.paper, "validation_ppl": round(ppl, 3), "validation_tokens": tokens,
-        "validation_bleu": summary["validation"]["bleu"], "parameters": summary["parameters"],
-        "train_minutes": summary["train_minutes"], "row_minutes": round((time.monotonic() - start) / 60, 2),
+        "row": row.name, "group": row.group, "change": row.change, "seed": run.seed, "flags": list(row.flags),
+        "steps": run.steps, "settings": run.settings(preset), "paper": row.paper, "validation_ppl": round(ppl, 3),
+        "validation_tokens": tokens, "validation_bleu": summary["validation"]["bleu"], "curve": curve,
+        "parameters": summary["parameters"], "train_minutes": summary["train_minutes"],
+        "row_minutes": round((time.monotonic() - start) / 60, 2), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": "python -m training.train " + " ".join(argv), "code": git_commit(), "machine": machine(),
     }  # fmt: skip
     (record_dir / RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return record
 
 
-def verdict(ours: float, base: list[float], paper_delta: float | None) -> str:
-    """Whether the paper's direction (``paper_delta``: the paper's row less its base) holds here: outside the
-    base's noise band (the spread of its seeds) in the same direction, in the other, or within the noise."""
-    if paper_delta is None or len(base) < 2:
-        return "n/a"
-    delta, noise = ours - statistics.mean(base), max(base) - min(base)
-    if abs(delta) <= noise:
-        return "within the noise"
-    if paper_delta == 0:
-        return "paper: no change; here outside the noise"
-    return "holds" if (delta > 0) == (paper_delta > 0) else "opposite"
-
-
-def report(records: list[dict]) -> str:
-    """docs/table3.md: each row beside the paper's, with the verdicts."""
-    base = [r for r in records if r["group"] == "base"]
-    base_ppl, base_bleu = [r["validation_ppl"] for r in base], [r["validation_bleu"] for r in base]
-    lines = [
-        "# Table 3 on Multi30k",
-        "",
-        "<!-- Generated by `python -m experiments.table3 --report` from results/table3/*/table3.json: do not edit. -->",
-        "",
-        "The paper's variations of its base model (Table 3, newstest2013 perplexity per wordpiece and BLEU), scaled",
-        "to the Multi30k preset and run by `python -m experiments.table3` (how each row is scaled: its docstring). A",
-        "verdict compares a row's difference from the base with the paper's: *holds* (same direction, outside the",
-        "base's noise band, the spread of its three seeds), *opposite*, or *within the noise*. Perplexity is per token",
-        "of our 8k BPE (the paper's per wordpiece of its 37k), so only directions compare, not values.",
-        "",
-        "```bash",
-        "python -m experiments.table3             # the rows not yet recorded (resumable)",
-        "python -m experiments.table3 --rows base-seed1 C-layers-6",
-        "python -m experiments.table3 --report    # this page, from the records",
-        "```",
-        "",
-    ]
-    if not records:
-        return "\n".join([*lines, "No row is recorded yet.", ""])
-    steps = sorted({r["steps"] for r in records})
-    minutes = sum(r["row_minutes"] for r in records)
-    lines += [
-        f"{len(records)} of {len(ROWS)} rows recorded, {', '.join(map(str, steps))} steps each, {minutes:.0f} minutes "
-        f"in all. Base: validation PPL {statistics.mean(base_ppl):.2f} (seeds {min(base_ppl):.2f}-{max(base_ppl):.2f})"
-        f", BLEU {statistics.mean(base_bleu):.2f} ({min(base_bleu):.2f}-{max(base_bleu):.2f}).",
-        "",
-        "| row | change | params | val PPL | val BLEU | paper's row | paper PPL | paper BLEU | paper params |"
-        " PPL: paper's direction | BLEU: paper's direction |",
-        "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | --- |",
-    ]
-    order = {row.name: i for i, row in enumerate(ROWS)}
-    for r in sorted(records, key=lambda r: order.get(r["row"], len(order))):
-        paper = r["paper"] or {}
-        has_paper = r["group"] != "base" and "ppl" in paper
-        ppl_delta = paper["ppl"] - PAPER_BASE["ppl"] if has_paper else None
-        bleu_delta = paper["bleu"] - PAPER_BASE["bleu"] if has_paper else None
-        cells = [
-            f"{r['group']} {r['row']}", r["change"], f"{r['parameters'] / 1e6:.1f}M", f"{r['validation_ppl']:.2f}",
-            f"{r['validation_bleu']:.2f}", paper.get("change", "—"),
-            *(f"{paper[k]}" if paper.get(k) is not None else "—" for k in ("ppl", "bleu", "params_m")),
-            verdict(r["validation_ppl"], base_ppl, ppl_delta) if r["group"] != "base" else "",
-            verdict(r["validation_bleu"], base_bleu, bleu_delta) if r["group"] != "base" else "",
-        ]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join([*lines, ""])
-
-
 def records(results: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(results.glob(f"*/{RECORD}"))]
+    """Every run's record: this sweep's (STEPS-steps/ROW/seed-SEED/) and the first sweep's (ROW/)."""
+    return [json.loads(p.read_text()) for p in sorted(results.rglob(RECORD))]
+
+
+def report(found: list[dict]) -> str:
+    return table3_page.report(found, GROUP_OF, (STEPS, LONGER))
+
+
+def write_page(results: Path, page: Path) -> None:
+    found = records(results)
+    page.write_text(report(found))
+    table3_page.plot_curves([table3_page.normalized(r) for r in found], page)
 
 
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m experiments.table3", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--rows", nargs="+", choices=[row.name for row in ROWS], help="default: every row")
-    parser.add_argument("--steps", type=int, default=STEPS, help="training steps of every row")
+    parser.add_argument("--rows", nargs="+", choices=[*(row.name for row in ROWS), *GROUPS, "longer"],
+                        help="rows, group letters (A ... E, restricted), or longer (base, (C), the rows opposite at "
+                        f"{STEPS} steps); default: every row")  # fmt: skip
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS), help="the seeds of every row")
+    parser.add_argument("--steps", type=int, default=STEPS, help=f"training steps of every run (longer: {LONGER})")
+    parser.add_argument("--curve_steps", type=int, default=CURVE_STEPS, help="validation PPL every this many steps")
     parser.add_argument("--config", default="multi30k", help="the base row's preset (a name or a YAML file)")
-    parser.add_argument("--runs", default="runs/table3", help="where the rows' model directories go")
-    parser.add_argument("--results", default=str(RESULTS), help="where the rows' records go")
-    parser.add_argument("--page", default=str(PAGE), help="the page generated from the records")
+    parser.add_argument("--runs", default=str(ROOT / "runs" / "table3"), help="where the runs' model folders go")
+    parser.add_argument("--results", default=str(RESULTS), help="where the runs' records go")
+    parser.add_argument("--page", default=str(PAGE), help="the page generated from the records (plots beside it)")
     parser.add_argument("--report", action="store_true", help="only write the page from the records")
+    parser.add_argument("--rerun_other_code", action="store_true",
+                        help="train again the runs recorded at other code than the checkout's")  # fmt: skip
     return parser
 
 
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    results, page = Path(args.results), Path(args.page)
-    for row in [] if args.report else [row for row in ROWS if not args.rows or row.name in args.rows]:
-        if recorded(row, args.steps, results):
-            logger.info("%s: recorded, skipped", row.name)
+    results, page, runs = Path(args.results).resolve(), Path(args.page).resolve(), Path(args.runs).resolve()
+    code = git_commit()
+    if args.rerun_other_code and not code.get("code_tree"):
+        raise UsageError(
+            f"--rerun_other_code: the checkout's code differs from its commit ({code.get('changed_files')})"
+        )
+    todo = [] if args.report else plan(select(args.rows, records(results)), args.seeds, args.steps, args.curve_steps)
+    for one in todo:
+        if recorded(one, args.config, results, code["code_tree"] if args.rerun_other_code else None):
+            logger.info("%s: recorded, skipped", one.folder)
             continue
-        record = train_row(row, args.steps, args.config, Path(args.runs), results)
-        logger.info("%s: validation PPL %.2f, BLEU %.2f", row.name, record["validation_ppl"],
+        record = train(one, args.config, runs, results)
+        logger.info("%s: validation PPL %.2f, BLEU %.2f", one.folder, record["validation_ppl"],
                     record["validation_bleu"])  # fmt: skip
-        page.write_text(report(records(results)))  # after every row: an interrupted table still has its page
-    page.write_text(report(records(results)))
+        write_page(results, page)  # after every run: an interrupted sweep still has its page
+    write_page(results, page)
     print(f"wrote {page}")
 
 
