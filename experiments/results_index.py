@@ -80,7 +80,9 @@ def index(results: Path) -> str:
         "sacreBLEU on cased, detokenized text; the length ratio is output over reference length on the test set.",
         "The last column is the BLEU the Multi30k literature reports (`vanilla_tools.metrics.tokenized_bleu`: both",
         "sides lowercased, Moses-normalized and Moses-tokenized, BLEU on those tokens), recorded since 2026-11-24.",
-        "Choices were made on the validation set; each run decoded its test set once, at its end.",
+        "Choices were made on the validation set; each run decoded its test set once, at its end. A record's commit",
+        "comes with every file the tree differed in; the records and this page are outputs, not code, and do not count",
+        "(`vanilla_tools/provenance.py`): a page regenerated before a run does not mark that run's tree as changed.",
     ]
     for role, title in ROLES.items():
         chosen = [(f, r) for f, r in records if r.get("role") == role]
