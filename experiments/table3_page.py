@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .verdict import MIN_SEEDS, NO_CHANGE, TOO_FEW, Difference, difference, paper_direction, verdict, verdict_rate
 
-PAPER_BASE = {"ppl": 4.92, "bleu": 25.8, "params_m": 65}
+PAPER_BASE = {"ppl": 4.92, "bleu": 25.8}
 METRICS = {"ppl": "validation_ppl", "bleu": "validation_bleu"}
 OTHER_CODE = "base at other code"
 CURVES = "table3-curves"  # beside the page: one plot per budget and group
@@ -119,12 +119,13 @@ def verdict_cell(diff: Difference, word: str) -> str:
 
 
 def row_cells(runs: list[dict], name: str) -> list[str]:
-    """A row's own columns: name, change, parameters, seeds, commits, PPL and BLEU over its seeds, the paper's row."""
+    """A row's own columns: name, change, parameters, seeds, commits, PPL and BLEU over the seeds, the paper's row."""
     first, paper = runs[0], runs[0].get("paper") or {}
     label = name if first["group"] == "base" else f"{first['group']} {name}"
-    return [label, first["change"], f"{first['parameters'] / 1e6:.1f}M", str(len(runs)),
-            commits(runs), *(mean_and_range([r[key] for r in runs]) for key in METRICS.values()),
-            paper.get("change", "—"), paper_cell(paper, "ppl"), paper_cell(paper, "bleu")]  # fmt: skip
+    seeds = ", ".join(str(seed) for seed in sorted(r["seed"] for r in runs))
+    return [label, first["change"], f"{first['parameters'] / 1e6:.1f}M", seeds, commits(runs),
+            *(mean_and_range([r[key] for r in runs]) for key in METRICS.values()), paper.get("change", "—"),
+            paper_cell(paper, "ppl"), paper_cell(paper, "bleu")]  # fmt: skip
 
 
 def mean_curve(runs: list[dict]) -> list[tuple[int, float]]:
@@ -225,7 +226,7 @@ def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> lis
         "",
         "| row | change | params | seeds | commit | val PPL | val BLEU | paper's row | paper PPL | paper BLEU |"
         " PPL: row less base [95%] | BLEU: row less base [95%] |",
-        "| --- | --- | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | --- | --- |",
+        "| --- | --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | --- | --- |",
         "| " + " | ".join([*row_cells(base, "base"), "", ""]) + " |",
     ]
     for name in sorted(comparisons, key=lambda name: list(rows).index(name) if name in rows else len(rows)):

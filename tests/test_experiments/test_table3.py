@@ -118,7 +118,9 @@ def test_the_page_gives_each_cell_its_difference_interval_and_word(tmp_path):
     runs = synthetic_sweep()
     page = table3.report(runs)
     base = line(page, "| base |")
-    assert "| 3 | new0000 | 16.20 (15.70-16.50) | 21.70 (21.00-22.30) | base | 4.92 | 25.8 |" in base  # the new code's
+    assert (
+        "| 1, 2, 3 | new0000 | 16.20 (15.70-16.50) | 21.70 (21.00-22.30) | base | 4.92 | 25.8 |" in base
+    )  # the new code's
     diff = difference([12.9, 13.1, 12.7], [16.4, 16.5, 15.7])
     low, high = diff.interval()
     assert f"| {diff.delta:+.2f} [{low:+.2f}, {high:+.2f}]: opposite |" in line(page, "| (C) C-layers-2 |")
