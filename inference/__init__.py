@@ -1,2 +1,3 @@
-"""Using a trained model: `vanilla-translate` (generate() or CTranslate2), `vanilla-export-ct2`, and
-`vanilla-attention` (depends on modeling_vanilla and training's shared helpers, never the reverse)."""
+"""Using a trained model: `vanilla-translate` (generate() or CTranslate2), `vanilla-export-ct2`, `vanilla-attention`
+and `vanilla-bench` (the engines, and MarianMTModel on the same weights, measured). Depends on modeling_vanilla and
+vanilla_tools, never the reverse."""

@@ -4,6 +4,8 @@ imports itself back through others. Every import counts, those inside functions 
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 # The layering, written once: a package may import the packages of lower layers only.
 LAYERS = {
@@ -12,8 +14,10 @@ LAYERS = {
     "inference": 2,  # engines, vanilla-translate, vanilla-attention, vanilla-export-ct2
     "hub_card": 2,  # the model card, vanilla-push
     "training": 3,  # vanilla-train (exports for CTranslate2 and writes the card)
-    "benchmarks": 4,  # measures everything below
+    "benchmarks": 4,  # the repository's benchmarks: measure everything below (not installed)
+    "experiments": 4,  # the repository's experiment runners: Table 3, the results page (not installed)
 }
+REPOSITORY_TOOLS = ("benchmarks", "experiments")  # they write into this checkout (results/, docs/)
 
 
 def module_name(path: Path) -> str:
@@ -91,3 +95,16 @@ def test_the_checks_find_an_upward_import_and_a_cycle_inside_functions():
     finally:
         for path in probes:
             path.unlink()
+
+
+def test_the_installed_library_leaves_out_the_repository_tools():
+    """pyproject's packages.find installs every package but the tools that write into the checkout, and no console
+    script runs one of them."""
+    setuptools = pytest.importorskip("setuptools")
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    find = project["tool"]["setuptools"]["packages"]["find"]
+    installed = {name.split(".")[0] for name in setuptools.find_packages(ROOT, **find)}
+    assert installed == set(LAYERS) - set(REPOSITORY_TOOLS)
+    scripts = project["project"]["scripts"].values()
+    assert not [script for script in scripts if script.split(".")[0] in REPOSITORY_TOOLS], scripts

@@ -1,6 +1,6 @@
 """The README and docs stay true: their Python blocks run as printed, every command they print parses with the
 tool it names (flags, values), every link to a file in the repository leads somewhere, the README stays a front
-page (<= 8 KB), and docs/results.md is what ``python -m training.results_index`` makes of the records."""
+page (<= 8 KB), and docs/results.md is what ``python -m experiments.results_index`` makes of the records."""
 
 import os
 import re
@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import bench, data_scale, preemption, restricted_attention, translate_memory
+from benchmarks import data_scale, preemption, restricted_attention, translate_memory
+from experiments import results_index, table3
 from hub_card import push
-from inference import attention, ct2, demo, onnx_runtime, translate
-from training import average, plot_curve, results_index, table3
+from inference import attention, bench, ct2, demo, onnx_runtime, translate
+from training import average, plot_curve
 from training.arguments import parse_args
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +25,7 @@ TOOLS = {  # console script or module -> its argument parser
     "vanilla-attention": attention.arguments, "vanilla-average-checkpoints": average.arguments,
     "vanilla-plot-curve": plot_curve.arguments, "vanilla-push": push.arguments, "vanilla-bench": bench.arguments,
     "benchmarks.data_scale": data_scale.arguments, "benchmarks.translate_memory": translate_memory.arguments,
-    "training.results_index": results_index.arguments, "training.table3": table3.arguments,
+    "experiments.results_index": results_index.arguments, "experiments.table3": table3.arguments,
     "benchmarks.restricted_attention": restricted_attention.arguments, "vanilla-demo": demo.arguments,
     "vanilla-export-onnx": onnx_runtime.arguments, "benchmarks.preemption": preemption.arguments,
 }  # fmt: skip

@@ -1,6 +1,7 @@
 """Where a result came from: the commit of the code (and whether the work tree differed), the machine, and the
 command as typed. Every run record (summary.json) and benchmark JSON starts with these."""
 
+import hashlib
 import os
 import platform
 import shlex
@@ -11,25 +12,52 @@ from pathlib import Path
 import torch
 import transformers
 
+ROOT = Path(__file__).resolve().parent.parent
+# What the repository's tools write from the records, not code: the records themselves and the pages generated
+# from them (experiments/). A record written while they differ from the commit still names clean code; regenerating
+# docs/table3.md after every Table 3 row made every later row "uncommitted" before this rule.
+GENERATED = ("results/", "docs/results.md", "docs/table3.md", "docs/table3-curves/")
+# The code a run executes: the installed packages (pyproject's packages.find) and the bundled data. Its git trees
+# name it apart from the commit, so commits that only add records or docs keep it (experiments/table3.py compares
+# a row with base seeds of the same code).
+LIBRARY = ("modeling_vanilla", "vanilla_tools", "training", "inference", "hub_card", "data")
 
-def git_commit() -> dict:
-    """The commit of the code that ran, whether the work tree differed from it and in which files (None outside a
-    git checkout)."""
-    root = Path(__file__).resolve().parent.parent
 
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
+def generated(path: str) -> bool:
+    """Whether ``path`` (relative to the repository) is an output the repository's tools generate."""
+    return any(path == name or (name.endswith("/") and path.startswith(name)) for name in GENERATED)
 
-    commit = git("rev-parse", "HEAD")
+
+def packages(root: Path = ROOT) -> list[str]:
+    """The repository's Python packages (every top-level folder with an ``__init__.py``), installed or not."""
+    return sorted(path.parent.name for path in root.glob("*/__init__.py"))
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_commit(root: Path = ROOT) -> dict:
+    """The commit of the code that ran and every file in which the tree differed from it (None outside a git
+    checkout): tracked files changed, staged or not, and untracked files under the packages and data/ (a new
+    module is code the commit does not have), less the generated outputs (``GENERATED``). ``code_tree`` names the
+    code itself (the git trees of ``LIBRARY`` at the commit), None when any of it differed."""
+    commit = _git(root, "rev-parse", "HEAD")
     if not commit:
         return {"commit": None, "uncommitted_changes": None}
-    changed = (git("diff", "--name-only", "HEAD") or "").splitlines()  # tracked files, staged or not
-    # which tracked files differed (a generated page is not a code change): the first 20
-    return {"commit": commit, "uncommitted_changes": bool(changed), "changed_files": changed[:20]}
+    tracked = (_git(root, "diff", "--name-only", "HEAD") or "").splitlines()
+    code = sorted({*packages(root), *LIBRARY})
+    untracked = (_git(root, "ls-files", "--others", "--exclude-standard", "--", *code) or "").splitlines()
+    changed = sorted({path for path in tracked + untracked if not generated(path)})
+    in_code = any(path.split("/")[0] in LIBRARY for path in changed)
+    trees = _git(root, "ls-tree", "HEAD", "--", *LIBRARY)
+    code_tree = hashlib.sha1(trees.encode()).hexdigest()[:12] if trees and not in_code else None
+    return {"commit": commit, "uncommitted_changes": bool(changed), "changed_files": changed,
+            "untracked_files": [path for path in changed if path in untracked], "code_tree": code_tree}  # fmt: skip
 
 
 def processor() -> str:

@@ -98,7 +98,7 @@ def worker(name: str, model_dir: str, source: str, num_beams: int, batch_size: i
 
 def measure(name, model_dir, source, num_beams, batch_size, folder: Path, timeout: int) -> dict:
     output = folder / f"{name}-beam{num_beams}-batch{batch_size}.json"
-    command = [sys.executable, "-m", "benchmarks.translation", "worker", name, str(model_dir), str(source),
+    command = [sys.executable, "-m", "inference.bench_engines", "worker", name, str(model_dir), str(source),
                str(num_beams), str(batch_size), str(output)]  # fmt: skip
     try:
         subprocess.run(command, check=True, capture_output=True, text=True, timeout=timeout)

@@ -1,11 +1,13 @@
-"""`vanilla-bench`: our model against transformers' MarianMTModel on the same weights, in one process.
+"""`vanilla-bench`: our model against transformers' MarianMTModel on the same weights, in one process, and
+(``--translate``) the translation engines on a trained model. An installed tool: it writes only where ``--json``
+says.
 
 One seeded random MarianMTModel is converted with ``from_marian``; both must give the same logits and greedy
 tokens before anything is timed. Measurements alternate between the two models (A B A B ...) after a warm-up, and
 the median of the repetitions is reported.
 
     vanilla-bench --config small base --json results/benchmarks/training.json
-    vanilla-bench --translate runs/multi30k --json results/benchmarks/translation.json   (see benchmarks/translation.py)
+    vanilla-bench --translate runs/multi30k --json results/benchmarks/translation.json   (inference/bench_engines.py)
 """
 
 import argparse
@@ -22,7 +24,7 @@ from transformers import MarianConfig, MarianMTModel
 from modeling_vanilla import from_marian
 from vanilla_tools.provenance import provenance
 
-from . import translation
+from . import bench_engines
 
 CONFIGS = {  # d_model, layers per stack, heads, d_ff, vocab
     "tiny": (64, 1, 2, 128, 1000),
@@ -244,17 +246,17 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--config", nargs="+", default=["small"], choices=sorted(CONFIGS))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", help="write the figures here")
-    translation.add_arguments(parser)
+    bench_engines.add_arguments(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = arguments().parse_args(argv)
     if args.translate:
-        results = {**provenance(ctranslate2=translation.package_version("ctranslate2")),
-                   **translation.run(args.translate, Path(args.source), Path(args.references), args.batch_sizes,
-                                     args.engines, args.timeout)}  # fmt: skip
-        print(translation.table(results))
+        results = {**provenance(ctranslate2=bench_engines.package_version("ctranslate2")),
+                   **bench_engines.run(args.translate, Path(args.source), Path(args.references), args.batch_sizes,
+                                       args.engines, args.timeout)}  # fmt: skip
+        print(bench_engines.table(results))
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
         return results

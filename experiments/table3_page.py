@@ -1,0 +1,311 @@
+"""docs/table3.md from the records of experiments.table3: each row's seeds against the base's, cell by cell with the
+rule of experiments.verdict (stated at the top of the page), the learning curves of each group against the base,
+and whether a disagreement with the paper is a slower start or a worse end."""
+
+import statistics
+import textwrap
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from .verdict import MIN_SEEDS, NO_CHANGE, TOO_FEW, Difference, difference, paper_direction, verdict, verdict_rate
+
+PAPER_BASE = {"ppl": 4.92, "bleu": 25.8}
+METRICS = {"ppl": "validation_ppl", "bleu": "validation_bleu"}
+OTHER_CODE = "base at other code"
+CURVES = "table3-curves"  # beside the page: one plot per budget and group
+
+
+def code_key(record: dict) -> str:
+    """The code a run executed: its ``code_tree`` (provenance), the commit for the first sweep's records (made before
+    code_tree was recorded), the commit marked modified where the code differed from it."""
+    code = record.get("code") or {}
+    if "code_tree" not in code:
+        return code.get("commit") or "?"
+    return code["code_tree"] or f"{code.get('commit')} modified"
+
+
+def normalized(record: dict) -> dict:
+    """A record of either sweep in today's terms: the first named its base runs base-seed1..3 and ran every other row
+    at the preset's seed, 1."""
+    flags = record.get("flags", [])
+    seed = record.get("seed") or (int(flags[flags.index("--seed") + 1]) if "--seed" in flags else 1)
+    base = record["group"] == "base"
+    return {**record, "row": "base" if base else record["row"], "change": "the preset" if base else record["change"],
+            "seed": seed, "code_key": code_key(record)}  # fmt: skip
+
+
+def newest(runs: list[dict]) -> str:
+    return max(run.get("date", "") for run in runs)
+
+
+def at_one_code(runs: list[dict], preferred: str | None = None) -> list[dict]:
+    """The runs of one code: ``preferred`` where there are any, else the code with most seeds (the newest of a tie)."""
+    codes = defaultdict(list)
+    for run in runs:
+        codes[run["code_key"]].append(run)
+    if preferred in codes:
+        return codes[preferred]
+    return max(codes.values(), key=lambda same: (len(same), newest(same)))
+
+
+@dataclass
+class Comparison:
+    """One row against the base at one budget: the runs compared, and each metric's difference and word."""
+
+    runs: list[dict]
+    base: list[dict]
+    differences: dict[str, Difference]
+    words: dict[str, str]
+
+
+def compare(runs: list[dict], base: list[dict]) -> Comparison:
+    paper = runs[0].get("paper") or {}
+    differences, words = {}, {}
+    for metric, key in METRICS.items():
+        diff = difference([r[key] for r in runs], [r[key] for r in base])
+        paper_delta = paper[metric] - PAPER_BASE[metric] if paper.get(metric) is not None else None
+        word = verdict(diff, paper_delta, metric)
+        if word != TOO_FEW and runs[0]["code_key"] != base[0]["code_key"]:
+            word = OTHER_CODE
+        differences[metric], words[metric] = diff, word
+    return Comparison(runs, base, differences, words)
+
+
+def budget(records: list[dict], steps: int) -> tuple[list[dict], dict[str, Comparison]]:
+    """The base's runs at ``steps`` (at the code of most base seeds) and each other row's comparison with them."""
+    rows = defaultdict(list)
+    for record in records:
+        if record["steps"] == steps:
+            rows[record["row"]].append(record)
+    if "base" not in rows:
+        return [], {}
+    base = at_one_code(rows.pop("base"))
+    return base, {name: compare(at_one_code(runs, base[0]["code_key"]), base) for name, runs in rows.items()}
+
+
+def longer_rows(records: list[dict], steps: int, rows: dict[str, str]) -> list[str]:
+    """What the longer budget runs (issue 41), in the order of ``rows`` (name: group): the base, the (C) rows, and
+    the rows with a cell *opposite* at ``steps``."""
+    _, comparisons = budget(records, steps)
+    opposite = {name for name, c in comparisons.items() if "opposite" in c.words.values()}
+    return [name for name, group in rows.items() if group in ("base", "(C)") or name in opposite]
+
+
+def mean_and_range(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def commits(runs: list[dict]) -> str:
+    return ", ".join(sorted({(r.get("code") or {}).get("commit", "?")[:7] for r in runs}))
+
+
+def paper_cell(paper: dict, metric: str) -> str:
+    """The paper's value, and for a variation its difference from the paper's base (or its "no change")."""
+    if paper.get(metric) is None:
+        return "—"
+    if paper.get("change") == "base":
+        return str(paper[metric])
+    delta = paper[metric] - PAPER_BASE[metric]
+    return f"{paper[metric]} ({delta:+.2f}{', no change' if not paper_direction(delta, metric) else ''})"
+
+
+def verdict_cell(diff: Difference, word: str) -> str:
+    interval = diff.interval()
+    shown = f"{diff.delta:+.2f}" + (f" [{interval[0]:+.2f}, {interval[1]:+.2f}]" if interval else "")
+    return f"{shown}: {word}"
+
+
+def row_cells(runs: list[dict], name: str) -> list[str]:
+    """A row's own columns: name, change, parameters, seeds, commits, PPL and BLEU over the seeds, the paper's row."""
+    first, paper = runs[0], runs[0].get("paper") or {}
+    label = name if first["group"] == "base" else f"{first['group']} {name}"
+    seeds = ", ".join(str(seed) for seed in sorted(r["seed"] for r in runs))
+    return [label, first["change"], f"{first['parameters'] / 1e6:.1f}M", seeds, commits(runs),
+            *(mean_and_range([r[key] for r in runs]) for key in METRICS.values()), paper.get("change", "—"),
+            paper_cell(paper, "ppl"), paper_cell(paper, "bleu")]  # fmt: skip
+
+
+def mean_curve(runs: list[dict]) -> list[tuple[int, float]]:
+    """Validation PPL against steps, the mean over the runs, at the steps every one of them recorded."""
+    curves = [{point["step"]: point["validation_ppl"] for point in r.get("curve", [])} for r in runs]
+    steps = sorted(set.intersection(*(set(c) for c in curves))) if curves else []
+    return [(step, statistics.mean(c[step] for c in curves)) for step in steps]
+
+
+def curve_file(steps: int, group: str) -> str:
+    return f"{CURVES}/{steps}-steps-{group.strip('()')}.png"
+
+
+def curve_groups(base: list[dict], comparisons: dict[str, Comparison]) -> dict[str, dict[str, list]]:
+    """Per group with curves: the base's mean curve and each row's (issue 41: base against row, group by group)."""
+    if not mean_curve(base):
+        return {}
+    groups = defaultdict(dict)
+    for name, comparison in comparisons.items():
+        if mean_curve(comparison.runs):
+            groups[comparison.runs[0]["group"]][name] = mean_curve(comparison.runs)
+    return {group: {"base": mean_curve(base), **rows} for group, rows in sorted(groups.items())}
+
+
+def plot_curves(records: list[dict], folder: Path) -> list[Path]:
+    """One figure per budget and group: validation PPL against steps, the base against each of the group's rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    written = []
+    for steps in sorted({r["steps"] for r in records}):
+        for group, curves in curve_groups(*budget(records, steps)).items():
+            figure, axis = plt.subplots(figsize=(6, 4))
+            for name, curve in curves.items():
+                style = {"color": "black", "linewidth": 2.5} if name == "base" else {}
+                axis.plot(*zip(*curve, strict=True), label=name, **style)
+            axis.set(yscale="log", xlabel="step", ylabel="validation PPL (mean over seeds)",
+                     title=f"Table 3 {group} on Multi30k, {steps:,} steps")  # fmt: skip
+            axis.legend()
+            path = folder.parent / curve_file(steps, group)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            figure.savefig(path, dpi=100, bbox_inches="tight")
+            plt.close(figure)
+            written.append(path)
+    return written
+
+
+def paragraph(text: str, bullet: bool = False) -> list[str]:
+    """``text`` wrapped to the page's width (a list item's lines indented under its dash)."""
+    return textwrap.wrap(text, 115, initial_indent="- " if bullet else "", subsequent_indent="  " if bullet else "")
+
+
+def rule(cells: int) -> list[str]:
+    """The rule, as the page states it, with its rates measured on synthetic rows."""
+    null, two, three = verdict_rate(), verdict_rate(effect=2.0), verdict_rate(effect=3.0)
+    items = [
+        f"A word needs at least {MIN_SEEDS} seeds of the row and {MIN_SEEDS} of the base, run on the same code: the "
+        "same git trees of the installed packages and `data/` (`code_tree` in each record, which commits of records "
+        "or docs alone keep; the first sweep's records, made before it was recorded, count by commit). Otherwise the "
+        f"cell says *{TOO_FEW}* or *{OTHER_CODE}*, with the difference, and its interval where each side has two.",
+        "*holds* / *opposite*: the interval excludes zero, in the paper's direction or against it. *no change found*: "
+        "the interval holds zero (which does not show that there is no difference). *differs (paper: no change)*, "
+        "and *higher* / *lower* on rows the paper does not have.",
+        f"The paper's difference (its row less its base, {PAPER_BASE['ppl']} PPL / {PAPER_BASE['bleu']} BLEU) is *no "
+        f"change* within ±{NO_CHANGE['ppl']} PPL and ±{NO_CHANGE['bleu']} BLEU: the paper calls (E)'s 4.92 / 25.7 "
+        '"nearly identical" to the base.',
+        f"Tested on synthetic rows (`tests/test_experiments/test_verdict.py`): with no real difference, {null:.1%} of "
+        f"4,000 simulated cells get a word with {MIN_SEEDS} seeds a side (the interval allows 5%), so about "
+        f"{cells * null:.0f} of these {cells} cells may carry a word by chance; a real difference of 2 or 3 standard "
+        f"deviations of the seeds gets its word {two:.0%} or {three:.0%} of the time.",
+        "Perplexity is per token of our 8k BPE (the paper's per wordpiece of its 37k), so only directions compare.",
+    ]
+    return [
+        "## The rule",
+        "",
+        *paragraph("A cell compares a row with the base on one metric at one budget: the difference of their means "
+                   "over seeds (row less base) with its 95% interval by Welch's t (`experiments/verdict.py`)."),
+        "",
+        *(line for item in items for line in paragraph(item, bullet=True)),
+        "",
+    ]  # fmt: skip
+
+
+def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> list[str]:
+    base, comparisons = budget(records, steps)
+    lines = [f"## {steps:,} steps", ""]
+    if not base:
+        return [*lines, "No base run recorded at this budget yet.", ""]
+    runs = [r for r in records if r["steps"] == steps]
+    words = Counter(word for c in comparisons.values() for word in c.words.values())
+    lines += [
+        f"{len(runs)} runs recorded, {sum(r['row_minutes'] for r in runs):.0f} minutes in all. The base: "
+        f"{len(base)} seeds at commit {commits(base)}. Cells: "
+        + ", ".join(f"{count} *{word}*" for word, count in sorted(words.items(), key=lambda w: (-w[1], w[0])))
+        + ".",
+        "",
+        "| row | change | params | seeds | commit | val PPL | val BLEU | paper's row | paper PPL | paper BLEU |"
+        " PPL: row less base [95%] | BLEU: row less base [95%] |",
+        "| --- | --- | ---: | --- | --- | ---: | ---: | --- | ---: | ---: | --- | --- |",
+        "| " + " | ".join([*row_cells(base, "base"), "", ""]) + " |",
+    ]
+    for name in sorted(comparisons, key=lambda name: list(rows).index(name) if name in rows else len(rows)):
+        c = comparisons[name]
+        cells = [verdict_cell(c.differences[metric], c.words[metric]) for metric in METRICS]
+        lines.append("| " + " | ".join([*row_cells(c.runs, name), *cells]) + " |")
+    lines += ["", "Learning curves (validation PPL every 100 steps, the mean over seeds; base in black):", ""]
+    groups = curve_groups(base, comparisons)
+    if not groups:
+        lines.append("none recorded at this budget yet (the first sweep's runs kept no checkpoints to measure).")
+    lines += [f"![{group}, {steps:,} steps]({curve_file(steps, group)})" for group in groups]
+    return [*lines, ""]
+
+
+def start_or_end(short: str | None, long: str | None) -> str:
+    """Whether a disagreement at the short budget is gone at the long one (a slower start) or stays (a worse end)."""
+    if short != "opposite":
+        return ""
+    if long in (None, TOO_FEW, OTHER_CODE):
+        return f"undecided ({long or 'not run'} at the longer budget)"
+    return "worse at the end" if long == "opposite" else "slower to start"
+
+
+def longer_section(records: list[dict], short: int, long: int, rows: dict[str, str]) -> list[str]:
+    _, at_short = budget(records, short)
+    base, at_long = budget(records, long)
+    curve = mean_curve(base)
+    late = [(s, p) for s, p in curve if s >= long - 500]
+    tail = (f"the base's validation PPL went from {late[0][1]:.2f} at step {late[0][0]:,} to {late[-1][1]:.2f} at "
+            f"step {late[-1][0]:,}" if len(late) > 1 else "no base curve at the longer budget yet")  # fmt: skip
+    lines = [
+        "## Slower to start or worse at the end?",
+        "",
+        *paragraph(
+            f"The paper trained every row for 100k steps; {short:,} steps measure how fast a row starts. The "
+            f"(C) rows and the rows with a cell *opposite* at {short:,} steps also run for {long:,} (`--steps "
+            f"{long} --rows longer`), with the same seeds and rule: a disagreement gone there was a *slower "
+            f"start*, one that stays is *worse at the end* of that budget ({tail})."
+        ),
+        "",
+        f"| row | PPL at {short:,} | PPL at {long:,} | | BLEU at {short:,} | BLEU at {long:,} | |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in longer_rows(records, short, rows)[1:]:
+        cells = []
+        for metric in METRICS:
+            words = [at.get(name).words[metric] if name in at else None for at in (at_short, at_long)]
+            cells += [words[0] or "not run", words[1] or "not run", start_or_end(*words)]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int]) -> str:
+    """docs/table3.md: the rule, then each budget's rows beside the paper's, then the longer budget's answer.
+    ``rows`` are the table's (name: group, in the page's order), ``budgets`` the sweep's and the longer one."""
+    records = [normalized(r) for r in records]
+    lines = [
+        "# Table 3 on Multi30k",
+        "",
+        "<!-- Generated by `python -m experiments.table3 --report` from results/table3/: do not edit. -->",
+        "",
+        *paragraph(
+            "The paper's variations of its base model (Table 3, newstest2013 perplexity per wordpiece and "
+            "BLEU), scaled to the Multi30k preset and run by `python -m experiments.table3` (how each row is "
+            "scaled: its docstring), several seeds a row, each row's seeds against the base's. The records "
+            'and this page are outputs, not code: they do not make a later record\'s tree "uncommitted" '
+            "(excluded by rule, `vanilla_tools/provenance.py`), so the page is rewritten after every run."
+        ),
+        "",
+        "```bash",
+        "python -m experiments.table3                             # the sweep: 3 seeds of every row (resumable)",
+        f"python -m experiments.table3 --steps {budgets[1]} --rows longer  # base, (C), the rows opposite at "
+        f"{budgets[0]:,}",
+        "python -m experiments.table3 --rows base C-layers-6 --seeds 4 5",
+        "python -m experiments.table3 --report                    # this page, from the records",
+        "```",
+        "",
+        *rule(2 * (len(rows) - 1)),
+    ]
+    for steps in sorted({r["steps"] for r in records} | set(budgets)):
+        lines += budget_section(records, steps, rows)
+    return "\n".join([*lines, *longer_section(records, *budgets, rows)])

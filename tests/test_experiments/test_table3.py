@@ -1,0 +1,147 @@
+"""Table 3 on Multi30k (experiments.table3): the runs in the order that decides most first, one resumable command
+with its records and learning curves, and the page generated from them under the verdict rule."""
+
+import json
+
+import yaml
+from training_helpers import write_corpus
+
+from experiments import table3, table3_page
+from experiments.verdict import difference
+from vanilla_tools.provenance import ROOT, generated
+
+PAPER = {"C-layers-2": {"change": "N = 4", "ppl": 5.19, "bleu": 25.3}, "B-dk-16": {"change": "d_k = 16", "ppl": 5.16,
+         "bleu": 25.1}, "base": {"change": "base", "ppl": 4.92, "bleu": 25.8}}  # fmt: skip
+
+
+def test_the_sweep_runs_the_base_then_the_decided_rows_then_the_rest():
+    runs = table3.plan(table3.select(None, []), [1, 2, 3], 1000)
+    assert len(runs) == 3 * 22 and len({run.folder for run in runs}) == len(runs)
+    names = list(dict.fromkeys(run.row.name for run in runs))
+    assert names[0] == "base" and names[1 : 1 + len(table3.PRIORITY)] == list(table3.PRIORITY)
+    assert names[-2:] == ["restricted-r-4", "restricted-r-8"]
+    assert [run.seed for run in runs[:6]] == [1, 2, 3, 1, 2, 3]  # a row's seeds together: its cell decides sooner
+    assert runs[3].folder == "1000-steps/A-heads-1/seed-1"
+
+
+def test_rows_are_chosen_by_name_group_or_the_longer_budgets_rule():
+    assert [row.name for row in table3.select(["A"], [])] == ["A-heads-1", "A-heads-2", "A-heads-8", "A-heads-16"]
+    longer = [row.name for row in table3.select(["longer"], [])]  # no verdict yet: the base and the (C) rows
+    assert longer[0] == "base" and {row.group for row in table3.select(["longer"], [])} == {"base", "(C)"}
+    opposite = [record("base", seed, 16.0 + seed / 10, 21.0) for seed in (1, 2, 3)]
+    opposite += [record("B-dk-16", seed, 14.0 + seed / 10, 21.0) for seed in (1, 2, 3)]  # paper: worse; here better
+    assert "B-dk-16" in [row.name for row in table3.select(["longer"], opposite)]
+
+
+def test_every_run_is_a_vanilla_train_command_with_its_seed_and_curve():
+    run = table3.plan(table3.select(["A-heads-1"], []), [2], 3000)[0]
+    argv = [*run.settings("multi30k"), "--output_dir", "out", "--summary_dir", "rec"]
+    model_args, _, training_args = table3.parse_args(argv)
+    assert model_args.num_attention_heads == 1 and model_args.final_splits == ["validation"]
+    assert model_args.average_last == 0 and training_args.max_steps == 3000 and training_args.seed == 2
+    assert training_args.save_strategy == "steps" and training_args.save_steps == 100
+    assert training_args.save_only_model and training_args.save_total_limit == 31  # every curve point kept
+
+
+def test_the_command_trains_records_skips_and_reports(tmp_path):
+    """Two rows of a tiny preset end to end: trained, recorded with perplexity, learning curve, BLEU and code, skipped
+    on the second call, trained again when their settings change; the page lists them beside the paper's rows."""
+    corpus = write_corpus(tmp_path / "data", pairs=60)
+    preset = tmp_path / "tiny.yaml"
+    preset.write_text(yaml.safe_dump({
+        "base": "demo", "dataset": "files", "train_files": corpus["train"], "validation_files": corpus["validation"],
+        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "num_attention_heads": 2, "ffn_dim": 64,
+        "vocab_size": 300, "max_tokens_per_batch": 256, "warmup_steps": 4, "disable_tqdm": True}))  # fmt: skip
+
+    def argv(curve_steps: int, *rows: str) -> list[str]:
+        return ["--config", str(preset), "--steps", "2", "--curve_steps", str(curve_steps), "--seeds", "1", "--rows",
+                *rows, "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--page",
+                str(tmp_path / "t.md")]  # fmt: skip
+
+    table3.run(argv(1, "base", "B-dk-32"))
+    path = tmp_path / "results" / "2-steps" / "B-dk-32" / "seed-1" / "table3.json"
+    record = json.loads(path.read_text())
+    assert record["steps"] == 2 and record["seed"] == 1 and record["flags"] == ["--head_dim", "32"]
+    assert [point["step"] for point in record["curve"]] == [1, 2] and record["curve"][-1]["validation_ppl"] > 1
+    assert record["curve"][-1]["validation_ppl"] == record["validation_ppl"]  # the last checkpoint is the model
+    assert not list((tmp_path / "runs" / "2-steps" / "B-dk-32" / "seed-1").glob("checkpoint-*"))  # measured, removed
+    assert record["validation_tokens"] > 20 * 5 and 0 <= record["validation_bleu"] <= 100
+    assert record["paper"] == {"change": "d_k = 32", "ppl": 5.01, "bleu": 25.4, "params_m": 60}
+    assert record["code"]["commit"] and "code_tree" in record["code"] and record["date"]
+    assert record["command"].startswith("python -m training.train --config") and "--seed 1" in record["command"]
+    page = (tmp_path / "t.md").read_text()
+    assert "2 runs recorded" in page and "| (B) B-dk-32 | d_k = 32 |" in page and ": too few seeds |" in page
+    assert "![(B), 2 steps](table3-curves/2-steps-B.png)" in page
+    assert (tmp_path / "table3-curves" / "2-steps-B.png").stat().st_size > 5_000
+    stamp = path.stat().st_mtime_ns
+    table3.run(argv(1, "base", "B-dk-32"))  # recorded: skipped
+    assert path.stat().st_mtime_ns == stamp
+    table3.run(argv(2, "B-dk-32"))
+    assert [point["step"] for point in json.loads(path.read_text())["curve"]] == [2]  # other settings: trained again
+
+
+def record(row, seed, ppl, bleu, steps=1000, code="new", curve=(), date="2026-12-01", group=None):
+    """A synthetic run record (``code`` None: one of the first sweep's, which named a commit only)."""
+    return {
+        "row": row, "group": group or ("base" if row == "base" else f"({row[0]})"), "change": row, "seed": seed,
+        "flags": [], "steps": steps, "paper": PAPER.get(row, {}), "validation_ppl": ppl, "validation_bleu": bleu,
+        "parameters": 7.6e6, "row_minutes": 8.0, "curve": [{"step": s, "validation_ppl": p} for s, p in curve],
+        "code": {"commit": f"{code or 'bc03505'}0000000"[:40], **({"code_tree": code} if code else {})},
+        **({"date": date} if code else {}),
+    }  # fmt: skip
+
+
+def synthetic_sweep() -> list[dict]:
+    """The first sweep's base (three seeds at bc03505) and one row beside a new sweep at code "new": its base and
+    C-layers-2 opposite the paper at 1,000 steps, at 3,000 the same in BLEU and gone in PPL; B-dk-16 at other code."""
+    runs = [record("base", seed, ppl, bleu, code=None) for seed, ppl, bleu in ((1, 16.41, 20.96), (2, 16.44, 22.35),
+                                                                             (3, 15.66, 21.83))]  # fmt: skip
+    runs.append(record("A-heads-1", 1, 17.46, 19.77, code=None))
+    for seed, (ppl, bleu) in enumerate(((16.4, 21.0), (16.5, 22.3), (15.7, 21.8)), start=1):
+        runs.append(record("base", seed, ppl, bleu, curve=((100, 60.0 - seed), (200, 30.0 - seed))))
+        runs.append(record("base", seed, ppl - 7, bleu + 8.5, steps=3000, curve=((2500, 9.4), (3000, ppl - 7))))
+    for seed, (ppl, bleu) in enumerate(((12.9, 26.4), (13.1, 26.0), (12.7, 26.8)), start=1):
+        runs.append(record("C-layers-2", seed, ppl, bleu, curve=((100, 50.0), (200, 25.0))))
+        runs.append(record("C-layers-2", seed, ppl - 3.6, bleu + 5.8, steps=3000))
+        runs.append(record("B-dk-16", seed, ppl + 4, bleu - 4, code="older", date="2026-11-30"))
+    return runs
+
+
+def line(page: str, start: str, section: str = "## 1,000 steps") -> str:
+    """The one line of ``section`` that starts with ``start``."""
+    text = page.split(section, 1)[1].split("\n## ", 1)[0]
+    (found,) = [text for text in text.splitlines() if text.startswith(start)]
+    return found
+
+
+def test_the_page_gives_each_cell_its_difference_interval_and_word(tmp_path):
+    runs = synthetic_sweep()
+    page = table3.report(runs)
+    base = line(page, "| base |")
+    assert (
+        "| 1, 2, 3 | new0000 | 16.20 (15.70-16.50) | 21.70 (21.00-22.30) | base | 4.92 | 25.8 |" in base
+    )  # the new code's
+    diff = difference([12.9, 13.1, 12.7], [16.4, 16.5, 15.7])
+    low, high = diff.interval()
+    assert f"| {diff.delta:+.2f} [{low:+.2f}, {high:+.2f}]: opposite |" in line(page, "| (C) C-layers-2 |")
+    assert "| 5.19 (+0.27) | 25.3 (-0.50) |" in line(page, "| (C) C-layers-2 |")
+    # one seed of the first sweep, against the new base (16.20, 21.70): a difference, no interval, no word
+    assert line(page, "| (A) A-heads-1 |").endswith("| +1.26: too few seeds | -1.93: too few seeds |")
+    assert ": base at other code |" in line(page, "| (B) B-dk-16 |")
+    assert "Cells: 2 *base at other code*, 2 *opposite*, 2 *too few seeds*." in page
+    assert "![(C), 1,000 steps](table3-curves/1000-steps-C.png)" in page  # base and row both have curves
+    assert (
+        "| C-layers-2 | opposite | no change found | slower to start | opposite | opposite | worse at the end |" in page
+    )
+    assert "validation PPL went from 9.40 at step 2,500 to 9.20 at step 3,000" in page
+    assert [path.name for path in table3_page.plot_curves([table3_page.normalized(r) for r in runs], tmp_path / "p")]
+    assert (tmp_path / "table3-curves" / "1000-steps-C.png").stat().st_size > 5_000
+
+
+def test_the_page_is_the_generators_output_and_an_output_not_code():
+    """docs/table3.md is never edited by hand: it is what --report makes of results/table3/; and neither it nor its
+    records make a later record "uncommitted" (vanilla_tools.provenance.GENERATED)."""
+    assert table3.PAGE.read_text() == table3.report(table3.records(table3.RESULTS))
+    for path in (table3.PAGE, table3.RESULTS / "1000-steps/base/seed-1/table3.json",
+                 table3.PAGE.parent / table3_page.CURVES / "1000-steps-A.png"):  # fmt: skip
+        assert generated(str(path.relative_to(ROOT))), path

@@ -1,0 +1,72 @@
+"""vanilla-bench (inference.bench) runs end to end at a tiny size (the figures themselves come from the documented
+command)."""
+
+import json
+
+import pytest
+
+from inference.bench import CONFIGS, check_equal, main, marian_model, train_flops
+from modeling_vanilla import from_marian
+
+
+def test_benchmark_writes_ratios_for_each_config(tmp_path):
+    out = tmp_path / "bench.json"
+    main(["--config", "tiny", "--repeats", "1", "--json", str(out)])
+    results = json.loads(out.read_text())
+    tiny = results["configs"]["tiny"]
+    assert set(tiny["ratios"]) == {"train_fp32", "train_bf16", "generate_greedy", "generate_beam4", "peak_memory"}
+    assert all(value > 0 for value in tiny["ratios"].values())
+    for key in ("train_fp32", "train_bf16"):
+        assert tiny[key]["ours"]["tokens_per_s"] > 0 and tiny[key]["marian"]["tokens_per_s"] > 0
+    assert 0 < tiny["mfu_fp32"]["mfu"] < 1 and tiny["peak_memory_mib"]["ours"] > 0
+    assert results["machine"]["torch"]
+
+
+def test_the_compared_models_compute_the_same_function():
+    marian = marian_model("tiny")
+    check_equal(marian, from_marian(marian), CONFIGS["tiny"][-1])  # raises if logits or greedy tokens differ
+
+
+def test_flop_count_of_a_training_step():
+    config = from_marian(marian_model("tiny")).config  # d 64, 1+1 layers, ffn 128, vocab 1000
+    per_token = (4 * 64 * 64 + 2 * 64 * 128) + (8 * 64 * 64 + 2 * 64 * 128) + 64 * 1000
+    attention = 3 * 2 * 10 * 64
+    assert train_flops(config, batch=2, length=10) == 3 * 2 * 20 * (per_token + attention)
+
+
+def test_the_translation_bench_gives_marian_our_maximum_length(tokenizer, tmp_path):
+    """MarianMTModel's generate() stops at 20 tokens unless told; the bench's Marian engine decodes to the same
+    input length + 50 as ours, so both give the same tokens (a random model rarely ends, so outputs run long)."""
+    from helpers import tiny_config
+    from training_helpers import ENGLISH
+
+    from inference.bench_engines import make_engine
+    from modeling_vanilla import VanillaTransformerForSeq2Seq
+
+    config = tiny_config(vocab_size=len(tokenizer), max_position_embeddings=128)  # Marian tabulates its positions
+    VanillaTransformerForSeq2Seq(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    for beams in (1, 4):
+        ours, marian = (make_engine(name, str(tmp_path), beams)(ENGLISH) for name in ("generate", "marian"))
+        assert max(ours.output_lengths) > 20
+        assert marian.texts == ours.texts and marian.output_lengths == ours.output_lengths
+
+
+def test_the_translation_bench_runs_each_engine_in_its_process(tokenizer, tmp_path):
+    """The bench's whole path (a worker process per measurement, the rows, BLEU, agreement with generate()) on a
+    tiny model: ONNX Runtime gives generate()'s translations."""
+    from helpers import saved_model_with_tokenizer
+    from training_helpers import ENGLISH, GERMAN
+
+    from inference.bench_engines import run
+
+    pytest.importorskip("onnxruntime")
+    model_dir = saved_model_with_tokenizer(tmp_path / "model", tokenizer)
+    source, references = tmp_path / "src.en", tmp_path / "ref.de"
+    source.write_text("\n".join(ENGLISH) + "\n")
+    references.write_text("\n".join(GERMAN) + "\n")
+    results = run(str(model_dir), source, references, [2], ["generate", "onnx"], timeout=300)
+    rows = {(row["engine"], row["num_beams"]): row for row in results["runs"]}
+    assert set(rows) == {(engine, beams) for engine in ("generate", "onnx") for beams in (1, 4)}, results["runs"]
+    for row in rows.values():
+        assert row["sentences_per_s"] > 0 and row["output_tokens_per_s"] > 0 and row["identical_to_generate"] == 1.0
