@@ -14,10 +14,10 @@ import json
 import statistics
 import tempfile
 import time
-from pathlib import Path
 
 import torch
 
+from benchmarks import write_record
 from benchmarks.restricted_attention import matmul_gflops
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq, checks
 from modeling_vanilla import modeling_vanilla as modeling
@@ -87,9 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     machine_speed = {"fp32_gflops_before": round(before, 1), "fp32_gflops_after": round(matmul_gflops(), 1)}
     record = {**provenance(), "arguments": vars(args), "machine_speed": machine_speed, "measurement": measurement}
     print(json.dumps({**measurement, **machine_speed}, indent=1))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+    write_record(record, args.json)
     return record
 
 

@@ -20,6 +20,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from benchmarks import write_record
 from vanilla_tools.provenance import provenance
 
 FIRST_STEP = re.compile(r"first training step done")
@@ -82,9 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = arguments().parse_args(argv)
     record = {**provenance(), "measurement": measure(args.train_args, args.timeout)}
     print(json.dumps(record["measurement"], indent=1))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+    write_record(record, args.json)
     return record
 
 

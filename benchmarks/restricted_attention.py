@@ -24,6 +24,7 @@ from pathlib import Path
 import psutil
 import torch
 
+from benchmarks import write_record
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from vanilla_tools.provenance import provenance
 
@@ -154,9 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
                 record["rows"].append(row)
     record["crossover"] = {impl: crossover(record["rows"], impl) for impl in args.implementations}
     record["matmul_gflops_fp32_after"] = matmul_gflops()
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+    write_record(record, args.json)
     if args.plot:
         plot(record["rows"], Path(args.plot))
     return record
