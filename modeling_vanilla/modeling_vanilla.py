@@ -723,7 +723,7 @@ class VanillaTransformerDecoder(_Stack):
         if not isinstance(past_length, torch.Tensor):
             check_padding_mask(
                 attention_mask, (batch, past_length + length), "decoder_attention_mask",
-                f"the {past_length} cached and {length} new decoder tokens", training,
+                lambda: f"the {past_length} cached and {length} new decoder tokens", training,
             )  # fmt: skip
         source_shape = encoder_hidden_states.shape[:2]
         check_padding_mask(encoder_attention_mask, source_shape, "attention_mask", "the source", training)

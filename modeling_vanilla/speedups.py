@@ -14,10 +14,12 @@ def residual_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     On a CPU ``F.dropout`` draws one 32-bit Mersenne-Twister number per element, a large share of a small model's
     bf16 training step; here one draw serves two elements (two 15-bit uniforms from its halves), so P_drop is
     resolved to 1/32768. The same generator, so ``torch.manual_seed`` still fixes the masks. Other devices use
-    ``F.dropout``. Measured by ``vanilla-bench --config small`` (training tokens/s)."""
+    ``F.dropout``, and so does compiled code: inductor draws the mask inside the kernel it fuses the dropout into,
+    from its own generator (and ``random_`` would break the graph). Measured by ``vanilla-bench --config small``
+    (training tokens/s)."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu":
+    if x.device.type != "cpu" or torch.compiler.is_compiling():
         return F.dropout(x, p=p, training=True)
     bits = torch.empty((x.numel() + 1) // 2, dtype=torch.int32).random_()  # uniform on [0, 2^31)
     keep = (bits.view(torch.int16)[: x.numel()] & 0x7FFF) >= round(p * 32768)  # (numel,) from 2 halves a draw
@@ -73,7 +75,8 @@ class LinearCrossEntropy(torch.autograd.Function):
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         rows = LOSS_CHUNK_ROWS
         with torch.autocast(device, enabled=False):
-            for start in range(0, h.shape[0], rows):
+            for chunk in range(-(-h.shape[0] // rows)):  # compiled, this guards on the chunk count, not on N
+                start = chunk * rows
                 h_c, y_c = h[start : start + rows], labels[start : start + rows, None]
                 counts = y_c != -100  # (rows, 1); masked, not dropped, so shapes stay static for torch.compile
                 y_c = y_c.masked_fill(~counts, 0)
