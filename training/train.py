@@ -43,6 +43,7 @@ from .average import average_newest_into
 from .batching import TokenizedPairs, TrainingSet
 from .bpe_dropout import BPEDropoutPairs
 from .checkpoints import resolve_checkpoint
+from .compiled import CompileReport, fit_for_compile
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
@@ -127,7 +128,7 @@ def build_trainer(
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     if model_args.lr_schedule == "paper":
         training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
-    collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+    collator = fit_for_compile(training_args, DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=training_args,
@@ -140,7 +141,7 @@ def build_trainer(
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
-        callbacks=[LearningCurveCallback(training_args.output_dir)],
+        callbacks=[LearningCurveCallback(training_args.output_dir), CompileReport()],
     )
     if model_args.max_train_minutes:
         trainer.add_callback(TimeBudget(model_args.max_train_minutes))

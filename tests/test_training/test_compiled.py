@@ -1,0 +1,94 @@
+"""The compiled training step (``--torch_compile``, training/compiled.py): eager's gradients, one graph for every
+batch shape, the flag through vanilla-train, and eager training where inductor has no C++ compiler."""
+
+import logging
+
+import pytest
+import torch
+from helpers import PAD, VOCAB, tiny_model
+from training_helpers import train_argv, write_corpus
+from transformers import Seq2SeqTrainingArguments
+
+from training import compiled
+from training.compiled import DynamicBatches, compile_counts, fit_for_compile
+from training.train import run
+
+
+def batch_of(shape: tuple[int, int, int], seed: int = 0) -> dict[str, torch.Tensor]:
+    """A padded (batch, source, target) training batch, as the collator makes it."""
+    batch, source, target = shape
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, VOCAB, (batch, source), generator=g)
+    mask = torch.ones_like(ids)
+    mask[0, source // 2 :] = 0
+    labels = torch.randint(3, VOCAB, (batch, target), generator=g)
+    labels[-1, target // 2 :] = -100
+    return {"input_ids": ids.masked_fill(mask == 0, PAD), "attention_mask": mask, "labels": labels}
+
+
+def loss_and_gradients(model, forward, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    loss = forward(**batch).loss
+    loss.backward()
+    return loss.detach(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.fixture
+def fresh_dynamo():
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    yield
+    torch._dynamo.reset()
+
+
+def test_compiled_step_gives_eager_gradients(fresh_dynamo):
+    """Inductor's kernels (the fused loss's among them) compute eager's loss and gradients: to rtol 1e-4, atol 1e-6
+    in float32, where only the order of the sums differs. Dropout is off: compiled, its masks come from another
+    generator."""
+    batch = batch_of((3, 7, 6))
+    results = []
+    for compiled_step in (False, True):
+        model = tiny_model(label_smoothing=0.1).train()
+        forward = torch.compile(model, backend="inductor", fullgraph=True) if compiled_step else model
+        results.append(loss_and_gradients(model, forward, batch))
+    (loss, grads), (compiled_loss, compiled_grads) = results
+    torch.testing.assert_close(compiled_loss, loss, rtol=1e-4, atol=1e-6)
+    assert compiled_grads.keys() == grads.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(compiled_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_one_graph_for_every_batch_shape(fresh_dynamo):
+    """Batches marked dynamic (``DynamicBatches``) compile once, dropout and the fused loss included, whatever their
+    (batch, source, target) shape; fullgraph=True fails on any graph break."""
+    model = tiny_model(dropout=0.1, label_smoothing=0.1).train()
+    forward = torch.compile(model, backend="aot_eager", fullgraph=True)
+    collate = DynamicBatches(lambda shape: batch_of(shape))
+    for shape in ((3, 7, 6), (5, 4, 9), (2, 11, 3), (4, 6, 6)):
+        forward(**collate(shape)).loss.backward()
+    assert compile_counts()["graphs"] == 1
+
+
+def test_vanilla_train_compiles_the_step(tmp_path, caplog, fresh_dynamo):
+    """--torch_compile through vanilla-train: training compiles one graph for the run's batches of many shapes,
+    and the run says what it cost."""
+    corpus = write_corpus(tmp_path / "data")
+    argv = train_argv(corpus, tmp_path / "out", "--max_steps", "4", "--dropout", "0.1", "--torch_compile", "true",
+                      "--torch_compile_backend", "aot_eager", "--final_splits", "validation", "--num_beams", "1",
+                      "--translate_examples", "0")  # fmt: skip
+    with caplog.at_level(logging.INFO):
+        results = run(argv)
+    assert results["train"]["train_loss"] > 0
+    report = [r.getMessage() for r in caplog.records if r.getMessage().startswith("torch.compile:")]
+    assert report and report[0].startswith("torch.compile: 1 graph(s), 0 graph break(s)"), report
+
+
+def test_no_cpp_compiler_trains_eagerly(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(compiled, "missing_compiler", lambda: "g++ not found")
+    args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), torch_compile=True, use_cpu=True, report_to="none")
+    collate = object()
+    with caplog.at_level(logging.WARNING):
+        assert fit_for_compile(args, collate) is collate
+    assert not args.torch_compile and args.torch_compile_backend is None
+    assert [r.getMessage() for r in caplog.records if r.name == "training.compiled"] == [
+        "--torch_compile: no C++ compiler for inductor (g++ not found); training eagerly"
+    ]
