@@ -57,7 +57,7 @@ from .checks import (
 from .compat import CACHE_NAME, accepts_past_key_values, note_untested_release
 from .configuration_vanilla import VanillaTransformerConfig
 from .pipeline_vanilla import CUSTOM_PIPELINES
-from .speedups import LinearCrossEntropy, math_attention_is_faster, residual_dropout
+from .speedups import LinearCrossEntropy, math_attention_is_faster, relu, residual_dropout
 
 logger = logging.get_logger(__name__)
 note_untested_release()
@@ -416,7 +416,8 @@ class PositionWiseFeedForward(nn.Module):
         self.activation_dropout = config.activation_dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.activation(self.fc1(x))  # (B, L, d_ff)
+        hidden = self.fc1(x)  # (B, L, d_ff)
+        hidden = relu(hidden) if isinstance(self.activation, nn.ReLU) else self.activation(hidden)
         hidden = F.dropout(hidden, p=self.activation_dropout, training=self.training)
         return self.fc2(hidden)  # (B, L, d_model)
 

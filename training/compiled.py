@@ -41,6 +41,10 @@ def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callab
     if compiles_on_cpu(args) and (reason := missing_compiler()):
         logger.warning("--torch_compile: no C++ compiler for inductor (%s); training eagerly", reason)
         args.torch_compile, args.torch_compile_backend = False, None
+    if args.torch_compile:
+        # ATen's random numbers inside the graph: inductor's own CPU generator draws a Philox number an element,
+        # 2x the time of ATen's (measured with dropout), which residual_dropout's draws serve two elements of
+        torch._inductor.config.fallback_random = True
     return DynamicBatches(collate) if args.torch_compile else collate
 
 
