@@ -7,18 +7,28 @@ matrix products, attention, LayerNorm, dropout, autocast's casts, other ops, the
 loader, and the Python between operators. The limit beside it: the step's matrix-product FLOPs at the bf16 (or fp32)
 matrix-product peak measured in the same run.
 
+``--interleaved`` times the preset's step eager and compiled in one process, alternating step by step on the same
+batches (the loop Trainer runs, without Trainer), with the first compiled step's time (the compilation).
+
 ``--compare REV`` times the preset's training at REV (``git archive``, the code and the bundled data) against this
 checkout, each in its own process, alternating (A B B A ...): tokens per second after the first ``--warmup`` steps,
 and the time to the end of those steps (data, model and, where the preset compiles, the compilation).
 
     python -m benchmarks.training_step --profile --json results/benchmarks/training-step-profile.json
+    python -m benchmarks.training_step --interleaved --json results/benchmarks/training-step-compiled.json
     python -m benchmarks.training_step --compare 30a8cb7 --json results/benchmarks/training-step.json
+
+``--curves STEPS`` records the training loss of the first STEPS steps, eager and compiled, for ``--seeds``.
+
+    python -m benchmarks.training_step --curves 500 --json results/benchmarks/training-step-curves.json
 
 Flags after ``--`` go to vanilla-train in this checkout (``--compare`` runs REV's preset as it was).
 """
 
 import argparse
 import contextlib
+import copy
+import itertools
 import json
 import os
 import statistics
@@ -38,6 +48,7 @@ from inference.bench import matmul_peak
 from modeling_vanilla import modeling_vanilla as modeling
 from training.allocator import keep_freed_memory
 from training.arguments import load_preset, parse_args
+from training.compiled import compile_counts
 from training.train import build_trainer
 from vanilla_tools.provenance import ROOT, provenance
 
@@ -247,6 +258,50 @@ def profile_table(result: dict) -> str:
     return "\n".join(rows)
 
 
+# ---- --interleaved: eager against compiled, step by step in one process ----------------------------------------
+def interleaved(steps: int, warmup: int, extra: list[str]) -> dict:
+    """The preset's step eager and compiled (``--torch_compile``: its dynamic batches and settings) in one process,
+    alternating step by step (A B B A ...) on the same batches after ``warmup`` steps of each: the same initial
+    weights twice, each with its own fused AdamW, under the preset's autocast. The loop is Trainer's without its
+    own per-step work (about 10 ms a step in the profile's Python share)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer, training_args = preset_trainer(warmup + steps, tmp, ["--torch_compile", "true", *extra])
+        batches = list(itertools.islice(trainer.get_train_dataloader(), warmup + steps))
+    models = {"eager": trainer.model.train(), "compiled": copy.deepcopy(trainer.model).train()}
+    compiled = torch.compile(models["compiled"], backend=training_args.torch_compile_backend,
+                             mode=training_args.torch_compile_mode)  # fmt: skip
+    forwards = {"eager": models["eager"], "compiled": compiled}
+    optimizers = {name: torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
+                  for name, model in models.items()}  # fmt: skip
+
+    def step(name: str, batch: dict) -> float:
+        start = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=training_args.bf16):
+            loss = forwards[name](**batch).loss
+        loss.backward()
+        optimizers[name].step()
+        optimizers[name].zero_grad(set_to_none=True)
+        return time.perf_counter() - start
+
+    first = [step("compiled", batch) for batch in batches[:warmup]]
+    for batch in batches[:warmup]:
+        step("eager", batch)
+    times = defaultdict(list)
+    for i, batch in enumerate(batches[warmup:]):
+        for name in ("eager", "compiled") if i % 2 == 0 else ("compiled", "eager"):
+            times[name].append(step(name, batch))
+    tokens = sum(int(b["attention_mask"].sum()) + int((b["labels"] != -100).sum()) for b in batches[warmup:])
+    return {
+        "steps": steps,
+        "step_s_median": {name: statistics.median(t) for name, t in times.items()},
+        "tokens_per_s": {name: tokens / sum(t) for name, t in times.items()},
+        "speedup": sum(times["eager"]) / sum(times["compiled"]),
+        "first_compiled_step_s": first[0],
+        "compile": compile_counts(),
+        "matmul_peak_flops_per_s": matmul_peak(torch.bfloat16 if training_args.bf16 else torch.float32),
+    }
+
+
 # ---- --compare: this checkout against another commit, process by process -----------------------------------------
 def train_timed(steps: int, warmup: int, extra: list[str]) -> dict:
     """One process's measurement (``--worker``): the preset trained for ``steps`` steps."""
@@ -311,6 +366,7 @@ def compare(rev: str, rounds: int, steps: int, warmup: int, extra: list[str]) ->
 
 
 COMPARISON_SUMMARY = ("tokens_per_s", "first_steps_s", "speedup", "speedup_in_budget")
+INTERLEAVED_SUMMARY = ("step_s_median", "tokens_per_s", "speedup", "first_compiled_step_s", "compile")
 
 
 # ---- --curves: the first steps' training loss, eager and compiled --------------------------------------------------
@@ -347,6 +403,7 @@ def arguments() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--profile", action="store_true", help="profile the preset's step")
+    mode.add_argument("--interleaved", action="store_true", help="the step eager and compiled, step by step")
     mode.add_argument("--compare", metavar="REV", help="the preset's tokens/s at REV against this checkout")
     mode.add_argument("--curves", type=int, metavar="STEPS", help="first STEPS steps: loss, eager and compiled")
     mode.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -369,6 +426,9 @@ def main(argv: list[str] | None = None) -> dict:
         record = {**provenance(), "profile": profile_preset(args.steps, args.profile_steps, args.warmup,
                                                             args.train_args)}  # fmt: skip
         print(profile_table(record["profile"]))
+    elif args.interleaved:
+        record = {**provenance(), "interleaved": interleaved(args.steps, args.warmup, args.train_args)}
+        print(json.dumps({key: record["interleaved"][key] for key in INTERLEAVED_SUMMARY}))
     elif args.curves:
         record = {**provenance(), "curves": loss_curves(args.curves, args.seeds, args.train_args)}
     else:
