@@ -1,8 +1,8 @@
 """The training step compiled: Trainer's ``--torch_compile`` (transformers hands the training loop's model to
 ``torch.compile``; evaluation and ``generate()`` stay eager), fitted to this model's training.
 
-- Inductor's CPU backend builds C++ kernels: where no C++ compiler is found, the run trains eagerly and says so in
-  one line, rather than failing at its first step.
+- Inductor's CPU backend builds C++ kernels: where it finds no C++ compiler (or no Python headers), the run trains
+  eagerly and says so in one line, rather than failing at its first step.
 - Token batches change their (batch, length) shape at every step: their tensors are marked dynamic, so the first
   compilation serves every shape. Unmarked, the first shape compiles a static graph and the second compiles again.
 - What compiling cost is logged when training ends (it is counted in the run's time, ``--max_train_minutes``).
@@ -12,7 +12,9 @@ What it buys: ``python -m benchmarks.training_step`` (docs/performance.md).
 """
 
 import logging
+import sysconfig
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 from transformers import Seq2SeqTrainingArguments, TrainerCallback
@@ -20,14 +22,18 @@ from transformers import Seq2SeqTrainingArguments, TrainerCallback
 logger = logging.getLogger(__name__)
 
 
-def missing_compiler() -> str | None:
-    """Why inductor cannot build CPU kernels here (it finds no C++ compiler), or None."""
+def cannot_build_kernels() -> str | None:
+    """Why inductor cannot build CPU kernels here (no C++ compiler, or no Python headers, which its kernels'
+    bindings include), or None."""
     try:
         from torch._inductor.cpp_builder import get_cpp_compiler
 
         get_cpp_compiler()
     except Exception as error:  # InvalidCxxCompiler; on a bare torch build, the import itself
         return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    headers = Path(sysconfig.get_path("include"))
+    if not (headers / "Python.h").is_file():
+        return f"no Python.h in {headers}: the Python development headers are not installed"
     return None
 
 
@@ -37,9 +43,9 @@ def compiles_on_cpu(args: Seq2SeqTrainingArguments) -> bool:
 
 def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callable:
     """The collator to train with: ``collate`` itself, or with ``--torch_compile`` one whose batches are marked
-    dynamic. Without a C++ compiler for inductor on a CPU, ``--torch_compile`` is turned off here (logged)."""
-    if compiles_on_cpu(args) and (reason := missing_compiler()):
-        logger.warning("--torch_compile: no C++ compiler for inductor (%s); training eagerly", reason)
+    dynamic. Where inductor cannot build CPU kernels, ``--torch_compile`` is turned off here (logged)."""
+    if compiles_on_cpu(args) and (reason := cannot_build_kernels()):
+        logger.warning("--torch_compile: inductor cannot build CPU kernels here (%s); training eagerly", reason)
         args.torch_compile, args.torch_compile_backend = False, None
     if args.torch_compile:
         # ATen's random numbers inside the graph: inductor's own CPU generator draws a Philox number an element,

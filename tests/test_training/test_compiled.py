@@ -87,12 +87,22 @@ def test_vanilla_train_compiles_the_step(tmp_path, caplog, fresh_dynamo):
 
 
 def test_no_cpp_compiler_trains_eagerly(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(compiled, "missing_compiler", lambda: "g++ not found")
+    monkeypatch.setattr(compiled, "cannot_build_kernels", lambda: "g++ not found")
     args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), torch_compile=True, use_cpu=True, report_to="none")
     collate = object()
     with caplog.at_level(logging.WARNING):
         assert fit_for_compile(args, collate) is collate
     assert not args.torch_compile and args.torch_compile_backend is None
     assert [r.getMessage() for r in caplog.records if r.name == "training.compiled"] == [
-        "--torch_compile: no C++ compiler for inductor (g++ not found); training eagerly"
+        "--torch_compile: inductor cannot build CPU kernels here (g++ not found); training eagerly"
     ]
+
+
+def test_missing_python_headers_are_found_before_training(tmp_path, monkeypatch):
+    """Inductor's kernels include Python.h: a compiler without the headers would fail at the first step."""
+    from torch._inductor import cpp_builder
+
+    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", lambda: "g++")
+    monkeypatch.setattr(compiled.sysconfig, "get_path", lambda name: str(tmp_path))
+    reason = compiled.cannot_build_kernels()
+    assert reason == f"no Python.h in {tmp_path}: the Python development headers are not installed"
