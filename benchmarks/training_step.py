@@ -383,7 +383,8 @@ def loss_curves(steps: int, seeds: list[int], extra: list[str]) -> dict:
                 trainer.train()
             curves[name][seed] = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
             print(name, seed, curves[name][seed][-5:], flush=True)
-    return {"steps": steps, "logged_every": 10, "loss": dict(curves), "summary": curve_summary(curves)}
+    return {"steps": steps, "logged_every": 10, "loss": dict(curves), "summary": curve_summary(curves),
+            "compile_in_all_runs": compile_counts()}  # fmt: skip
 
 
 def curve_summary(curves: dict) -> dict:
