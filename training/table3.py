@@ -104,8 +104,9 @@ ROWS = (
 
 
 def command(row: Row, steps: int, preset: str, output_dir: Path, record_dir: Path) -> list[str]:
-    return ["--config", preset, *COMMON, "--max_steps", str(steps), *row.flags, "--output_dir", str(output_dir),
-            "--summary_dir", str(record_dir)]  # fmt: skip
+    # a row without its record is trained whole (it writes no checkpoints): a run of it there is started over
+    return ["--config", preset, *COMMON, "--max_steps", str(steps), "--overwrite_output_dir", *row.flags,
+            "--output_dir", str(output_dir), "--summary_dir", str(record_dir)]  # fmt: skip
 
 
 def validation_perplexity(model_dir: Path, argv: list[str], batch_size: int = 64) -> tuple[float, int]:

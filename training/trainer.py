@@ -133,6 +133,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         training_set: TrainingSet,
         max_tokens_per_batch: int,
         noam_warmup_steps: int | None = None,
+        run_settings: dict | None = None,
         **kwargs,
     ):
         super().__init__(*args, train_dataset=training_set.dataset, **kwargs)
@@ -144,6 +145,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             self.label_smoother = None
         self.max_tokens_per_batch = max_tokens_per_batch
         self.noam_warmup_steps = noam_warmup_steps
+        self.run_settings = run_settings  # recorded in each checkpoint: what a relaunch and rotation compare
         self.stop_on_signal: SaveOnSignal | None = None  # set by train_until_stopped
 
     def _get_train_sampler(self, train_dataset=None) -> TokenBatchSampler | None:
@@ -195,7 +197,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         folder = run_dir / f"checkpoint-{self.state.global_step}"
         previous = checkpoints.complete_checkpoints(run_dir)
         kept = f"{previous[-1]} is complete and intact" if previous else "no complete checkpoint was written before"
-        then = f"{kept}: free space, then rerun with --resume_from_checkpoint auto"
+        then = f"{kept}: free space, then rerun the same command"
         with disk_space_guard(run_dir, folder.name, then, lambda: checkpoints.remove_checkpoint(folder)):
             self._write_checkpoint(model, trial, run_dir, folder)
 
@@ -216,8 +218,8 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             if self.saving_on_signal():
                 name = signal.Signals(self.stop_on_signal.received).name
                 (folder / checkpoints.ON_SIGNAL_MARKER).write_text(name + "\n")
-            checkpoints.mark_complete(folder, self.state.global_step)
-            checkpoints.rotate_complete_checkpoints(run_dir, keep, self.state.best_model_checkpoint)
+            checkpoints.mark_complete(folder, self.state.global_step, settings=self.run_settings)
+            checkpoints.rotate_complete_checkpoints(run_dir, keep, self.state.best_model_checkpoint, self.run_settings)
 
     def batch_plan(self) -> dict:
         """What decides which pairs make each step: the sampler's batches of ``max_tokens_per_batch`` x processes
