@@ -3,7 +3,7 @@
 Checkpoints survive a crash at any point: each is marked complete (with the size of every file in it and the run's
 settings) only once all its files are on disk, only complete ones are resumed from, and older ones are deleted only
 after a newer one is complete, and only if they are of the same run. A complete checkpoint with a missing or shorter
-file is refused by name."""
+file is refused by name; a write that fails leaves the previous checkpoint as it was and no partial one."""
 
 import json
 import logging
@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from vanilla_tools.cli import UsageError
+from vanilla_tools.disk import write_guard
 
 from .run_settings import same_run
 
@@ -24,6 +25,7 @@ _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 # --resume_from_checkpoint's values that mean no checkpoint, and the newest complete one
 NO_RESUME = (None, False, "", "false", "False")
 NEWEST = (True, "true", "True", "auto", "last")
+RERUN = "rerun the same command"  # how a run goes on after it failed: the relaunch resumes it (``relaunch``)
 
 
 def saved_on_signal(folder: Path) -> bool:
@@ -131,6 +133,15 @@ def rotate_complete_checkpoints(output_dir: str | os.PathLike, keep: int | None,
     for folder in doomed:
         logger.info("deleting %s (%s)", folder, "superseded" if saved_on_signal(folder) else f"save_total_limit={keep}")
         remove_checkpoint(folder)
+
+
+def checkpoint_write_guard(run_dir: Path, folder: Path):
+    """Around the write of checkpoint ``folder``: a failed write (a full disk, a quota, a file size limit, a
+    read-only or failing device) is named in one line, and the unmarked folder removed (it would never be resumed
+    from); the previous complete checkpoint stays as it was."""
+    previous = complete_checkpoints(run_dir)
+    kept = f"it resumes from {previous[-1]}, complete and intact" if previous else "no checkpoint was complete before"
+    return write_guard(run_dir, folder.name, f"{RERUN} ({kept})", lambda: remove_checkpoint(folder))
 
 
 def resolve_checkpoint(resume: str | bool | None, output_dir: str) -> str | None:

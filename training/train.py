@@ -10,7 +10,7 @@ the run, and does nothing once the run has finished (``relaunch``); ``--overwrit
 
 This module is the flow (parse, build, train, evaluate, record); the arguments are in ``arguments``, what a relaunch
 does in ``relaunch``, the final evaluation in ``evaluation``, the run's files in ``record``, the checkpoint store in
-``checkpoints``.
+``checkpoints``. Every write names its failure in one line (vanilla_tools.disk).
 """
 
 import logging
@@ -33,13 +33,14 @@ from transformers import (
 )
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import TrainOutput
+from transformers.utils import SAFE_WEIGHTS_NAME
 
 from hub_card import write_model_card
 from inference.ct2 import cached_export
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import Decoding
-from vanilla_tools.disk import disk_space_guard
+from vanilla_tools.disk import write_guard
 from vanilla_tools.run_files import EvalResults
 
 from .allocator import keep_freed_memory
@@ -47,7 +48,7 @@ from .arguments import ModelArguments, gradient_accumulation, model_fields, pars
 from .average import average_newest_into, load_average
 from .batching import TokenizedPairs, TrainingSet
 from .bpe_dropout import BPEDropoutPairs
-from .checkpoints import checkpoint_step
+from .checkpoints import RERUN, checkpoint_step
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
@@ -60,6 +61,11 @@ from .tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 from .trainer import PaperSeq2SeqTrainer, TimeBudget
 
 logger = logging.getLogger("vanilla_train")
+
+
+def output_guard(path: Path, what: str, cleanup=None):
+    """A failed write of ``what`` under ``path`` named in one line (``write_guard``); the same command goes on."""
+    return write_guard(path, what, RERUN, cleanup)
 
 
 def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> VanillaTransformerForSeq2Seq:
@@ -114,15 +120,16 @@ def build_trainer(
         check_streaming(data_args, training_args)
     step_size(data_args, training_args)
     cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
-    then = "free space there, or pass --cache_dir on another disk; then rerun"
-    with disk_space_guard(cache, "datasets' cache", then):
+    with write_guard(cache, "datasets' cache", "rerun, or pass --cache_dir on another disk"):
         with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
             raw = load_parallel_data(data_args, include_train=not data_args.streaming)
         train = streaming_pairs(data_args) if data_args.streaming else raw["train"]
         with training_args.main_process_first(desc="tokenizer"):
             tokenizer = run_tokenizer(model_args, data_args, train, output_dir, training_args.seed)
             if training_args.should_save and not (output_dir / "tokenizer.json").is_file():
-                tokenizer.save_pretrained(output_dir)
+                # a half-written tokenizer.json would be the relaunch's tokenizer
+                with output_guard(output_dir, "the tokenizer", (output_dir / "tokenizer.json").unlink):
+                    tokenizer.save_pretrained(output_dir)
         with training_args.main_process_first(desc="tokenize"):
             data = tokenize_splits(raw, tokenizer, data_args)
     validation = shortest_first(data["validation"]) if "validation" in data else None
@@ -252,7 +259,10 @@ def run(argv: list[str] | None = None) -> dict:
         )  # fmt: skip
     keep_freed_memory()
     # the run's first process holds the output directory while it runs (a crash releases it too)
-    lock = OutputDirLock(training_args.output_dir).acquire() if training_args.process_index == 0 else None
+    lock = None
+    if training_args.process_index == 0:
+        with output_guard(Path(training_args.output_dir), "the run's lock"):
+            lock = OutputDirLock(training_args.output_dir).acquire()
     try:
         return train_and_evaluate(argv, run_start, model_args, data_args, training_args)
     finally:
@@ -287,9 +297,10 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
         results["averaged_checkpoints"] = [path.name for path in averaged]
         logger.info("evaluating the average of %s", ", ".join(results["averaged_checkpoints"]) or "no checkpoint")
     train_minutes = (time.monotonic() - start) / 60
-    trainer.save_model()
+    with output_guard(output_dir, "the final model", (output_dir / SAFE_WEIGHTS_NAME).unlink):
+        trainer.save_model()
+        trainer.save_metrics("train", train_result.metrics)
     trainer.log_metrics("train", train_result.metrics)
-    trainer.save_metrics("train", train_result.metrics)
     decoding = Decoding.resolve(trainer.model.generation_config)
     results.update(final_evaluation(trainer, data, decoding, model_args.length_penalty_candidates,
                                     model_args.translate_examples, tuple(model_args.final_splits),
@@ -300,7 +311,8 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
     if training_args.push_to_hub:
         trainer.push_to_hub(commit_message="vanilla-train: final model, tokenizer, results and card")
     if trainer.is_world_process_zero():  # last: a rerun of the same command now has nothing to do
-        FinishedRun(step=trainer.state.global_step, settings=settings).write(output_dir)
+        with output_guard(output_dir, FinishedRun.FILE):
+            FinishedRun(step=trainer.state.global_step, settings=settings).write(output_dir)
     return results
 
 
@@ -340,12 +352,14 @@ def write_run_files(trainer: PaperSeq2SeqTrainer, results: dict, arguments: tupl
     output_dir = Path(training_args.output_dir)
     if model_args.export_ct2:
         logger.info("exported for CTranslate2 to %s", cached_export(output_dir, model_args.export_ct2))
-    EvalResults(**results).write(output_dir)
-    write_recipe(output_dir, model_args, data_args, training_args, trainer.model)
-    write_model_card(output_dir, training_args.hub_model_id)
+    with output_guard(output_dir, "the run's files (eval_results.json, training_recipe.json, README.md)"):
+        EvalResults(**results).write(output_dir)
+        write_recipe(output_dir, model_args, data_args, training_args, trainer.model)
+        write_model_card(output_dir, training_args.hub_model_id)
     if model_args.summary_dir:
         folder = Path(model_args.summary_dir.format(date=time.strftime("%Y-%m-%d")))
-        write_summary(folder, results, *minutes, trainer.model, output_dir, argv, arguments)
+        with output_guard(folder, "the run's summary"):
+            write_summary(folder, results, *minutes, trainer.model, output_dir, argv, arguments)
 
 
 main = console_script(run)

@@ -15,7 +15,6 @@ from transformers.trainer import TRAINING_ARGS_NAME
 
 from hub_card import write_model_card
 from vanilla_tools.cli import UsageError
-from vanilla_tools.disk import disk_space_guard
 
 from . import checkpoints
 from .batching import Placement, TokenBatchSampler, TrainingSet
@@ -191,14 +190,11 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
 
     def _save_checkpoint(self, model, trial) -> None:
         """Trainer's checkpoint, then this run's data position and batch plan, then the marker that makes it
-        complete, then rotation. A full disk is named in one line; the unmarked folder is removed (never resumed
+        complete, then rotation. A failed write is named in one line; the unmarked folder is removed (never resumed
         from) and the previous complete checkpoint stays as it was."""
         run_dir = Path(self._get_output_dir(trial=trial))
         folder = run_dir / f"checkpoint-{self.state.global_step}"
-        previous = checkpoints.complete_checkpoints(run_dir)
-        kept = f"{previous[-1]} is complete and intact" if previous else "no complete checkpoint was written before"
-        then = f"{kept}: free space, then rerun the same command"
-        with disk_space_guard(run_dir, folder.name, then, lambda: checkpoints.remove_checkpoint(folder)):
+        with checkpoints.checkpoint_write_guard(run_dir, folder):
             self._write_checkpoint(model, trial, run_dir, folder)
 
     def _write_checkpoint(self, model, trial, run_dir: Path, folder: Path) -> None:
