@@ -15,7 +15,6 @@ from transformers.trainer import TRAINING_ARGS_NAME
 
 from hub_card import write_model_card
 from vanilla_tools.cli import UsageError
-from vanilla_tools.disk import disk_space_guard
 
 from . import checkpoints
 from .batching import Placement, TokenBatchSampler, TrainingSet
@@ -138,6 +137,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         training_set: TrainingSet,
         max_tokens_per_batch: int,
         noam_warmup_steps: int | None = None,
+        run_settings: dict | None = None,
         **kwargs,
     ):
         super().__init__(*args, train_dataset=training_set.dataset, **kwargs)
@@ -149,6 +149,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             self.label_smoother = None
         self.max_tokens_per_batch = max_tokens_per_batch
         self.noam_warmup_steps = noam_warmup_steps
+        self.run_settings = run_settings  # recorded in each checkpoint: what a relaunch and rotation compare
         self.stop_on_signal: SaveOnSignal | None = None  # set by train_until_stopped
 
     def _get_train_sampler(self, train_dataset=None) -> TokenBatchSampler | None:
@@ -195,14 +196,11 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
 
     def _save_checkpoint(self, model, trial) -> None:
         """Trainer's checkpoint, then this run's data position and batch plan, then the marker that makes it
-        complete, then rotation. A full disk is named in one line; the unmarked folder is removed (never resumed
+        complete, then rotation. A failed write is named in one line; the unmarked folder is removed (never resumed
         from) and the previous complete checkpoint stays as it was."""
-        run_dir = Path(self._get_output_dir(trial=trial))
+        run_dir = Path(self.args.output_dir)  # where Trainer saves it, outside a hyperparameter search
         folder = run_dir / f"checkpoint-{self.state.global_step}"
-        previous = checkpoints.complete_checkpoints(run_dir)
-        kept = f"{previous[-1]} is complete and intact" if previous else "no complete checkpoint was written before"
-        then = f"{kept}: free space, then rerun with --resume_from_checkpoint auto"
-        with disk_space_guard(run_dir, folder.name, then, lambda: checkpoints.remove_checkpoint(folder)):
+        with checkpoints.checkpoint_write_guard(run_dir, folder):
             self._write_checkpoint(model, trial, run_dir, folder)
 
     def _write_checkpoint(self, model, trial, run_dir: Path, folder: Path) -> None:
@@ -222,8 +220,8 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             if self.saving_on_signal():
                 name = signal.Signals(self.stop_on_signal.received).name
                 (folder / checkpoints.ON_SIGNAL_MARKER).write_text(name + "\n")
-            checkpoints.mark_complete(folder, self.state.global_step)
-            checkpoints.rotate_complete_checkpoints(run_dir, keep, self.state.best_model_checkpoint)
+            checkpoints.mark_complete(folder, self.state.global_step, settings=self.run_settings)
+            checkpoints.rotate_complete_checkpoints(run_dir, keep, self.state.best_model_checkpoint, self.run_settings)
 
     def batch_plan(self) -> dict:
         """What decides which pairs make each step: the sampler's batches of ``max_tokens_per_batch`` x processes

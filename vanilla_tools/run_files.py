@@ -6,6 +6,7 @@ Each is written whole to a temporary file and renamed, so a reader never sees ha
 
 import json
 import os
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -15,10 +16,15 @@ RECIPE_FILE = "training_recipe.json"
 RESULTS_FILE = "eval_results.json"
 
 
-def _write_json(path: Path, record: dict) -> None:
+def write_json(path: Path, record: dict | list) -> None:
+    """``record`` as ``path``, whole or not at all: written aside, then renamed (a failed write leaves nothing)."""
     staged = path.with_name(path.name + ".tmp")
-    staged.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(staged, path)
+    try:
+        staged.write_text(json.dumps(record, indent=2) + "\n")
+        os.replace(staged, path)
+    finally:
+        with suppress(OSError):  # after a failure; a read-only device refuses this too
+            staged.unlink(missing_ok=True)
 
 
 def _read_json(path: Path) -> dict | None:
@@ -44,7 +50,7 @@ class RunFile:
 
     def write(self, model_dir: str | Path) -> Path:
         path = Path(model_dir) / self.FILE
-        _write_json(path, self.as_dict())
+        write_json(path, self.as_dict())
         return path
 
     @classmethod
