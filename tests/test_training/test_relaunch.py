@@ -203,7 +203,7 @@ def test_sigterm_then_the_same_command_resumes_then_has_nothing_to_do(corpus, un
     assert f"{tmp_path / 'checkpoint-8'} is complete; the same command continues from it" in stopped.stderr
     again = run([str(BIN / "vanilla-train"), *argv])
     assert again.returncode == 0, again.stderr[-3000:]
-    assert resumed_line(tmp_path, 8) in again.stderr
+    assert resumed_line(tmp_path, 8) in again.stderr, again.stderr[-3000:]
     assert f"deleting {tmp_path / 'checkpoint-8'} (superseded)" in again.stderr  # once checkpoint-9 is complete
     assert_same_weights(uninterrupted, tmp_path)
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-12"]
@@ -223,7 +223,7 @@ def test_sigkill_mid_step_then_the_same_command_resumes(corpus, uninterrupted, t
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     again = run([str(BIN / "vanilla-train"), *argv])
     assert again.returncode == 0, again.stderr[-3000:]
-    assert resumed_line(tmp_path, 6) in again.stderr
+    assert resumed_line(tmp_path, 6) in again.stderr, again.stderr[-3000:]
     assert_same_weights(uninterrupted, tmp_path)
 
 
@@ -274,5 +274,5 @@ def test_a_torchrun_relaunch_after_sigterm_resumes(corpus, tmp_path):
     assert stopped.returncode != 0 and "stopped by SIGTERM at step 4" in stopped.stderr, stopped.stderr[-3000:]
     again = torchrun("-m", "training.train", *argv(output))
     assert again.returncode == 0, again.stderr[-3000:]
-    assert resumed_line(output, 4) in again.stderr
+    assert resumed_line(output, 4) in again.stderr, again.stderr[-3000:]
     assert_same_weights(load_file(tmp_path / "whole" / "model.safetensors"), output)
