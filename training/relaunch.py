@@ -12,11 +12,11 @@ of the settings that differ); --overwrite_output_dir starts over, and only then 
 each named. Every process decides alike from the same files; the first one decides first, as it alone deletes."""
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from vanilla_tools.cli import UsageError
-from vanilla_tools.run_files import RunFile
+from vanilla_tools.run_files import FinishedRun
 
 from .checkpoints import (
     NEWEST,
@@ -33,17 +33,6 @@ from .run_settings import BATCHES, continuable, differences
 logger = logging.getLogger(__name__)
 
 WAYS_ON = "pass --overwrite_output_dir to start over there, or give another --output_dir"
-
-
-@dataclass
-class FinishedRun(RunFile):
-    """``run_finished.json``: written last, once everything the command asked for is done (trained, saved,
-    evaluated, exported, summarised, pushed): the step the run ended at and its settings."""
-
-    step: int = 0
-    settings: dict = field(default_factory=dict)
-
-    FILE = "run_finished.json"
 
 
 # The files of a run that the next run in its directory would read as its own: deleted when starting over.
