@@ -3,7 +3,7 @@
 ``VanillaTransformerPreTrainedModel.from_pretrained`` refuses weights that loaded NaN or infinite (a damaged file
 would otherwise translate into garbage; ``checks.check_loaded_weights``). This saves the base model (vocabulary
 37,000) once, then loads it with the scan and without it, interleaved, and times the scan alone: the scan as it runs
-(each tensor's largest magnitude, one read-back) and as it ran before (``isfinite(tensor).all()`` a tensor: a
+(each tensor's smallest and largest value, one read-back) and as it ran before (``isfinite(tensor).all()`` a tensor: a
 boolean mask and a read-back each). Medians of ``--repeats``; the matrix-product speed of the machine beside them.
 
     python -m benchmarks.load_check --json results/benchmarks/load-check.json

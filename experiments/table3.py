@@ -221,9 +221,10 @@ def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> d
 def train(run: Run, preset: str, runs: Path, results: Path) -> dict:
     """Train one run (vanilla-train in its own process), then measure its learning curve and final perplexity."""
     output_dir, record_dir = runs / run.folder, results / run.folder
-    for stale in output_dir.glob("checkpoint-*"):  # an interrupted run's: they would join this run's curve
-        shutil.rmtree(stale)
-    argv = [*run.settings(preset), "--output_dir", shown(output_dir), "--summary_dir", shown(record_dir)]
+    # a run without its record is trained whole: what an interrupted one left there (its checkpoints would join this
+    # run's curve, its finished model would make the relaunch a no-op) is removed by vanilla-train, which names it
+    argv = [*run.settings(preset), "--overwrite_output_dir", "--output_dir", shown(output_dir),
+            "--summary_dir", shown(record_dir)]  # fmt: skip
     logger.info("%s: vanilla-train %s", run.folder, " ".join(argv))
     start = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)

@@ -11,11 +11,12 @@ from pathlib import Path
 from huggingface_hub import CommitInfo, HfApi
 
 from vanilla_tools.cli import console_script
+from vanilla_tools.run_files import FinishedRun
 
 from .card import write_model_card
 
 REQUIRED = ("config.json", "model.safetensors")
-IGNORE = ["checkpoint-*", "checkpoint-*/**", "*.pt", "*.pth", "*.bin", "runs/**", ".*"]
+IGNORE = ["checkpoint-*", "checkpoint-*/**", "*.pt", "*.pth", "*.bin", "runs/**", ".*", FinishedRun.FILE]
 
 
 def push_model_dir(

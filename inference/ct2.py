@@ -109,7 +109,7 @@ def arguments() -> argparse.ArgumentParser:
 
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
-    with exports.export_space_guard(Path(args.output_dir), f"ctranslate2-{args.quantization}"):
+    with exports.export_write_guard(Path(args.output_dir), f"ctranslate2-{args.quantization}"):
         output = export(args.model_dir, args.output_dir, args.quantization, args.force)
     print(f"exported {args.model_dir} ({args.quantization}) to {output}")
 

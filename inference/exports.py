@@ -6,7 +6,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from vanilla_tools.disk import disk_space_guard
+from vanilla_tools.disk import write_guard
 
 SOURCE_RECORD = "vanilla_source.json"  # in an export: which weights it was made from
 
@@ -31,11 +31,12 @@ def cached_export(model_dir: str | Path, folder: Path, variant: str, export: Exp
     record = folder / SOURCE_RECORD
     if record.is_file() and json.loads(record.read_text()) == source_record(Path(model_dir), variant):
         return folder
-    with export_space_guard(folder, variant):
+    with export_write_guard(folder, variant):
         return record_source(model_dir, export(model_dir, folder), variant)
 
 
-def export_space_guard(folder: Path, variant: str):
-    """A full disk while exporting into ``folder``: the partial export removed, one line naming the device."""
-    then = "free space, then run again (the model itself is untouched)"
-    return disk_space_guard(folder, f"the {variant} export", then, lambda: shutil.rmtree(folder, ignore_errors=True))
+def export_write_guard(folder: Path, variant: str):
+    """A failed write while exporting into ``folder`` (a full disk, a quota, ...): the partial export removed, one
+    line naming the cause."""
+    then = "run again (the model itself is untouched)"
+    return write_guard(folder, f"the {variant} export", then, lambda: shutil.rmtree(folder, ignore_errors=True))

@@ -20,7 +20,7 @@ from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.decoding import Decoding
 
 from .engine import BatchTranslation, batch_translation, output_lengths
-from .exports import cached_export, export_space_guard
+from .exports import cached_export, export_write_guard
 from .search import Hypotheses, search
 
 
@@ -117,7 +117,7 @@ def arguments() -> argparse.ArgumentParser:
 
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
-    with export_space_guard(Path(args.output_dir), "onnx-float32"):
+    with export_write_guard(Path(args.output_dir), "onnx-float32"):
         output = export(args.model_dir, args.output_dir)
     print(f"exported {args.model_dir} to {output / ENCODER} and {output / DECODER}")
 

@@ -85,7 +85,13 @@ class RecipeArguments:
     save_on_signal: bool = field(
         default=True,
         metadata={"help": "on SIGTERM (preemption) or SIGINT: finish the step, write a checkpoint, exit 143 / 130; "
-                          "--resume_from_checkpoint auto continues exactly"},
+                          "the same command continues exactly"},
+    )  # fmt: skip
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "start over in --output_dir, deleting the checkpoints of the run there (each named in the "
+                          "log). Without it, a run resumes from the newest complete checkpoint there of a run with "
+                          "the same settings, and is refused one with other settings"},
     )  # fmt: skip
     max_train_minutes: float = field(
         default=0.0,
@@ -138,6 +144,14 @@ def load_preset(name: str, seen: tuple[str, ...] = ()) -> dict:
     if base not in PRESETS and not Path(base).is_absolute():
         base = str(path.parent / base)
     return {**load_preset(base, (*seen, str(path.resolve()))), **settings}
+
+
+def gradient_accumulation(data_args: DataArguments, training_args) -> int:
+    """The batches accumulated into a step: --gradient_accumulation_steps, or with --tokens_per_step the number that
+    comes closest to it (§5.1 counts the batch per optimizer step) with --max_tokens_per_batch on every process."""
+    if not data_args.tokens_per_step:
+        return training_args.gradient_accumulation_steps
+    return max(1, round(data_args.tokens_per_step / (data_args.max_tokens_per_batch * training_args.world_size)))
 
 
 def bf16_supported() -> bool:

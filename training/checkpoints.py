@@ -1,8 +1,9 @@
 """The crash-safe checkpoint store of a run's output directory.
 
-Checkpoints survive a crash at any point: each is marked complete (with the size of every file in it) only once all
-its files are on disk, only complete ones are resumed from, and older ones are deleted only after a newer one is
-complete. A complete checkpoint with a missing or shorter file is refused by name."""
+Checkpoints survive a crash at any point: each is marked complete (with the size of every file in it and the run's
+settings) only once all its files are on disk, only complete ones are resumed from, and older ones are deleted only
+after a newer one is complete, and only if they are of the same run. A complete checkpoint with a missing or shorter
+file is refused by name; a write that fails leaves the previous checkpoint as it was and no partial one."""
 
 import json
 import logging
@@ -12,12 +13,19 @@ import shutil
 from pathlib import Path
 
 from vanilla_tools.cli import UsageError
+from vanilla_tools.disk import write_guard
+
+from .run_settings import same_run
 
 logger = logging.getLogger(__name__)
 
 COMPLETE_MARKER = ".checkpoint-complete"
 ON_SIGNAL_MARKER = "saved-on-signal"  # in a checkpoint written off schedule because the run was told to stop
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
+# --resume_from_checkpoint's values that mean no checkpoint, and the newest complete one
+NO_RESUME = (None, False, "", "false", "False")
+NEWEST = (True, "true", "True", "auto", "last")
+RERUN = "rerun the same command"  # how a run goes on after it failed: the relaunch resumes it (``relaunch``)
 
 
 def saved_on_signal(folder: Path) -> bool:
@@ -52,28 +60,40 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def mark_complete(folder: Path, step: int) -> None:
-    """Flush every file of the checkpoint to disk, then write the marker listing them with their sizes (atomically:
-    written aside, then renamed), so that a crash or power loss at any point never leaves a marked checkpoint with a
-    missing or short file."""
+def mark_complete(folder: Path, step: int, settings: dict | None = None) -> None:
+    """Flush every file of the checkpoint to disk, then write the marker listing them with their sizes, and the
+    run's ``settings`` (``run_settings``), atomically (written aside, then renamed), so that a crash or power loss at
+    any point never leaves a marked checkpoint with a missing or short file."""
     files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
     for name in files:
         _fsync(folder / name)
     staged = folder / f"{COMPLETE_MARKER}.tmp"
-    staged.write_text(json.dumps({"step": step, "files": files}, indent=1) + "\n")
+    record = {"step": step, "files": files, **({"settings": settings} if settings is not None else {})}
+    staged.write_text(json.dumps(record, indent=1) + "\n")
     _fsync(staged)
     os.replace(staged, folder / COMPLETE_MARKER)
     _fsync(folder)
 
 
+def _marker(folder: Path) -> dict | int:
+    marker = folder / COMPLETE_MARKER
+    try:
+        return json.loads(marker.read_text())
+    except (OSError, ValueError) as error:
+        raise UsageError(f"{marker} is unreadable ({error}): cannot tell what the checkpoint holds") from error
+
+
+def checkpoint_settings(folder: Path) -> dict | None:
+    """The settings of the run that wrote the complete checkpoint ``folder``; None if its marker does not record
+    them (written by vanilla-train before it did)."""
+    record = _marker(folder)
+    return record.get("settings") if isinstance(record, dict) else None
+
+
 def verify_checkpoint(folder: Path) -> None:
     """Raise ValueError naming the first file of a complete checkpoint that is missing or not the size it had when
     written (resuming would otherwise start a fresh optimizer or fail deep inside torch.load)."""
-    marker = folder / COMPLETE_MARKER
-    try:
-        record = json.loads(marker.read_text())
-    except (OSError, ValueError) as error:
-        raise UsageError(f"{marker} is unreadable ({error}): cannot tell what the checkpoint holds") from error
+    record = _marker(folder)
     if isinstance(record, int):  # a marker of vanilla-train before file lists: the step number alone
         logger.warning("%s was marked complete without a file list: its files cannot be verified", folder)
         return
@@ -92,17 +112,20 @@ def remove_checkpoint(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def rotate_complete_checkpoints(output_dir: str | os.PathLike, keep: int | None, protect: str | None = None) -> None:
+def rotate_complete_checkpoints(output_dir: str | os.PathLike, keep: int | None, protect: str | None = None,
+                                settings: dict | None = None) -> None:  # fmt: skip
     """``save_total_limit``: keep the ``keep`` newest complete checkpoints (and ``protect``, the best one); drop the
     older ones and any unfinished folder older than the newest complete one (left by a crash). A checkpoint saved on
-    a signal goes as soon as a newer complete one exists, whatever the limit."""
+    a signal goes as soon as a newer complete one exists, whatever the limit. With the run's ``settings``, only the
+    run's own checkpoints are counted and deleted (see ``run_settings.same_run``): never another run's."""
     complete = complete_checkpoints(output_dir)
-    doomed = [p for p in complete[:-1] if saved_on_signal(p)]
+    own = [p for p in complete if settings is None or same_run(checkpoint_settings(p), settings)]
+    doomed = [p for p in own[:-1] if saved_on_signal(p)]
     if keep and keep > 0:
-        kept = [p for p in complete if p not in doomed]
+        kept = [p for p in own if p not in doomed]
         doomed += [p for p in kept[:-keep] if protect is None or p.resolve() != Path(protect).resolve()]
-        if complete:
-            newest = checkpoint_step(complete[-1])
+        if own:
+            newest = checkpoint_step(own[-1])
             doomed += [
                 p for p in Path(output_dir).glob("checkpoint-*")
                 if p not in complete and (step := checkpoint_step(p)) is not None and step < newest
@@ -112,12 +135,21 @@ def rotate_complete_checkpoints(output_dir: str | os.PathLike, keep: int | None,
         remove_checkpoint(folder)
 
 
+def checkpoint_write_guard(run_dir: Path, folder: Path):
+    """Around the write of checkpoint ``folder``: a failed write (a full disk, a quota, a file size limit, a
+    read-only or failing device) is named in one line, and the unmarked folder removed (it would never be resumed
+    from); the previous complete checkpoint stays as it was."""
+    previous = complete_checkpoints(run_dir)
+    kept = f"it resumes from {previous[-1]}, complete and intact" if previous else "no checkpoint was complete before"
+    return write_guard(run_dir, folder.name, f"{RERUN} ({kept})", lambda: remove_checkpoint(folder))
+
+
 def resolve_checkpoint(resume: str | bool | None, output_dir: str) -> str | None:
     """``--resume_from_checkpoint``: a path (must be complete), or True/"auto"/"last" for the newest complete one.
     Either way its files are verified against the sizes recorded when it was written."""
-    if resume in (None, False, "", "false", "False"):
+    if resume in NO_RESUME:
         return None
-    if resume in (True, "true", "True", "auto", "last"):
+    if resume in NEWEST:
         found = complete_checkpoints(output_dir)
         if not found:
             logger.warning("no complete checkpoint in %s: training from scratch", output_dir)

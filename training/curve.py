@@ -1,11 +1,15 @@
 """The learning curve: validation loss, BLEU and chrF against wall-clock minutes, written during training."""
 
 import csv
-import json
 import time
 from pathlib import Path
 
 from transformers import TrainerCallback
+
+from vanilla_tools.disk import write_guard
+from vanilla_tools.run_files import write_json
+
+from .checkpoints import RERUN
 
 FIELDS = ["minutes", "step", "epoch", "eval_loss", "eval_bleu", "eval_chrf", "train_loss"]
 
@@ -42,11 +46,12 @@ class LearningCurveCallback(TrainerCallback):
             "train_loss": self.last_train_loss,
         }
         self.rows.append(row)
-        self.csv_path.parent.mkdir(parents=True, exist_ok=True)
-        new_file = not self.csv_path.is_file()
-        with open(self.csv_path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=FIELDS)
-            if new_file:
-                writer.writeheader()
-            writer.writerow(row)
-        self.json_path.write_text(json.dumps(self.rows, indent=2) + "\n")
+        with write_guard(self.csv_path.parent, "the learning curve", RERUN):
+            self.csv_path.parent.mkdir(parents=True, exist_ok=True)
+            new_file = not self.csv_path.is_file()
+            with open(self.csv_path, "a", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=FIELDS)
+                if new_file:
+                    writer.writeheader()
+                writer.writerow(row)
+            write_json(self.json_path, self.rows)

@@ -2,7 +2,6 @@
 directory (through vanilla_tools.run_files), and with --summary_dir the run's record, summary.json: its scores, the
 command, every argument it resolved to, the git commit and the machine."""
 
-import json
 import shutil
 import sys
 from dataclasses import asdict
@@ -11,7 +10,7 @@ from pathlib import Path
 from vanilla_tools.corpora import test_set_name
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.provenance import git_commit, machine
-from vanilla_tools.run_files import TrainingRecipe
+from vanilla_tools.run_files import TrainingRecipe, write_json
 
 from .arguments import ModelArguments
 from .data import DataArguments
@@ -61,10 +60,10 @@ def write_summary(
         "code": git_commit(),
         "machine": machine(),
     }
-    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     for name in ("learning_curve.csv", "learning_curve.json"):
         if (output_dir / name).is_file():
             shutil.copy(output_dir / name, folder / name)
+    write_json(folder / "summary.json", summary)  # last, and whole: the record is there once complete
 
 
 def write_recipe(output_dir: Path, model_args, data_args, training_args, model) -> None:

@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import time
+from contextlib import suppress
 from pathlib import Path
 
 from vanilla_tools.cli import UsageError
@@ -33,7 +34,9 @@ class OutputDirLock:
 
     def acquire(self) -> "OutputDirLock":
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # held through a read-only descriptor: a file kept open for writing would keep its file system from being
+        # remounted read-only while the run goes on (the run then names EROFS at its next write)
+        fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -47,14 +50,18 @@ class OutputDirLock:
         if previous != "unknown":
             logger.warning("taking over the lock of %s: that run has ended", previous)
         record = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
         self.fd = fd
+        try:
+            self.path.write_text(json.dumps(record) + "\n")
+        except OSError:
+            self.release()
+            raise
         return self
 
     def release(self) -> None:
         if self.fd is not None:
-            os.ftruncate(self.fd, 0)  # a clean end leaves no holder to name
+            with suppress(OSError):  # a clean end leaves no holder to name (a read-only one leaves it to take over)
+                self.path.write_text("")
             os.close(self.fd)  # closing releases the flock
             self.fd = None
 

@@ -5,10 +5,12 @@
     torchrun --nproc_per_node 2 -m training.train --config demo ...      (or: accelerate launch ...)
 
 Every Seq2SeqTrainingArguments flag works; ``--config NAME`` loads ``training/configs/NAME.yaml`` as defaults that
-any flag on the command line overrides. ``--resume_from_checkpoint auto`` resumes from the newest complete one.
+any flag on the command line overrides. The same command run again resumes from the newest complete checkpoint of
+the run, and does nothing once the run has finished (``relaunch``); ``--overwrite_output_dir`` starts over.
 
-This module is the flow (parse, build, train, evaluate, record); the arguments are in ``arguments``, the final
-evaluation in ``evaluation``, the run's files in ``record``, the checkpoint store in ``checkpoints``.
+This module is the flow (parse, build, train, evaluate, record); the arguments are in ``arguments``, what a relaunch
+does in ``relaunch``, the final evaluation in ``evaluation``, the run's files in ``record``, the checkpoint store in
+``checkpoints``. Every write names its failure in one line (vanilla_tools.disk).
 """
 
 import logging
@@ -26,34 +28,45 @@ from transformers import (
     PreTrainedTokenizerBase,
     Seq2SeqTrainingArguments,
     TrainerCallback,
+    TrainerState,
     set_seed,
 )
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import TrainOutput
+from transformers.utils import SAFE_WEIGHTS_NAME
 
 from hub_card import write_model_card
 from inference.ct2 import cached_export
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import Decoding
-from vanilla_tools.disk import disk_space_guard
+from vanilla_tools.disk import write_guard
 from vanilla_tools.run_files import EvalResults
 
 from .allocator import keep_freed_memory
-from .arguments import ModelArguments, model_fields, parse_args
-from .average import average_newest_into
+from .arguments import ModelArguments, gradient_accumulation, model_fields, parse_args
+from .average import average_newest_into, load_average
 from .batching import TokenizedPairs, TrainingSet
 from .bpe_dropout import BPEDropoutPairs
-from .checkpoints import resolve_checkpoint
+from .checkpoints import RERUN, checkpoint_step
 from .compiled import CompileReport, fit_for_compile
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
 from .record import write_recipe, write_summary
+from .relaunch import WAYS_ON, FinishedRun, Start, plan_start
 from .run_lock import OutputDirLock
+from .run_settings import run_settings
 from .streaming import StreamingTokenBatches, streaming_pairs
 from .tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 from .trainer import PaperSeq2SeqTrainer, TimeBudget
 
 logger = logging.getLogger("vanilla_train")
+
+
+def output_guard(path: Path, what: str, cleanup=None):
+    """A failed write of ``what`` under ``path`` named in one line (``write_guard``); the same command goes on."""
+    return write_guard(path, what, RERUN, cleanup)
 
 
 def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> VanillaTransformerForSeq2Seq:
@@ -108,15 +121,16 @@ def build_trainer(
         check_streaming(data_args, training_args)
     step_size(data_args, training_args)
     cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
-    then = "free space there, or pass --cache_dir on another disk; then rerun"
-    with disk_space_guard(cache, "datasets' cache", then):
+    with write_guard(cache, "datasets' cache", "rerun, or pass --cache_dir on another disk"):
         with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
             raw = load_parallel_data(data_args, include_train=not data_args.streaming)
         train = streaming_pairs(data_args) if data_args.streaming else raw["train"]
         with training_args.main_process_first(desc="tokenizer"):
             tokenizer = run_tokenizer(model_args, data_args, train, output_dir, training_args.seed)
             if training_args.should_save and not (output_dir / "tokenizer.json").is_file():
-                tokenizer.save_pretrained(output_dir)
+                # a half-written tokenizer.json would be the relaunch's tokenizer
+                with output_guard(output_dir, "the tokenizer", (output_dir / "tokenizer.json").unlink):
+                    tokenizer.save_pretrained(output_dir)
         with training_args.main_process_first(desc="tokenize"):
             data = tokenize_splits(raw, tokenizer, data_args)
     validation = shortest_first(data["validation"]) if "validation" in data else None
@@ -142,6 +156,7 @@ def build_trainer(
         max_tokens_per_batch=data_args.max_tokens_per_batch,
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
         callbacks=[LearningCurveCallback(training_args.output_dir), CompileReport()],
+        run_settings=run_settings(model_args, data_args, training_args),
     )
     if model_args.max_train_minutes:
         trainer.add_callback(TimeBudget(model_args.max_train_minutes))
@@ -168,9 +183,7 @@ def step_size(data_args: DataArguments, training_args: Seq2SeqTrainingArguments)
     """§5.1's batch is counted per optimizer step: the per-device budget x devices x gradient accumulation. With
     --tokens_per_step, the accumulation is set to come closest to it. Logs (and returns) the tokens per side."""
     per_device, devices = data_args.max_tokens_per_batch, training_args.world_size
-    if data_args.tokens_per_step:
-        training_args.gradient_accumulation_steps = max(1, round(data_args.tokens_per_step / (per_device * devices)))
-    accumulation = training_args.gradient_accumulation_steps
+    training_args.gradient_accumulation_steps = accumulation = gradient_accumulation(data_args, training_args)
     total = per_device * devices * accumulation
     asked = f" (asked: {data_args.tokens_per_step})" if data_args.tokens_per_step else ""
     logger.info("tokens per step per side: %d per device x %d devices x %d accumulation = %d%s", per_device, devices,
@@ -213,8 +226,8 @@ def stopped_by_signal(trainer: PaperSeq2SeqTrainer) -> NoReturn:
     """Say where the checkpoint of a run stopped by SIGTERM / SIGINT is and how to go on; exit 128 + its number."""
     stop = trainer.stop_on_signal
     folder = Path(trainer.args.output_dir) / f"checkpoint-{stop.stopped_at}"
-    logger.warning("stopped by %s at step %d: %s is complete; the same command with --resume_from_checkpoint auto "
-                   "continues from it", signal.Signals(stop.received).name, stop.stopped_at, folder)  # fmt: skip
+    logger.warning("stopped by %s at step %d: %s is complete; the same command continues from it",
+                   signal.Signals(stop.received).name, stop.stopped_at, folder)  # fmt: skip
     raise SystemExit(128 + stop.received)
 
 
@@ -247,7 +260,10 @@ def run(argv: list[str] | None = None) -> dict:
         )  # fmt: skip
     keep_freed_memory()
     # the run's first process holds the output directory while it runs (a crash releases it too)
-    lock = OutputDirLock(training_args.output_dir).acquire() if training_args.process_index == 0 else None
+    lock = None
+    if training_args.process_index == 0:
+        with output_guard(Path(training_args.output_dir), "the run's lock"):
+            lock = OutputDirLock(training_args.output_dir).acquire()
     try:
         return train_and_evaluate(argv, run_start, model_args, data_args, training_args)
     finally:
@@ -257,20 +273,24 @@ def run(argv: list[str] | None = None) -> dict:
 
 def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_args: DataArguments,
                        training_args: Seq2SeqTrainingArguments) -> dict:  # fmt: skip
-    """The run after its arguments: train (resuming if asked), average, evaluate, save, push."""
+    """The run after its arguments: how it begins in its output directory (``relaunch``), then train, average,
+    evaluate, save, push, and record it finished."""
+    output_dir = Path(training_args.output_dir)
+    settings = run_settings(model_args, data_args, training_args)
+    with training_args.main_process_first(local=False, desc="reading the output directory"):  # the first deletes
+        begin = plan_start(output_dir, settings, training_args.resume_from_checkpoint,
+                           model_args.overwrite_output_dir, training_args.should_save)  # fmt: skip
+    if begin.message:
+        logger.info(begin.message)
+    if begin.finished:
+        return (EvalResults.read(output_dir) or EvalResults()).as_dict()
     trainer, data = build_trainer(model_args, data_args, training_args)
     trainer.add_callback(FirstStepLog())
-    output_dir = Path(training_args.output_dir)
-    resume = resolve_checkpoint(training_args.resume_from_checkpoint, training_args.output_dir)
-    if resume:
-        trainer.check_resume(Path(resume))
-        logger.info("resuming from %s", resume)
-        trainer.training_set.resume(Path(resume))
+    if begin.checkpoint:
+        check_batches(trainer, begin)
+        trainer.training_set.resume(begin.checkpoint)
     start = time.monotonic()
-    if not model_args.save_on_signal:
-        train_result = trainer.train(resume_from_checkpoint=resume)
-    elif (train_result := trainer.train_until_stopped(resume)) is None:
-        stopped_by_signal(trainer)
+    train_result = train_from(trainer, begin.checkpoint, model_args.save_on_signal)
     results = {"train": train_result.metrics}
     if model_args.average_last:  # §6.1
         model = trainer.accelerator.unwrap_model(trainer.model)
@@ -278,28 +298,69 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
         results["averaged_checkpoints"] = [path.name for path in averaged]
         logger.info("evaluating the average of %s", ", ".join(results["averaged_checkpoints"]) or "no checkpoint")
     train_minutes = (time.monotonic() - start) / 60
-    trainer.save_model()
+    with output_guard(output_dir, "the final model", (output_dir / SAFE_WEIGHTS_NAME).unlink):
+        trainer.save_model()
+        trainer.save_metrics("train", train_result.metrics)
     trainer.log_metrics("train", train_result.metrics)
-    trainer.save_metrics("train", train_result.metrics)
     decoding = Decoding.resolve(trainer.model.generation_config)
     results.update(final_evaluation(trainer, data, decoding, model_args.length_penalty_candidates,
                                     model_args.translate_examples, tuple(model_args.final_splits),
                                     data_args.target_lang))  # fmt: skip
     if trainer.is_world_process_zero():
-        if model_args.export_ct2:
-            logger.info("exported for CTranslate2 to %s", cached_export(output_dir, model_args.export_ct2))
+        write_run_files(trainer, results, (model_args, data_args, training_args), argv,
+                        (train_minutes, (time.monotonic() - run_start) / 60))  # fmt: skip
+    if training_args.push_to_hub:
+        trainer.push_to_hub(commit_message="vanilla-train: final model, tokenizer, results and card")
+    if trainer.is_world_process_zero():  # last: a rerun of the same command now has nothing to do
+        with output_guard(output_dir, FinishedRun.FILE):
+            FinishedRun(step=trainer.state.global_step, settings=settings).write(output_dir)
+    return results
+
+
+def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None, save_on_signal: bool) -> TrainOutput:
+    """Train from ``checkpoint`` (None: from scratch), stopping with a checkpoint on a signal if ``save_on_signal``.
+    A checkpoint of the run's last step (--max_steps) is the trained model as it is: transformers' loop, resumed
+    there in the middle of an epoch, would train one step more than the run had."""
+    if checkpoint is not None and 0 < trainer.args.max_steps <= checkpoint_step(checkpoint):
+        trainer.state = TrainerState.load_from_json(str(checkpoint / TRAINER_STATE_NAME))
+        load_average(trainer.model, [checkpoint])  # the mean of one checkpoint: its weights
+        logger.info("%s is of the last step: nothing left to train", checkpoint)
+        return TrainOutput(trainer.state.global_step, 0.0, {"epoch": trainer.state.epoch})
+    resume = str(checkpoint) if checkpoint else None
+    if not save_on_signal:
+        return trainer.train(resume_from_checkpoint=resume)
+    if (result := trainer.train_until_stopped(resume)) is None:
+        stopped_by_signal(trainer)
+    return result
+
+
+def check_batches(trainer: PaperSeq2SeqTrainer, begin: Start) -> None:
+    """The trainer's check that the resumed run keeps its batches; a checkpoint found in the output directory
+    (not named by --resume_from_checkpoint) is refused with the other ways on too."""
+    try:
+        trainer.check_resume(begin.checkpoint)
+    except UsageError as refusal:
+        if not begin.detected:
+            raise
+        raise UsageError(f"{refusal}; or {WAYS_ON}") from None
+
+
+def write_run_files(trainer: PaperSeq2SeqTrainer, results: dict, arguments: tuple, argv,
+                    minutes: tuple[float, float]) -> None:  # fmt: skip
+    """The first process's files of a trained run: the CTranslate2 export, eval_results.json, training_recipe.json,
+    the model card, and with --summary_dir the run's summary (``minutes``: of training, of the whole command)."""
+    model_args, data_args, training_args = arguments
+    output_dir = Path(training_args.output_dir)
+    if model_args.export_ct2:
+        logger.info("exported for CTranslate2 to %s", cached_export(output_dir, model_args.export_ct2))
+    with output_guard(output_dir, "the run's files (eval_results.json, training_recipe.json, README.md)"):
         EvalResults(**results).write(output_dir)
         write_recipe(output_dir, model_args, data_args, training_args, trainer.model)
         write_model_card(output_dir, training_args.hub_model_id)
-        if model_args.summary_dir:
-            folder = Path(model_args.summary_dir.format(date=time.strftime("%Y-%m-%d")))
-            write_summary(
-                folder, results, train_minutes, (time.monotonic() - run_start) / 60, trainer.model, output_dir, argv,
-                (model_args, data_args, training_args),
-            )  # fmt: skip
-    if training_args.push_to_hub:
-        trainer.push_to_hub(commit_message="vanilla-train: final model, tokenizer, results and card")
-    return results
+    if model_args.summary_dir:
+        folder = Path(model_args.summary_dir.format(date=time.strftime("%Y-%m-%d")))
+        with output_guard(folder, "the run's summary"):
+            write_summary(folder, results, *minutes, trainer.model, output_dir, argv, arguments)
 
 
 main = console_script(run)

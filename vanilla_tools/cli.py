@@ -5,6 +5,7 @@ import argparse
 import functools
 import logging
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable
@@ -40,11 +41,13 @@ def user_error(error: Exception) -> bool:
 def console_script(run: Callable[[list[str] | None], object]) -> Callable[[], None]:
     """The console-script entry point for ``run(argv)``: exits 0 when it returns (whatever it returns), 1 with
     ``<program>: error: <message>`` on a user's error (``user_error``; VANILLA_TRACEBACK=1 shows its traceback),
-    130 on Ctrl-C."""
+    130 on Ctrl-C. A write past the file size limit (``ulimit -f``) fails with EFBIG, named like any failed write
+    (vanilla_tools.disk), instead of killing the process with SIGXFSZ."""
 
     @functools.wraps(run)
     def main() -> None:
         program = Path(sys.argv[0]).name
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         try:
             run(None)
         except KeyboardInterrupt:

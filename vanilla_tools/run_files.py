@@ -6,6 +6,7 @@ Each is written whole to a temporary file and renamed, so a reader never sees ha
 
 import json
 import os
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -15,10 +16,15 @@ RECIPE_FILE = "training_recipe.json"
 RESULTS_FILE = "eval_results.json"
 
 
-def _write_json(path: Path, record: dict) -> None:
+def write_json(path: Path, record: dict | list) -> None:
+    """``record`` as ``path``, whole or not at all: written aside, then renamed (a failed write leaves nothing)."""
     staged = path.with_name(path.name + ".tmp")
-    staged.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(staged, path)
+    try:
+        staged.write_text(json.dumps(record, indent=2) + "\n")
+        os.replace(staged, path)
+    finally:
+        with suppress(OSError):  # after a failure; a read-only device refuses this too
+            staged.unlink(missing_ok=True)
 
 
 def _read_json(path: Path) -> dict | None:
@@ -44,7 +50,7 @@ class RunFile:
 
     def write(self, model_dir: str | Path) -> Path:
         path = Path(model_dir) / self.FILE
-        _write_json(path, self.as_dict())
+        write_json(path, self.as_dict())
         return path
 
     @classmethod
@@ -94,3 +100,15 @@ class EvalResults(RunFile):
 
     def as_dict(self) -> dict:
         return {key: value for key, value in asdict(self).items() if value is not None}
+
+
+@dataclass
+class FinishedRun(RunFile):
+    """``run_finished.json``: written last, once everything the command asked for is done (trained, saved,
+    evaluated, exported, summarised, pushed): the step the run ended at and its settings. It says what the directory
+    holds to a relaunch of the command (training/relaunch.py), and is no part of the model (vanilla-push leaves it)."""
+
+    step: int = 0
+    settings: dict = field(default_factory=dict)
+
+    FILE = "run_finished.json"

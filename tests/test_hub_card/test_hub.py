@@ -117,6 +117,9 @@ def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_pat
             "modeling_vanilla.py", "pipeline_vanilla.py", "tokenizer.json", "tokenizer_config.json",
             "README.md"} <= files  # fmt: skip
     assert not any(f.startswith("checkpoint-") or f.endswith((".bin", ".pt")) for f in files)
+    assert (
+        model_dir / "run_finished.json"
+    ).is_file() and "run_finished.json" not in files  # the run's, not the model's
     config = json.loads(Path(hf_hub_download("alice/m30k", "config.json", endpoint=hub.endpoint,
                                              cache_dir=tmp_path / "c")).read_text())  # fmt: skip
     assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_vanilla.VanillaTransformerForSeq2Seq"

@@ -1,9 +1,12 @@
 """The run folder's files, typed: what training writes is what vanilla-translate and the model card read."""
 
+import errno
 import json
+import os
 
 import pytest
 
+from vanilla_tools import run_files
 from vanilla_tools.cli import UsageError
 from vanilla_tools.run_files import RECIPE_FILE, RESULTS_FILE, EvalResults, TrainingRecipe
 
@@ -35,3 +38,13 @@ def test_a_damaged_file_is_named(tmp_path):
     (tmp_path / RESULTS_FILE).write_text("[1, 2]")
     with pytest.raises(UsageError, match=rf"{RESULTS_FILE} holds a list, not an object"):
         EvalResults.read(tmp_path)
+
+
+def test_a_failed_write_leaves_neither_the_file_nor_its_staged_copy(tmp_path, monkeypatch):
+    def full(source, target):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+
+    monkeypatch.setattr(run_files.os, "replace", full)  # the staged copy is written, the rename fails
+    with pytest.raises(OSError, match="No space left"):
+        EvalResults(train={"train_loss": 2.5}).write(tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,278 @@
+"""The same command run again goes on where the run stopped: after SIGTERM, after SIGKILL, under torchrun; it does
+nothing once the run has finished; it is refused, naming what differs, where another run's checkpoints are; and
+--overwrite_output_dir alone deletes them. No run deletes a checkpoint of another."""
+
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+from training_helpers import assert_same_weights, train_argv, write_corpus
+
+from training.checkpoints import (
+    ON_SIGNAL_MARKER,
+    checkpoint_settings,
+    complete_checkpoints,
+    mark_complete,
+    rotate_complete_checkpoints,
+)
+from training.relaunch import FinishedRun, plan_start
+from vanilla_tools.cli import UsageError
+
+TESTS = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+SETTINGS = {"d_model": 32, "lr_schedule": "paper", "lr_scale": 2.0, "tokens_per_batch": 256,
+            "gradient_accumulation_steps": 1, "max_steps": 12, "num_train_epochs": 3.0,
+            "max_train_minutes": 0.0}  # fmt: skip
+
+
+# ---- the decision, on checkpoints made by hand --------------------------------------------------------------------
+def checkpoint(run: Path, step: int, settings: dict | None = SETTINGS, on_signal: bool = False) -> Path:
+    folder = run / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(b"weights")
+    if on_signal:
+        (folder / ON_SIGNAL_MARKER).write_text("SIGTERM\n")
+    mark_complete(folder, step, settings=settings)
+    return folder
+
+
+def plan(run: Path, resume=None, overwrite=False, may_delete=True, **changed):
+    return plan_start(run, {**SETTINGS, **changed}, resume, overwrite, may_delete)
+
+
+def test_the_newest_complete_checkpoint_of_the_same_run_is_resumed(tmp_path):
+    checkpoint(tmp_path, 3)
+    newest = checkpoint(tmp_path, 6)
+    (tmp_path / "checkpoint-9").mkdir()  # not complete: a crash while writing it
+    for resume in (None, "auto"):
+        start = plan(tmp_path, resume)
+        assert start.checkpoint == newest and start.detected and not start.finished
+        assert start.message == (f"resuming from {newest}: the newest complete checkpoint in {tmp_path}, of a run "
+                                 "with the same settings (--overwrite_output_dir starts over)")  # fmt: skip
+    assert plan(tmp_path, max_steps=24, max_train_minutes=30.0).checkpoint == newest  # a longer run continues it
+    assert checkpoint_settings(newest) == SETTINGS
+
+
+def test_an_empty_directory_trains_from_scratch(tmp_path):
+    assert plan(tmp_path / "new").checkpoint is None
+    assert plan(tmp_path, "auto").checkpoint is None and plan(tmp_path, "false").checkpoint is None
+
+
+@pytest.mark.parametrize(
+    ("saved", "changed", "named"),
+    [
+        ({"lr_scale": 1.0}, {}, "lr_scale 1.0 -> 2.0"),
+        ({"d_model": 64, "lr_scale": 1.0}, {}, "d_model 64 -> 32; lr_scale 1.0 -> 2.0"),
+        # a schedule that decays to the last step is another schedule when the length changes
+        ({"lr_schedule": "trainer"}, {"lr_schedule": "trainer", "max_steps": 24}, "max_steps 12 -> 24"),
+    ],
+)
+def test_checkpoints_of_other_settings_are_refused_naming_them(saved, changed, named, tmp_path):
+    checkpoint(tmp_path, 6, {**SETTINGS, **saved})
+    for resume in (None, "auto"):
+        with pytest.raises(UsageError) as refused:
+            plan(tmp_path, resume, **changed)
+        assert str(refused.value) == (
+            f"{tmp_path} holds checkpoints of a run with other settings (checkpoint-6: {named}); pass "
+            "--overwrite_output_dir to start over there, or give another --output_dir"
+        )
+    assert (tmp_path / "checkpoint-6").is_dir()
+
+
+def test_a_checkpoint_that_records_no_settings_is_refused_naming_the_ways_on(tmp_path):
+    folder = checkpoint(tmp_path, 6, settings=None)  # as vanilla-train wrote them before
+    with pytest.raises(UsageError, match=rf"--resume_from_checkpoint {folder} continues from it, or pass "):
+        plan(tmp_path)
+    assert plan(tmp_path, str(folder)).checkpoint == folder
+
+
+def test_a_finished_run_is_nothing_to_do_and_continues_only_where_it_can(tmp_path):
+    checkpoint(tmp_path, 12)
+    FinishedRun(step=12, settings=SETTINGS).write(tmp_path)
+    start = plan(tmp_path)
+    assert start.finished and start.checkpoint is None
+    assert start.message == (f"{tmp_path} holds the finished run of these settings (step 12): nothing to do. "
+                             "--overwrite_output_dir trains it again")  # fmt: skip
+    assert plan(tmp_path, "auto").finished
+    with pytest.raises(UsageError, match=r"holds a finished run of other settings \(lr_scale 2.0 -> 1.0\); pass "):
+        plan(tmp_path, lr_scale=1.0)
+    assert (tmp_path / FinishedRun.FILE).is_file()  # a refused launch changes nothing
+    longer = plan(tmp_path, max_steps=24)  # a longer run goes on from the finished one's last checkpoint
+    assert longer.checkpoint == tmp_path / "checkpoint-12" and not longer.finished
+    assert not (tmp_path / FinishedRun.FILE).exists()  # not finished until this launch ends
+
+
+def test_a_finished_run_without_checkpoints_is_not_continued(tmp_path):
+    FinishedRun(step=12, settings=SETTINGS).write(tmp_path)
+    with pytest.raises(UsageError, match=r"other settings \(max_steps 12 -> 24\)"):
+        plan(tmp_path, max_steps=24)
+    with pytest.raises(UsageError, match=r"--resume_from_checkpoint false: .* holds a run"):
+        plan(tmp_path, "false")
+
+
+def test_overwrite_deletes_the_runs_checkpoints_naming_each_and_nothing_else(tmp_path, caplog):
+    folders = [checkpoint(tmp_path, 3, {**SETTINGS, "d_model": 64}), checkpoint(tmp_path, 12)]
+    (tmp_path / "checkpoint-13").mkdir()
+    run_files = ["tokenizer.json", "learning_curve.csv", FinishedRun.FILE]
+    for name in [*run_files, "notes.txt"]:
+        (tmp_path / name).write_text("{}")
+    assert plan(tmp_path, overwrite=True, may_delete=False).checkpoint is None  # not the first process: no deletes
+    assert all(folder.is_dir() for folder in folders)
+    with caplog.at_level(logging.WARNING, logger="training.relaunch"):
+        start = plan(tmp_path, overwrite=True)
+    assert start.checkpoint is None and not start.finished
+    assert [r.getMessage() for r in caplog.records] == [
+        f"--overwrite_output_dir: deleting {tmp_path / name}" for name in ("checkpoint-3", "checkpoint-12",
+                                                                            "checkpoint-13")
+    ]  # fmt: skip
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_overwrite_with_a_checkpoint_it_would_delete_is_refused(tmp_path):
+    inside = checkpoint(tmp_path / "run", 6)
+    elsewhere = checkpoint(tmp_path / "other", 6, {**SETTINGS, "lr_scale": 1.0})
+    for resume in ("auto", str(inside)):
+        with pytest.raises(UsageError, match="--overwrite_output_dir starts over, deleting the checkpoints in"):
+            plan(tmp_path / "run", resume, overwrite=True)
+    assert inside.is_dir()
+    start = plan(tmp_path / "run", str(elsewhere), overwrite=True)  # starting over from another run's checkpoint
+    assert start.checkpoint == elsewhere and not inside.exists()
+
+
+def test_a_named_checkpoint_is_resumed_as_asked_warning_of_other_settings(tmp_path, caplog):
+    folder = checkpoint(tmp_path, 6, {**SETTINGS, "lr_scale": 1.0, "max_steps": 6})
+    with caplog.at_level(logging.WARNING, logger="training.relaunch"):
+        start = plan(tmp_path, str(folder))
+    assert start.checkpoint == folder and not start.detected
+    assert start.message == f"resuming from {folder}, as --resume_from_checkpoint asks"
+    assert caplog.messages == [f"{folder} was written with other settings: lr_scale 1.0 -> 2.0; max_steps 6 -> 12"]
+
+
+def test_rotation_deletes_only_the_runs_own_checkpoints(tmp_path):
+    """save_total_limit=1 and a newer checkpoint: the run's older ones go (a longer run's included), the checkpoint
+    of a run with other settings and one that records none stay."""
+    checkpoint(tmp_path, 2, {**SETTINGS, "d_model": 64})
+    checkpoint(tmp_path, 3, settings=None)
+    checkpoint(tmp_path, 4, {**SETTINGS, "max_steps": 6})
+    checkpoint(tmp_path, 5, on_signal=True)
+    checkpoint(tmp_path, 6)
+    rotate_complete_checkpoints(tmp_path, 1, settings=SETTINGS)
+    assert [p.name for p in complete_checkpoints(tmp_path)] == ["checkpoint-2", "checkpoint-3", "checkpoint-6"]
+
+
+# ---- the whole command, relaunched ---------------------------------------------------------------------------------
+def run(command: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)]), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=TESTS.parent)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return {"train": write_corpus(tmp_path_factory.mktemp("data"))["train"]}
+
+
+def relaunch_argv(corpus, output: Path, *extra: str) -> list[str]:
+    """12 steps, a checkpoint every 3, only the newest kept."""
+    return train_argv(corpus, output, "--max_steps", "12", "--save_steps", "3", "--save_total_limit", "1", *extra)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("uninterrupted")
+    done = run([str(BIN / "vanilla-train"), *relaunch_argv(corpus, output)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    return load_file(output / "model.safetensors")
+
+
+def resumed_line(output: Path, step: int) -> str:
+    return (f"resuming from {output / f'checkpoint-{step}'}: the newest complete checkpoint in {output}, of a run "
+            "with the same settings")  # fmt: skip
+
+
+def test_sigterm_then_the_same_command_resumes_then_has_nothing_to_do(corpus, uninterrupted, tmp_path):
+    argv = relaunch_argv(corpus, tmp_path)
+    stopped = run([sys.executable, str(TESTS / "signal_probe.py"), "SIGTERM", "step", "8", *argv])
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    assert f"{tmp_path / 'checkpoint-8'} is complete; the same command continues from it" in stopped.stderr
+    again = run([str(BIN / "vanilla-train"), *argv])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert resumed_line(tmp_path, 8) in again.stderr, again.stderr[-3000:]
+    assert f"deleting {tmp_path / 'checkpoint-8'} (superseded)" in again.stderr  # once checkpoint-9 is complete
+    assert_same_weights(uninterrupted, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-12"]
+    assert json.loads((tmp_path / FinishedRun.FILE).read_text())["step"] == 12
+
+    model = tmp_path / "model.safetensors"
+    written = model.stat().st_mtime_ns
+    finished = run([str(BIN / "vanilla-train"), *argv])  # a requeue after the end
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert f"{tmp_path} holds the finished run of these settings (step 12): nothing to do" in finished.stderr
+    assert "tokens per step" not in finished.stderr and model.stat().st_mtime_ns == written  # no data, no training
+
+
+def test_sigkill_mid_step_then_the_same_command_resumes(corpus, uninterrupted, tmp_path):
+    argv = relaunch_argv(corpus, tmp_path)
+    killed = run([sys.executable, str(TESTS / "kill_probe.py"), "step", "8", *argv])
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    again = run([str(BIN / "vanilla-train"), *argv])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert resumed_line(tmp_path, 6) in again.stderr, again.stderr[-3000:]
+    assert_same_weights(uninterrupted, tmp_path)
+
+
+def test_other_settings_in_the_same_directory_are_refused_until_overwrite(corpus, uninterrupted, tmp_path):
+    """A run with --lr_scale 1.0 killed after its checkpoint-3; the command of another --lr_scale and d_model in
+    its directory is refused, naming both, and deletes nothing; with --overwrite_output_dir it starts over, naming
+    the checkpoint it deletes, and ends as an uninterrupted run of its own settings."""
+    argv = relaunch_argv(corpus, tmp_path)
+    other = [*argv, "--lr_scale", "1.0", "--d_model", "16"]
+    killed = run([sys.executable, str(TESTS / "kill_probe.py"), "step", "5", *other])
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    written = (tmp_path / "checkpoint-3" / "model.safetensors").read_bytes()
+    refused = run([str(BIN / "vanilla-train"), *argv])
+    assert refused.returncode == 1, refused.stderr[-3000:]
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"vanilla-train: error: {tmp_path} holds checkpoints of a run with other settings (checkpoint-3: d_model "
+        "16 -> 32; lr_scale 1.0 -> 2.0); pass --overwrite_output_dir to start over there, or give another "
+        "--output_dir"
+    )
+    assert (tmp_path / "checkpoint-3" / "model.safetensors").read_bytes() == written
+    over = run([str(BIN / "vanilla-train"), *argv, "--overwrite_output_dir"])
+    assert over.returncode == 0, over.stderr[-3000:]
+    assert f"--overwrite_output_dir: deleting {tmp_path / 'checkpoint-3'}" in over.stderr
+    assert_same_weights(uninterrupted, tmp_path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(*command: str) -> subprocess.CompletedProcess:
+    return run([str(BIN / "torchrun"), "--nproc_per_node", "2", "--master_port", str(free_port()), *command])
+
+
+def test_a_torchrun_relaunch_after_sigterm_resumes(corpus, tmp_path):
+    """2 processes over gloo, 6 steps of 2 x 128 tokens: SIGTERM in step 4 on both (as a job's preemption signals
+    every process), then the same torchrun command: the weights of an uninterrupted 2-process run, exactly."""
+
+    def argv(output: Path) -> list[str]:
+        return train_argv(corpus, output, "--max_steps", "6", "--save_steps", "3", "--max_tokens_per_batch", "128")
+
+    whole = torchrun("-m", "training.train", *argv(tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    output = tmp_path / "relaunched"
+    stopped = torchrun(str(TESTS / "signal_probe.py"), "SIGTERM", "step", "4", *argv(output))
+    assert stopped.returncode != 0 and "stopped by SIGTERM at step 4" in stopped.stderr, stopped.stderr[-3000:]
+    again = torchrun("-m", "training.train", *argv(output))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert resumed_line(output, 4) in again.stderr, again.stderr[-3000:]
+    assert_same_weights(load_file(tmp_path / "whole" / "model.safetensors"), output)
