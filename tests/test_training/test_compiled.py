@@ -1,11 +1,13 @@
 """The compiled training step (``--torch_compile``, training/compiled.py): eager's gradients, one graph for every
 batch shape, the flag through vanilla-train, and eager training where inductor has no C++ compiler."""
 
+import json
 import logging
 
 import pytest
 import torch
 from helpers import PAD, VOCAB, tiny_model
+from safetensors.torch import load_file
 from training_helpers import train_argv, write_corpus
 from transformers import Seq2SeqTrainingArguments
 
@@ -73,15 +75,23 @@ def test_one_graph_for_every_batch_shape(fresh_dynamo, monkeypatch):
 
 
 def test_vanilla_train_compiles_the_step(tmp_path, caplog, fresh_dynamo):
-    """--torch_compile through vanilla-train: training compiles one graph for the run's batches of many shapes,
-    and the run says what it cost."""
+    """--torch_compile through vanilla-train, as the Multi30k preset runs it: training compiles one graph for the
+    run's batches of many shapes, and the run says what it cost; evaluation with generate(), checkpoints and their
+    average see the model itself (no ``_orig_mod.`` names)."""
     corpus = write_corpus(tmp_path / "data")
     argv = train_argv(corpus, tmp_path / "out", "--max_steps", "4", "--dropout", "0.1", "--torch_compile", "true",
                       "--torch_compile_backend", "aot_eager", "--final_splits", "validation", "--num_beams", "1",
-                      "--translate_examples", "0")  # fmt: skip
+                      "--translate_examples", "0", "--eval_strategy", "steps", "--eval_steps", "2",
+                      "--predict_with_generate", "true", "--save_strategy", "steps", "--save_steps", "2",
+                      "--average_last", "2")  # fmt: skip
     with caplog.at_level(logging.INFO):
         results = run(argv)
     assert results["train"]["train_loss"] > 0
+    curve = json.loads((tmp_path / "out" / "learning_curve.json").read_text())
+    assert [(row["step"], row["eval_bleu"] is not None) for row in curve] == [(2, True), (4, True)], curve
+    assert results["averaged_checkpoints"] == ["checkpoint-2", "checkpoint-4"]
+    saved = load_file(tmp_path / "out" / "model.safetensors")
+    assert saved and not [name for name in saved if "_orig_mod" in name]
     report = [r.getMessage() for r in caplog.records if r.getMessage().startswith("torch.compile:")]
     assert report and report[0].startswith("torch.compile: 1 graph(s), 0 graph break(s)"), report
 
