@@ -98,3 +98,17 @@ def test_the_training_step_profile_names_where_a_step_goes():
     assert {"matrix products", "attention", "LayerNorm", "dropout", "loss", "optimizer"} <= spent.keys(), spent
     assert split["matrix_products_ms_per_step"]["loss"] > 0 and split["matrix_products_ms_per_step"]["attention"] > 0
     assert sum(spent.values()) >= 1e3 * window * 0.99 and split["matmul_flops_per_step"] > 0
+
+
+def test_the_training_step_measures_from_an_empty_inductor_cache(monkeypatch, tmp_path):
+    """Inside ``cold_inductor_cache`` inductor (and a worker process, through the environment) caches into a new,
+    empty folder; afterwards the folder is gone and the variable is as it was."""
+    from torch._inductor.runtime.runtime_utils import cache_dir
+
+    from benchmarks.training_step import cold_inductor_cache
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    with cold_inductor_cache():
+        inside = Path(cache_dir())
+        assert inside != tmp_path and inside.is_dir() and not any(inside.iterdir())
+    assert not inside.exists() and cache_dir() == str(tmp_path)
