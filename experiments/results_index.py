@@ -63,11 +63,12 @@ def mean_row(records: list[dict]) -> str:
             f"{mean(t.get('bleu_lc_tok') for t in tests)} |")  # fmt: skip
 
 
-def index(results: Path) -> str:
+def index(results: Path, kept: set[Path] | None = None) -> str:
+    """The page over every run folder in ``results`` (or those in ``kept``) that holds a summary.json."""
     records = sorted(
         (folder, json.loads((folder / "summary.json").read_text()))
         for folder in results.iterdir()
-        if (folder / "summary.json").is_file()
+        if (folder / "summary.json").is_file() and (kept is None or folder in kept)
     )
     lines = [
         "# Results",

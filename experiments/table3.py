@@ -200,15 +200,23 @@ def learning_curve(output_dir: Path, validation, tokenizer) -> list[dict]:
     return curve
 
 
-def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> dict | None:
-    """The run's record if it was trained with the settings ``run`` has now (and, given ``code``, at that code);
-    else None, and it is trained again."""
-    path = results / run.folder / RECORD
+def matching_record(path: Path, settings: list[str], name: str) -> dict | None:
+    """The record at ``path`` if its run was trained with ``settings``; else None (the run ``name`` is trained
+    again)."""
     if not path.is_file():
         return None
     record = json.loads(path.read_text())
-    if record.get("settings") != run.settings(preset):
-        logger.warning("%s was recorded with other settings: training it again", run.folder)
+    if record.get("settings") != settings:
+        logger.warning("%s was recorded with other settings: training it again", name)
+        return None
+    return record
+
+
+def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> dict | None:
+    """The run's record if it was trained with the settings ``run`` has now (and, given ``code``, at that code);
+    else None, and it is trained again."""
+    record = matching_record(results / run.folder / RECORD, run.settings(preset), run.folder)
+    if record is None:
         return None
     if code is not None and table3_page.code_key(record) != code:
         logger.warning(

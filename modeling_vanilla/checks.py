@@ -13,6 +13,7 @@ This file travels to the Hub with ``modeling_vanilla.py`` (it imports only torch
 import json
 import os
 import re
+from collections.abc import Callable
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -75,13 +76,15 @@ def check_token_ids(
 
 
 def check_padding_mask(
-    mask: torch.Tensor | None, shape: tuple[int, int], name: str, of: str, training: bool = False
+    mask: torch.Tensor | None, shape: tuple[int, int], name: str, of: str | Callable[[], str], training: bool = False
 ) -> None:
     """A 2-D mask is (batch, keys) of 1 (token) and 0 (padding), as transformers' tokenizers return it. An additive
-    mask (0 / -inf) would be read as its inverse, so values other than 0 and 1 are refused."""
+    mask (0 / -inf) would be read as its inverse, so values other than 0 and 1 are refused. ``of`` names what the
+    shape comes from; a callable is formatted only on failure (compiled, formatting a length would fix it)."""
     if mask is None or mask.dim() == 4:  # 4-D: a ready-made attention mask, used as given
         return
     if tuple(mask.shape) != tuple(shape):
+        of = of() if callable(of) else of
         raise ValueError(f"`{name}` has shape {tuple(mask.shape)} but must be {tuple(shape)}, the shape of {of}")
     if mask.dtype != torch.bool and checks_values(mask, training) and ((mask != 0) & (mask != 1)).any():
         value = mask[(mask != 0) & (mask != 1)][0].item()

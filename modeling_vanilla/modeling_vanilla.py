@@ -57,7 +57,7 @@ from .checks import (
 from .compat import CACHE_NAME, accepts_past_key_values, note_untested_release
 from .configuration_vanilla import VanillaTransformerConfig
 from .pipeline_vanilla import CUSTOM_PIPELINES
-from .speedups import LinearCrossEntropy, math_attention_is_faster, residual_dropout
+from .speedups import LinearCrossEntropy, math_attention_is_faster, relu, residual_dropout
 
 logger = logging.get_logger(__name__)
 note_untested_release()
@@ -416,7 +416,8 @@ class PositionWiseFeedForward(nn.Module):
         self.activation_dropout = config.activation_dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hidden = self.activation(self.fc1(x))  # (B, L, d_ff)
+        hidden = self.fc1(x)  # (B, L, d_ff)
+        hidden = relu(hidden) if isinstance(self.activation, nn.ReLU) else self.activation(hidden)
         hidden = F.dropout(hidden, p=self.activation_dropout, training=self.training)
         return self.fc2(hidden)  # (B, L, d_model)
 
@@ -723,7 +724,7 @@ class VanillaTransformerDecoder(_Stack):
         if not isinstance(past_length, torch.Tensor):
             check_padding_mask(
                 attention_mask, (batch, past_length + length), "decoder_attention_mask",
-                f"the {past_length} cached and {length} new decoder tokens", training,
+                lambda: f"the {past_length} cached and {length} new decoder tokens", training,
             )  # fmt: skip
         source_shape = encoder_hidden_states.shape[:2]
         check_padding_mask(encoder_attention_mask, source_shape, "attention_mask", "the source", training)

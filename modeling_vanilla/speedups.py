@@ -14,14 +14,54 @@ def residual_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     On a CPU ``F.dropout`` draws one 32-bit Mersenne-Twister number per element, a large share of a small model's
     bf16 training step; here one draw serves two elements (two 15-bit uniforms from its halves), so P_drop is
     resolved to 1/32768. The same generator, so ``torch.manual_seed`` still fixes the masks. Other devices use
-    ``F.dropout``. Measured by ``vanilla-bench --config small`` (training tokens/s)."""
+    ``F.dropout``, and so does compiled code: inductor draws the mask inside the kernel it fuses the dropout into,
+    from its own generator (and ``random_`` would break the graph). Measured by ``vanilla-bench --config small``
+    (training tokens/s)."""
     if not training or p == 0.0:
         return x
     if x.device.type != "cpu":
         return F.dropout(x, p=p, training=True)
+    if torch.compiler.is_compiling():
+        return compiled_residual_dropout(x, p)
     bits = torch.empty((x.numel() + 1) // 2, dtype=torch.int32).random_()  # uniform on [0, 2^31)
     keep = (bits.view(torch.int16)[: x.numel()] & 0x7FFF) >= round(p * 32768)  # (numel,) from 2 halves a draw
     return x * keep.view(x.shape) * (1.0 / (1.0 - p))
+
+
+def compiled_residual_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """``residual_dropout`` as inductor compiles it well on a CPU: the random numbers out of place (``random_``
+    breaks the graph), and the mask as 0 / 1 integers, never booleans. Inductor's CPU kernels store and load
+    booleans element by element (a boolean mask of 2M elements took 7-13 ms against 0.5-1 ms eager), and the
+    partitioner keeps a boolean mask for the backward pass wherever one exists. The same distribution as eager,
+    other masks (``torch.randint`` draws differently from ``random_``)."""
+    bits = torch.randint(0, 2**31, ((x.numel() + 1) // 2,), dtype=torch.int32, device=x.device)
+    low15 = bits.view(torch.int16)[: x.numel()].to(torch.int32) & 0x7FFF
+    keep = 1 + ((low15 - round(p * 32768)) >> 31)  # 1 where low15 >= threshold, else 0 (an arithmetic shift)
+    return x * (keep.view(x.shape).to(x.dtype) * (1.0 / (1.0 - p)))
+
+
+class _ReLUFromOutput(torch.autograd.Function):
+    """ReLU whose backward multiplies by sign(output), 0 or 1, instead of reading a boolean mask."""
+
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.relu(x)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        return grad * out.sign()
+
+
+def relu(x: torch.Tensor) -> torch.Tensor:
+    """max(0, x), §3.3's activation. Compiled on a CPU, its backward reads the output (which the next matrix
+    product keeps anyway) instead of a boolean mask of x <= 0, for the reason in ``compiled_residual_dropout``: the
+    mask cost a compiled step of the Multi30k preset more than the eager ReLU did."""
+    if torch.compiler.is_compiling() and x.device.type == "cpu":
+        return _ReLUFromOutput.apply(x)
+    return torch.relu(x)
 
 
 # Keys up to this many positions count as "short" for math_attention_is_faster: Multi30k's sentences and the bench's
@@ -66,15 +106,16 @@ class LinearCrossEntropy(torch.autograd.Function):
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
         h, w = hidden.to(dtype), weight.to(dtype)
         vocab = w.shape[0]
-        grad_h = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
+        grad_h = [] if ctx.needs_input_grad[0] else None  # each chunk's dL/dh, concatenated at the end
         grad_w = (
             torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if ctx.needs_input_grad[1] else None
         )
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         rows = LOSS_CHUNK_ROWS
         with torch.autocast(device, enabled=False):
-            for start in range(0, h.shape[0], rows):
-                h_c, y_c = h[start : start + rows], labels[start : start + rows, None]
+            # split, and dL/dh concatenated, not a range of slices written: compiled, those fixed N (a new graph for
+            # each N, or whenever N is a multiple of rows); this guards only on the number of chunks
+            for h_c, y_c in zip(h.split(rows), labels[:, None].split(rows), strict=True):
                 counts = y_c != -100  # (rows, 1); masked, not dropped, so shapes stay static for torch.compile
                 y_c = y_c.masked_fill(~counts, 0)
                 z = (h_c @ w.T).float()  # (rows, V)
@@ -89,10 +130,10 @@ class LinearCrossEntropy(torch.autograd.Function):
                 grad_z.scatter_add_(1, y_c, grad_z.new_full(y_c.shape, smoothing - 1))
                 grad_z = grad_z.mul_(counts / denominator).to(dtype)
                 if grad_h is not None:
-                    grad_h[start : start + rows] = grad_z @ w
+                    grad_h.append(grad_z @ w)
                 if grad_w is not None:
                     grad_w += grad_z.T @ h_c
-        ctx.save_for_backward(grad_h, grad_w)
+        ctx.save_for_backward(None if grad_h is None else torch.cat(grad_h).to(hidden.dtype), grad_w)
         ctx.weight_dtype = weight.dtype
         return total / denominator
 

@@ -1,3 +1,6 @@
+import contextlib
+import io
+
 import pytest
 import torch
 
@@ -39,5 +42,8 @@ def trained_run(tmp_path_factory):
                       "--eval_steps", "3", "--num_beams", "2", "--translate_examples", "2", "--logging_steps", "1",
                       "--average_last", "2", "--length_penalty_candidates", "0.5", "2.0",
                       "--summary_dir", str(folder / "summary"))  # fmt: skip
-    results = run(argv)
-    return {"corpus": corpus, "output": output, "results": results, "summary": folder / "summary"}
+    with contextlib.redirect_stdout(io.StringIO()) as stdout:
+        results = run(argv)
+    print(stdout.getvalue(), end="")
+    return {"corpus": corpus, "output": output, "results": results, "summary": folder / "summary",
+            "stdout": stdout.getvalue()}  # fmt: skip

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import data_scale, preemption, restricted_attention, translate_memory
+from benchmarks import data_scale, preemption, restricted_attention, training_step, translate_memory
 from experiments import results_index, table3
 from hub_card import push
 from inference import attention, bench, ct2, demo, onnx_runtime, translate
@@ -28,6 +28,7 @@ TOOLS = {  # console script or module -> its argument parser
     "experiments.results_index": results_index.arguments, "experiments.table3": table3.arguments,
     "benchmarks.restricted_attention": restricted_attention.arguments, "vanilla-demo": demo.arguments,
     "vanilla-export-onnx": onnx_runtime.arguments, "benchmarks.preemption": preemption.arguments,
+    "benchmarks.training_step": training_step.arguments,
 }  # fmt: skip
 
 

@@ -52,6 +52,8 @@ def write_summary(
             "length_penalty": model.generation_config.length_penalty,
         },
         **{key: results[key] for key in ("length_penalty_search", "averaged_checkpoints") if key in results},
+        "steps": results["train"]["steps"],
+        "epochs": round(results["train"]["epoch"], 2),
         "train_minutes": round(train_minutes, 2),
         "wall_clock_minutes": round(wall_minutes, 2),  # the whole command: data, training, final evaluation
         "parameters": sum(p.numel() for p in model.parameters()),

@@ -49,6 +49,7 @@ from .average import average_newest_into, load_average
 from .batching import TokenizedPairs, TrainingSet
 from .bpe_dropout import BPEDropoutPairs
 from .checkpoints import RERUN, checkpoint_step
+from .compiled import CompileReport, fit_for_compile
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
@@ -141,7 +142,7 @@ def build_trainer(
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     if model_args.lr_schedule == "paper":
         training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
-    collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+    collator = fit_for_compile(training_args, DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=training_args,
@@ -154,7 +155,7 @@ def build_trainer(
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
-        callbacks=[LearningCurveCallback(training_args.output_dir)],
+        callbacks=[LearningCurveCallback(training_args.output_dir), CompileReport()],
         run_settings=run_settings(model_args, data_args, training_args),
     )
     if model_args.max_train_minutes:
@@ -290,7 +291,7 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
         trainer.training_set.resume(begin.checkpoint)
     start = time.monotonic()
     train_result = train_from(trainer, begin.checkpoint, model_args.save_on_signal)
-    results = {"train": train_result.metrics}
+    results = {"train": {**train_result.metrics, "steps": train_result.global_step}}
     if model_args.average_last:  # §6.1
         model = trainer.accelerator.unwrap_model(trainer.model)
         averaged = average_newest_into(model, training_args.output_dir, model_args.average_last)
@@ -356,10 +357,23 @@ def write_run_files(trainer: PaperSeq2SeqTrainer, results: dict, arguments: tupl
         EvalResults(**results).write(output_dir)
         write_recipe(output_dir, model_args, data_args, training_args, trainer.model)
         write_model_card(output_dir, training_args.hub_model_id)
+    record = ""
     if model_args.summary_dir:
         folder = Path(model_args.summary_dir.format(date=time.strftime("%Y-%m-%d")))
         with output_guard(folder, "the run's summary"):
             write_summary(folder, results, *minutes, trainer.model, output_dir, argv, arguments)
+        record = f"; the record: {folder / 'summary.json'}"
+    state = trainer.state
+    print(
+        f"trained {state.global_step} steps ({state.epoch:.2f} epochs) in {clock(minutes[0])}, the whole command "
+        f"took {clock(minutes[1])}{record}"
+    )
+
+
+def clock(minutes: float) -> str:
+    """``minutes`` as "3 min 21 s"."""
+    seconds = round(minutes * 60)
+    return f"{seconds // 60} min {seconds % 60} s"
 
 
 main = console_script(run)

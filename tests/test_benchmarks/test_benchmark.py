@@ -71,3 +71,44 @@ def test_the_load_check_bench_times_loading_with_and_without_the_scan():
     for scan in (load_check.scan_per_tensor, checks.check_loaded_weights):  # the two scans compared find the same
         with pytest.raises(ValueError, match="weight `model.shared.weight` holds NaN"):  # the tied matrix, by name
             scan(damaged, "x")
+
+
+def test_the_training_step_profile_names_where_a_step_goes():
+    """A tiny bf16 training step profiled as benchmarks/training_step.py profiles the preset's: the model's regions
+    (their backward included, through the profiler's sequence numbers), the operator families and the optimizer
+    each get their time; all of it adds up to the step; the matrix products' FLOPs are counted."""
+    import time
+
+    from torch.profiler import ProfilerActivity, profile
+
+    from benchmarks.training_step import categorize, labelled_regions
+
+    model = tiny_model(dropout=0.1, label_smoothing=0.1).train()
+    optimizer = torch.optim.AdamW(model.parameters())
+    ids = torch.randint(3, 50, (4, 6))
+    with labelled_regions(), profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+        start = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        window = time.perf_counter() - start
+    split = categorize(prof.events(), window, steps=1)
+    spent = split["ms_per_step"]
+    assert {"matrix products", "attention", "LayerNorm", "dropout", "loss", "optimizer"} <= spent.keys(), spent
+    assert split["matrix_products_ms_per_step"]["loss"] > 0 and split["matrix_products_ms_per_step"]["attention"] > 0
+    assert sum(spent.values()) >= 1e3 * window * 0.99 and split["matmul_flops_per_step"] > 0
+
+
+def test_the_training_step_measures_from_an_empty_inductor_cache(monkeypatch, tmp_path):
+    """Inside ``cold_inductor_cache`` inductor (and a worker process, through the environment) caches into a new,
+    empty folder; afterwards the folder is gone and the variable is as it was."""
+    from torch._inductor.runtime.runtime_utils import cache_dir
+
+    from benchmarks.training_step import cold_inductor_cache
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    with cold_inductor_cache():
+        inside = Path(cache_dir())
+        assert inside != tmp_path and inside.is_dir() and not any(inside.iterdir())
+    assert not inside.exists() and cache_dir() == str(tmp_path)

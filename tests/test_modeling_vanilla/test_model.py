@@ -192,13 +192,33 @@ def test_residual_dropout_keeps_1_minus_p_and_rescales(p):
     assert residual_dropout(x, p, training=False) is x and residual_dropout(x, 0.0, training=True) is x
 
 
-def test_residual_dropout_gradient_is_the_mask_over_1_minus_p():
+@pytest.mark.parametrize("p", [0.1, 0.3])
+def test_compiled_residual_dropout_keeps_1_minus_p_and_rescales(p):
+    """The form compiled code takes (integer masks, out-of-place random numbers), run eagerly: the same
+    distribution."""
+    x = torch.randn(3, 100_001)
+    y = speedups.compiled_residual_dropout(x, p)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - (1 - p)) < 0.005
+    torch.testing.assert_close(y[kept], x[kept] / (1 - p))
+
+
+@pytest.mark.parametrize("dropout", [residual_dropout, lambda x, p, training: speedups.compiled_residual_dropout(x, p)])
+def test_residual_dropout_gradient_is_the_mask_over_1_minus_p(dropout):
     x = torch.randn(4, 64, dtype=torch.bfloat16, requires_grad=True)
     torch.manual_seed(1)
-    y = residual_dropout(x, 0.25, training=True)
+    y = dropout(x, 0.25, training=True)
     assert y.dtype == torch.bfloat16
     y.sum().backward()
     torch.testing.assert_close(x.grad, (y != 0).to(x.dtype) / 0.75)
+
+
+def test_relu_from_its_output_has_relus_gradient():
+    """The ReLU compiled code uses (its backward reads the output, not a boolean mask), run eagerly."""
+    x = torch.tensor([-2.0, -0.0, 0.0, 0.5, 3.0], requires_grad=True)
+    y = speedups._ReLUFromOutput.apply(x)
+    y.backward(torch.full_like(y, 2.0))
+    assert torch.equal(y, torch.relu(x.detach())) and torch.equal(x.grad, torch.tensor([0.0, 0.0, 0.0, 2.0, 2.0]))
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.3])

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,16 @@ def test_learning_curve_summary_and_averaging(trained_run):
     assert summary["command"].startswith("vanilla-train --dataset files") and "--average_last 2" in summary["command"]
     # the final model is the mean of checkpoints 4 and 6 (§6.1), not the last weights
     assert summary["averaged_checkpoints"] == ["checkpoint-4", "checkpoint-6"]
+    assert summary["steps"] == 6 and summary["epochs"] == round(results["train"]["epoch"], 2) > 0
+    train, wall = (round(summary[key] * 60) for key in ("train_minutes", "wall_clock_minutes"))  # 0.01 min: 0.6 s
+    last = trained_run["stdout"].strip().splitlines()[-1]
+    match = re.fullmatch(
+        r"trained 6 steps \([0-9.]+ epochs\) in 0 min (\d+) s, the whole command took 0 min (\d+) s; "
+        r"the record: (.+)",
+        last,
+    )
+    assert match and match[3] == str(trained_run["summary"] / "summary.json"), last
+    assert abs(int(match[1]) - train) <= 1 and abs(int(match[2]) - wall) <= 1, (last, summary)
     final = load_file(trained_run["output"] / "model.safetensors")
     ckpts = [load_file(trained_run["output"] / f"checkpoint-{s}" / "model.safetensors") for s in (4, 6)]
     for name, tensor in final.items():

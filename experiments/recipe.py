@@ -1,0 +1,165 @@
+"""`python -m experiments.recipe`: the Multi30k preset's recipe chosen on the validation set, candidate by candidate.
+
+    python -m experiments.recipe                                     # every candidate not yet recorded, in order
+    python -m experiments.recipe --candidates preset dropout-0.2     # some of them
+    python -m experiments.recipe --report                            # docs/recipe.md from the records
+
+Each candidate is the multi30k preset (``vanilla-train --config multi30k``: its 54-minute budget, checkpoint
+averaging, the length penalty chosen on validation) with a few flags changed, trained in its own process and scored
+on the validation set alone (``--final_splits validation``: test2016 is decoded once, by the preset that is chosen,
+in its own runs). The budget is time, so a candidate's steps depend on the machine's speed that day: each record
+keeps its steps, epochs and the fp32 matrix-product peak measured before it trained, and the page shows them.
+
+A candidate recorded with the same settings is skipped, so the command goes on where it stopped, over several
+sessions (each run is an hour of the machine alone). Records: results/recipe/NAME/ (vanilla-train's summary.json
+and learning curve, recipe.json here: the validation BLEU, steps, command, commit and machine).
+"""
+
+import argparse
+import json
+import logging
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from inference.bench import matmul_peak
+from vanilla_tools.cli import UsageError, console_script
+from vanilla_tools.provenance import git_commit, machine
+
+from .table3 import ROOT, matching_record, shown
+
+logger = logging.getLogger("recipe")
+RESULTS = ROOT / "results" / "recipe"
+PAGE = ROOT / "docs" / "recipe.md"
+RECORD = "recipe.json"
+COMMON = ["--final_splits", "validation", "--translate_examples", "0"]  # validation only; test2016 is not decoded
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    change: str  # what differs from the preset, and why it is worth an hour
+    flags: tuple[str, ...] = ()
+
+    def settings(self, preset: str) -> list[str]:
+        """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
+        return ["--config", preset, *COMMON, *self.flags]
+
+
+# The order: the preset as it is (the steps it reaches with the compiled step), then size and depth with the
+# regularization they need (the paper's big model: dropout 0.3), then warmup, segmentation and averaging. Tried at
+# the eager step and not repeated here: 4,096-token batches, dropout 0.2 alone, half the learning rate, a 5k vocabulary
+# (docs/results.md, "Ablations that chose the preset").
+CANDIDATES = (
+    Candidate("preset", "the preset as it is"),
+    Candidate("layers-4-dropout-0.2", "4+4 layers, dropout 0.2", ("--encoder_layers", "4", "--decoder_layers", "4",
+                                                                 "--dropout", "0.2")),
+    Candidate("dmodel-384-dropout-0.3", "d_model 384, 6 heads, d_ff 1536, dropout 0.3",
+              ("--d_model", "384", "--num_attention_heads", "6", "--ffn_dim", "1536", "--dropout", "0.3")),
+    Candidate("dmodel-384-dropout-0.2", "d_model 384, 6 heads, d_ff 1536, dropout 0.2",
+              ("--d_model", "384", "--num_attention_heads", "6", "--ffn_dim", "1536", "--dropout", "0.2")),
+    Candidate("warmup-1200", "warmup 1,200 steps: a lower, later peak", ("--warmup_steps", "1200")),
+    Candidate("bpe-dropout-0.2", "BPE-dropout 0.2", ("--bpe_dropout", "0.2")),
+    Candidate("average-20", "the last 20 checkpoints averaged, about 8 epochs",
+              ("--average_last", "20", "--save_total_limit", "20")),
+)  # fmt: skip
+NAMES = [candidate.name for candidate in CANDIDATES]
+
+
+def recorded(candidate: Candidate, preset: str, results: Path) -> dict | None:
+    """The candidate's record if it was trained with the settings it has now; else None (trained again)."""
+    return matching_record(results / candidate.name / RECORD, candidate.settings(preset), candidate.name)
+
+
+def train(candidate: Candidate, preset: str, runs: Path, results: Path) -> dict:
+    """One candidate: vanilla-train in its own process, then its record."""
+    output_dir, record_dir = runs / candidate.name, results / candidate.name
+    argv = [*candidate.settings(preset), "--overwrite_output_dir", "--output_dir", shown(output_dir),
+            "--summary_dir", shown(record_dir)]  # fmt: skip
+    peak = matmul_peak(torch.float32)
+    logger.info("%s: vanilla-train %s (fp32 peak %.0f GFLOP/s)", candidate.name, " ".join(argv), peak / 1e9)
+    done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
+    if done.returncode:
+        raise UsageError(f"{candidate.name}: vanilla-train exited with status {done.returncode} (command above)")
+    summary = json.loads((record_dir / "summary.json").read_text())
+    record = {
+        "candidate": candidate.name, "change": candidate.change, "flags": list(candidate.flags),
+        "settings": candidate.settings(preset), "validation_bleu": summary["validation"]["bleu"],
+        "validation_bleu_lc_tok": summary["validation"].get("bleu_lc_tok"), "beam": summary.get("beam"),
+        "steps": summary["steps"], "epochs": summary["epochs"], "parameters": summary["parameters"],
+        "train_minutes": summary["train_minutes"], "fp32_gflops_before": round(peak / 1e9, 1),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "python -m training.train " + " ".join(argv),
+        "code": git_commit(), "machine": machine(),
+    }  # fmt: skip
+    (record_dir / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def report(records: list[dict]) -> str:
+    """docs/recipe.md: every recorded candidate, best validation BLEU first, then those not yet recorded."""
+    lines = [
+        "# The Multi30k recipe, chosen on validation",
+        "",
+        "Generated by `python -m experiments.recipe --report` from the records in `results/recipe/NAME/recipe.json` "
+        "([experiments/recipe.py](../experiments/recipe.py) trains them). Every candidate is `vanilla-train --config "
+        "multi30k` with a few flags changed, scored on the validation set only (beam 4, the length penalty chosen on "
+        "validation, the preset's checkpoint averaging). The budget is 54 minutes, so the steps a candidate reached "
+        "depend on the machine's speed that day (the fp32 peak measured before it).",
+        "",
+        "| candidate | change | validation BLEU | lc-tok | steps | epochs | parameters | fp32 GFLOP/s | commit |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in sorted(records, key=lambda r: -r["validation_bleu"]):
+        commit = r["code"]["commit"][:7]
+        lc_tok = f"{r['validation_bleu_lc_tok']:.2f}" if r.get("validation_bleu_lc_tok") is not None else ""
+        lines.append(
+            f"| {r['candidate']} | {r['change']} | {r['validation_bleu']:.2f} | {lc_tok} | {r['steps']} "
+            f"| {r['epochs']:.1f} | {r['parameters'] / 1e6:.1f}M | {r['fp32_gflops_before']} | {commit} |"
+        )
+    done = {r["candidate"] for r in records}
+    waiting = [f"{c.name} ({c.change})" for c in CANDIDATES if c.name not in done]
+    if waiting:
+        lines += ["", "Not yet recorded: " + "; ".join(waiting) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def arguments() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments.recipe", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("--candidates", nargs="+", choices=NAMES, help="default: every candidate, in order")
+    parser.add_argument("--config", default="multi30k", help="the preset the candidates change (a name or a YAML)")
+    parser.add_argument("--runs", default=str(ROOT / "runs" / "recipe"), help="where the candidates' models go")
+    parser.add_argument("--results", default=str(RESULTS), help="where the candidates' records go")
+    parser.add_argument("--page", default=str(PAGE), help="the page generated from the records")
+    parser.add_argument("--report", action="store_true", help="only write the page from the records")
+    return parser
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    results, runs, page = Path(args.results).resolve(), Path(args.runs).resolve(), Path(args.page).resolve()
+    chosen = [] if args.report else [c for c in CANDIDATES if not args.candidates or c.name in args.candidates]
+    for candidate in chosen:
+        if recorded(candidate, args.config, results):
+            logger.info("%s: recorded, skipped", candidate.name)
+            continue
+        record = train(candidate, args.config, runs, results)
+        logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
+        page.write_text(report(read_records(results)))  # after every run: an interrupted sweep still has its page
+    page.write_text(report(read_records(results)))
+    print(f"wrote {page}")
+
+
+def read_records(results: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(results.glob(f"*/{RECORD}"))]
+
+
+main = console_script(run)
+
+if __name__ == "__main__":
+    main()

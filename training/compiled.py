@@ -1,0 +1,92 @@
+"""The training step compiled: Trainer's ``--torch_compile`` (transformers hands the training loop's model to
+``torch.compile``; evaluation and ``generate()`` stay eager), fitted to this model's training.
+
+- Inductor's CPU backend builds C++ kernels: where it finds no C++ compiler (or no Python headers), the run trains
+  eagerly and says so in one line, rather than failing at its first step.
+- Token batches change their (batch, length) shape at every step: their tensors are marked dynamic, so the first
+  compilation serves every shape. Unmarked, the first shape compiles a static graph and the second compiles again.
+- What compiling cost is logged when training ends (it is counted in the run's time, ``--max_train_minutes``).
+
+The model itself compiles whole (no graph breaks; ``tests/test_training/test_compiled.py``), its fused loss included.
+What it buys: ``python -m benchmarks.training_step`` (docs/performance.md).
+"""
+
+import logging
+import sysconfig
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from transformers import Seq2SeqTrainingArguments, TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+
+def cannot_build_kernels() -> str | None:
+    """Why inductor cannot build CPU kernels here (no C++ compiler, or no Python headers, which its kernels'
+    bindings include), or None."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        get_cpp_compiler()
+    except Exception as error:  # InvalidCxxCompiler; on a bare torch build, the import itself
+        return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    headers = Path(sysconfig.get_path("include"))
+    if not (headers / "Python.h").is_file():
+        return f"no Python.h in {headers}: the Python development headers are not installed"
+    return None
+
+
+def compiles_on_cpu(args: Seq2SeqTrainingArguments) -> bool:
+    return args.torch_compile and args.torch_compile_backend == "inductor" and args.device.type == "cpu"
+
+
+def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callable:
+    """The collator to train with: ``collate`` itself, or with ``--torch_compile`` one whose batches are marked
+    dynamic. Where inductor cannot build CPU kernels, ``--torch_compile`` is turned off here (logged)."""
+    if compiles_on_cpu(args) and (reason := cannot_build_kernels()):
+        logger.warning("--torch_compile: inductor cannot build CPU kernels here (%s); training eagerly", reason)
+        args.torch_compile, args.torch_compile_backend = False, None
+    if args.torch_compile:
+        # ATen's random numbers inside the graph: inductor's own CPU generator draws a Philox number an element,
+        # 2x the time of ATen's (measured with dropout), which residual_dropout's draws serve two elements of
+        torch._inductor.config.fallback_random = True
+    return DynamicBatches(collate) if args.torch_compile else collate
+
+
+class DynamicBatches:
+    """Wraps a collator: the batch and length dimensions of each batch's 2-D tensors (ids, masks, labels) are marked
+    dynamic for ``torch.compile`` (a no-op when nothing compiles)."""
+
+    def __init__(self, collate: Callable):
+        self.collate = collate
+
+    def __call__(self, features):
+        batch = self.collate(features)
+        for tensor in batch.values():
+            if isinstance(tensor, torch.Tensor) and tensor.dim() == 2:
+                torch._dynamo.maybe_mark_dynamic(tensor, 0)
+                torch._dynamo.maybe_mark_dynamic(tensor, 1)
+        return batch
+
+
+# dynamo's timers of a compilation: the forward graph's (tracing and the backend's compilation), and the backward
+# graph's, which the backend compiles at the first backward pass
+COMPILE_TIMERS = ("_compile.compile_inner", "compile_fx.<locals>.bw_compiler")
+
+
+def compile_counts() -> dict:
+    """Graphs compiled so far in this process, graph breaks, and the seconds spent compiling."""
+    counters, timers = torch._dynamo.utils.counters, torch._dynamo.utils.compilation_time_metrics
+    return {"graphs": counters["stats"]["unique_graphs"], "graph_breaks": sum(counters["graph_break"].values()),
+            "compile_s": sum(sum(timers.get(name, ())) for name in COMPILE_TIMERS)}  # fmt: skip
+
+
+class CompileReport(TrainerCallback):
+    """Logs, when training ends, what compiling the step cost: graphs (one per shape that could not reuse a graph),
+    graph breaks, seconds."""
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if args.torch_compile:
+            logger.info("torch.compile: %(graphs)d graph(s), %(graph_breaks)d graph break(s), %(compile_s).1f s "
+                        "compiling", compile_counts())  # fmt: skip
