@@ -2,6 +2,7 @@
 tool it names (flags, values), every link to a file in the repository leads somewhere, the README stays a front
 page (<= 8 KB), and docs/results.md is what ``python -m experiments.results_index`` makes of the records."""
 
+import json
 import os
 import re
 import shlex
@@ -11,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import data_scale, preemption, restricted_attention, training_step, translate_memory
-from experiments import results_index, table3
+from benchmarks import data_scale, load_check, preemption, restricted_attention, training_step, translate_memory
+from experiments import recipe, results_index, table3
 from hub_card import push
 from inference import attention, bench, ct2, demo, onnx_runtime, translate
 from training import average, plot_curve
 from training.arguments import parse_args
+from training.train import clock
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -28,7 +30,8 @@ TOOLS = {  # console script or module -> its argument parser
     "experiments.results_index": results_index.arguments, "experiments.table3": table3.arguments,
     "benchmarks.restricted_attention": restricted_attention.arguments, "vanilla-demo": demo.arguments,
     "vanilla-export-onnx": onnx_runtime.arguments, "benchmarks.preemption": preemption.arguments,
-    "benchmarks.training_step": training_step.arguments,
+    "benchmarks.training_step": training_step.arguments, "experiments.recipe": recipe.arguments,
+    "benchmarks.load_check": load_check.arguments,
 }  # fmt: skip
 
 
@@ -103,7 +106,9 @@ def test_readme_is_a_front_page():
 
 
 def test_results_page_is_generated_from_the_records():
-    assert (ROOT / "docs" / "results.md").read_text(encoding="utf-8") == results_index.index(ROOT / "results")
+    """The page is the committed records' (a user's own runs, `make demo`'s among them, add untracked ones)."""
+    kept = {path.parent for path in tracked("results/*/summary.json")}
+    assert (ROOT / "docs" / "results.md").read_text(encoding="utf-8") == results_index.index(ROOT / "results", kept)
 
 
 def test_results_mean_is_left_out_where_a_run_lacks_the_score():
@@ -115,3 +120,69 @@ def test_results_mean_is_left_out_where_a_run_lacks_the_score():
         },
     ]
     assert results_index.mean_row(runs) == "| **mean of 2** | | | | | 40.50 | **38.50** | 63.50 | 1.01 | - |"
+
+
+def benchmark(name: str) -> dict:
+    return json.loads((ROOT / "results" / "benchmarks" / f"{name}.json").read_text())
+
+
+def tracked(pattern: str) -> list[Path]:
+    """The committed files that match ``pattern``, sorted: a user's own runs add untracked ones beside them."""
+    found = subprocess.run(["git", "-C", str(ROOT), "ls-files", pattern], capture_output=True, text=True, check=True)
+    return sorted(ROOT / path for path in found.stdout.split())
+
+
+def demo_record() -> dict:
+    """The newest committed record of `make demo` (results/DATE-demo/summary.json)."""
+    return json.loads(tracked("results/*-demo/summary.json")[-1].read_text())
+
+
+def headline_figures() -> list[tuple[str, str]]:
+    """(page, text): each headline figure of the README and docs/performance.md as its record gives it."""
+    eager, compiled = (benchmark(f"training-step-profile{kind}")["profile"] for kind in ("", "-compiled"))
+    interleaved, compare = benchmark("training-step-compiled")["interleaved"], benchmark("training-step")["comparison"]
+    load, demo = benchmark("load-check")["measurement"], demo_record()
+    performance = "docs/performance.md"
+    return [
+        (performance, f"{1e3 * eager['step_s_median']:.1f} ms ({eager['tokens_per_s']:,.0f} tokens/s)"),
+        (performance, f"{1e3 * compiled['step_s_median']:.1f} ms ({compiled['tokens_per_s']:,.0f} tokens/s)"),
+        (performance, f"**{compiled['limit_ms_per_step']:.0f} ms a step**"),
+        (performance, f"**{interleaved['speedup']:.2f}x**"),
+        (performance, f"**{compare['speedup']:.2f}x** the tokens/s"),
+        (performance, f"{compare['speedup_in_budget']:.2f}x the tokens in the 54 minutes"),
+        (performance, f"{compare['first_steps_s']['now']:.0f} s"),
+        (performance, f"**{1e3 * load['scan_s']:.1f} ms** of a {1e3 * load['from_pretrained_s']:.1f} ms load"),
+        *curve_figures(performance),
+        ("README.md", f"{clock(demo['train_minutes'])} of training, {clock(demo['wall_clock_minutes'])} for the whole"),
+        ("README.md", f"test2016 BLEU {demo['test2016']['bleu']:.2f}, chrF {demo['test2016']['chrf']:.2f}"),
+        ("README.md", f"{compare['speedup']:.2f}x"),
+        *serving_figures(),
+    ]
+
+
+def curve_figures(page: str) -> list[tuple[str, str]]:
+    """The mean training loss over the last 100 of the first 500 steps, eager and compiled."""
+    summary = benchmark("training-step-curves")["curves"]["summary"]
+    eager, compiled = (sum(summary[name]["mean"][-10:]) / 10 for name in ("eager", "compiled"))
+    return [(page, f"the mean loss is {eager:.2f} eager and {compiled:.2f} compiled")]
+
+
+def serving_figures() -> list[tuple[str, str]]:
+    """The README's serving sentence: beam 4 on test2016, sentences/s at batch 64 and the ratios at batch 1."""
+    runs = {(r["engine"], r["batch_size"]): r for r in benchmark("translation")["runs"] if r["num_beams"] == 4}
+    speed = {key: run["sentences_per_s"] for key, run in runs.items()}
+    generate, ct2, int8 = (speed[(engine, 64)] for engine in ("generate", "ct2-float32", "ct2-int8"))
+    return [
+        ("README.md", f"`generate()` {generate:.0f} sentences/s; CTranslate2 float32 {ct2:.0f} ({ct2 / generate:.1f}x"),
+        ("README.md", f"int8 {int8:.0f} ({int8 / generate:.1f}x, BLEU {runs[('ct2-int8', 64)]['bleu']:.2f} against "
+                      f"{runs[('generate', 64)]['bleu']:.2f}"),
+        ("README.md", f"batch 1, {speed[('ct2-float32', 1)] / speed[('generate', 1)]:.1f}x and "
+                      f"{speed[('ct2-int8', 1)] / speed[('generate', 1)]:.1f}x"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("page", "text"), headline_figures(), ids=[f"{p}: {t}" for p, t in headline_figures()])
+def test_headline_figures_are_their_records(page, text):
+    """A figure on the front page or the performance page is the one its record holds (records are committed with
+    the pages that quote them)."""
+    assert text in " ".join((ROOT / page).read_text(encoding="utf-8").split())
