@@ -1,8 +1,28 @@
 import contextlib
 import io
+from pathlib import Path
 
 import pytest
 import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def records_and_pages() -> dict[str, int]:
+    """Every file under results/ and docs/ with its modification time."""
+    return {str(p): p.stat().st_mtime_ns for folder in ("results", "docs") for p in (ROOT / folder).rglob("*")
+            if p.is_file()}  # fmt: skip
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _records_untouched():
+    """No test writes into the repository's records or pages (vanilla-train's --summary_dir of a preset points
+    there): a test that did once overwrote make demo's committed record."""
+    before = records_and_pages()
+    yield
+    after = records_and_pages()
+    changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+    assert not changed, f"the tests wrote into the repository: {changed}"
 
 
 @pytest.fixture(autouse=True)
