@@ -1,7 +1,7 @@
 """`python -m experiments.recipe`: the Multi30k preset's recipe chosen on the validation set, candidate by candidate.
 
     python -m experiments.recipe                                     # every candidate not yet recorded, in order
-    python -m experiments.recipe --candidates preset dropout-0.2     # some of them
+    python -m experiments.recipe --candidates preset warmup-1200     # some of them
     python -m experiments.recipe --report                            # docs/recipe.md from the records
 
 Each candidate is the multi30k preset (``vanilla-train --config multi30k``: its 54-minute budget, checkpoint
