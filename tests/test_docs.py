@@ -15,7 +15,7 @@ import pytest
 from benchmarks import data_scale, load_check, preemption, restricted_attention, training_step, translate_memory
 from experiments import recipe, results_index, table3
 from hub_card import push
-from inference import attention, bench, ct2, demo, onnx_runtime, translate
+from inference import attention, bench, bench_engines, ct2, demo, onnx_runtime, translate
 from training import average, plot_curve
 from training.arguments import parse_args
 from training.train import clock
@@ -186,3 +186,78 @@ def test_headline_figures_are_their_records(page, text):
     """A figure on the front page or the performance page is the one its record holds (records are committed with
     the pages that quote them)."""
     assert text in " ".join((ROOT / page).read_text(encoding="utf-8").split())
+
+
+def page_table(page: str, header: str) -> list[list[str]]:
+    """The body rows of the table on ``page`` whose header row starts with ``header``, its cells without bold."""
+    lines = (ROOT / page).read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            return rows
+        rows.append([cell.strip().replace("**", "") for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def shows(cell: str, value: float) -> bool:
+    """Whether ``cell`` ("1,431.0", "5.45x", "99.9%", "1.01x the time") is ``value`` to the digits it shows."""
+    text = cell.split()[0].replace(",", "").rstrip("x%")
+    return abs(float(text) - value) <= 0.5 * 10.0 ** -len(text.partition(".")[2]) + 1e-9
+
+
+# docs/performance.md's training table: its row -> (the record's figure, its unit); ratios are ours / Marian's
+TRAINING_ROWS = {
+    "training step fp32 (tokens/s)": ("train_fp32", "tokens_per_s"),
+    "training step bf16 autocast (tokens/s)": ("train_bf16", "tokens_per_s"),
+    "generate greedy, batch 32 (new tokens/s)": ("generate_greedy", "new_tokens_per_s"),
+    "generate beam 4, batch 32 (new tokens/s)": ("generate_beam4", "new_tokens_per_s"),
+    "encoder + first decoder step, batch 1 (ms)": ("first_step_latency_ms", None),
+    "training step peak memory (MiB)": ("peak_memory_mib", None),
+}
+
+
+def test_training_table_is_its_record():
+    """Every figure of the table against MarianMTModel is results/benchmarks/training.json's, at its commit."""
+    record = benchmark("training")
+    rows = page_table("docs/performance.md", "| config | measure | ours | Marian |")
+    assert {row[0] for row in rows} == set(record["configs"]) and len(rows) == 7 * len(record["configs"])
+    for config, measure, ours, marian, ratio in rows:
+        figures = record["configs"][config]
+        if measure == "MFU fp32 / bf16":
+            shown = dict(zip(("fp32", "bf16"), ours.split(" / "), strict=True))
+            assert all(shows(shown[p], 100 * figures[f"mfu_{p}"]["mfu"]) for p in shown), (config, measure, ours)
+            continue
+        key, unit = TRAINING_ROWS[measure]
+        expected = [figures[key][side] if unit is None else figures[key][side][unit] for side in ("ours", "marian")]
+        assert shows(ours, expected[0]) and shows(marian, expected[1]), (config, measure, ours, marian, expected)
+        assert shows(ratio, expected[0] / expected[1]), (config, measure, ratio)
+    assert f"Measured at commit {record['code']['commit'][:7]} ([`results/benchmarks/training.json`]" in " ".join(
+        (ROOT / "docs/performance.md").read_text(encoding="utf-8").split()
+    )
+
+
+SERVING_ENGINES = {  # the serving table's names of vanilla-bench --translate's engines
+    "generate()": "generate", "MarianMTModel": "marian", "CTranslate2 float32": "ct2-float32",
+    "CTranslate2 int8": "ct2-int8", "generate(), static cache, compiled": "generate-static-compiled",
+}  # fmt: skip
+
+
+def test_serving_tables_are_their_records():
+    """The table of generate() against CTranslate2 is results/benchmarks/translation.json's, figure by figure; the
+    ONNX Runtime table is vanilla-bench's own print-out of translation-onnx.json."""
+    record = benchmark("translation")
+    runs = {(run["engine"], run["num_beams"], run["batch_size"]): run for run in record["runs"]}
+    rows = page_table("docs/performance.md", "| engine | beams | batch | sentences/s | output tokens/s | x generate()")
+    assert len(rows) == len(runs)
+    for name, beams, batch, per_s, tokens_per_s, speedup, rss, bleu, same in rows:
+        run = runs[SERVING_ENGINES[name], int(beams), int(batch)]
+        generate = runs["generate", int(beams), int(batch)]
+        ratio = run["sentences_per_s"] / generate["sentences_per_s"]
+        expected = (run["sentences_per_s"], run["output_tokens_per_s"], ratio, run["peak_rss_mib"],
+                    run["bleu"], 100 * run["identical_to_generate"])  # fmt: skip
+        shown = (per_s, tokens_per_s, speedup, rss, bleu, same)
+        assert all(map(shows, shown, expected)), (name, beams, batch, shown, expected)
+    page = (ROOT / "docs/performance.md").read_text(encoding="utf-8")
+    assert f"Measured at commit {record['code']['commit'][:7]} ([`results/benchmarks/translation.json`]" in page
+    assert bench_engines.table(benchmark("translation-onnx")) in page
