@@ -272,3 +272,14 @@ def test_serving_tables_are_their_records():
     page = (ROOT / "docs/performance.md").read_text(encoding="utf-8")
     assert f"Measured at commit {record['code']['commit'][:7]} ([`results/benchmarks/translation.json`]" in page
     assert bench_engines.table(benchmark("translation-onnx")) in page
+
+
+def test_paper_page_quotes_table3_as_it_stands():
+    """Each Table 3 difference docs/paper.md quotes, with its interval and word, is the generated page's (a sweep
+    that adds seeds changes them, and the prose must follow)."""
+    page, table = (
+        " ".join((ROOT / "docs" / name).read_text(encoding="utf-8").split()) for name in ("paper.md", "table3.md")
+    )
+    quoted = re.findall(r"[+-]\d+\.\d+ \[[+-]\d+\.\d+, [+-]\d+\.\d+\](?:: (?:holds|opposite|no change found))?", page)
+    assert quoted, "docs/paper.md quotes no Table 3 interval"
+    assert [text for text in quoted if text not in table] == []
