@@ -93,6 +93,39 @@ def crossover(rows: list[dict], implementation: str) -> int | None:
     return None
 
 
+def seconds(value: float) -> str:
+    return f"{value:.3f} s" if value < 1 else f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
+
+
+def table(record: dict) -> str:
+    """The record as docs/performance.md shows it: seconds per forward for each n, full and windowed in each
+    implementation, flex's ratio of the two, and the memory the forward added at the largest n."""
+    window = record["window"]
+    found = {(r["n"], r["implementation"], r["window"]): r for r in record["rows"]}
+    columns = [(impl, w) for impl in IMPLEMENTATIONS for w in (None, window)]
+    names = {"eager": "eager", "sdpa": "SDPA", "flex_attention": "flex"}
+    header = [f"{names[impl]} {'full' if w is None else f'r={w}'}" for impl, w in columns]
+    lines = [
+        "| n | " + " | ".join(header) + f" | flex: r={window} / full |",
+        "| ---: |" + " ---: |" * (len(header) + 1),
+    ]
+    lengths = sorted({r["n"] for r in record["rows"]})
+
+    def cell(row: dict | None, key: str, shown) -> str:
+        return shown(row[key]) if row and key in row else (row or {}).get("error", "not run")
+
+    for n in lengths:
+        flex = [found.get((n, "flex_attention", w), {}).get("seconds") for w in (None, window)]
+        ratio = f"{flex[1] / flex[0]:.2f}" if all(flex) else ""
+        cells = [cell(found.get((n, impl, w)), "seconds", seconds) for impl, w in columns]
+        lines.append(f"| {n:,} | " + " | ".join(cells) + f" | {ratio} |")
+    memory = [
+        cell(found.get((lengths[-1], impl, w)), "forward_mib", lambda mib: f"{mib:,.0f} MiB") for impl, w in columns
+    ]
+    lines.append(f"| memory the forward added at {lengths[-1]:,} | " + " | ".join(memory) + " | |")
+    return "\n".join(lines)
+
+
 def plot(rows: list[dict], path: Path) -> None:
     """Seconds and added memory against n, log-log, with the O(n^2) and O(n r) slopes drawn through the first
     full-attention and restricted points."""
@@ -156,6 +189,7 @@ def main(argv: list[str] | None = None) -> dict:
     record["crossover"] = {impl: crossover(record["rows"], impl) for impl in args.implementations}
     record["matmul_gflops_fp32_after"] = matmul_gflops()
     write_record(record, args.json)
+    print(table(record))
     if args.plot:
         plot(record["rows"], Path(args.plot))
     return record

@@ -274,6 +274,12 @@ def test_serving_tables_are_their_records():
     assert bench_engines.table(benchmark("translation-onnx")) in page
 
 
+def test_restricted_attention_table_is_its_record():
+    """Table 1's measurement on docs/performance.md is what the benchmark prints from its record."""
+    page = (ROOT / "docs/performance.md").read_text(encoding="utf-8")
+    assert restricted_attention.table(benchmark("restricted-attention")) in page
+
+
 def test_paper_page_quotes_table3_as_it_stands():
     """Each Table 3 difference docs/paper.md quotes, with its interval and word, is the generated page's (a sweep
     that adds seeds changes them, and the prose must follow)."""
