@@ -122,6 +122,17 @@ def test_results_mean_is_left_out_where_a_run_lacks_the_score():
     assert results_index.mean_row(runs) == "| **mean of 2** | | | | | 40.50 | **38.50** | 63.50 | 1.01 | - |"
 
 
+def flat(page: str) -> str:
+    """A page's text with each run of whitespace one space, so that a figure may wrap across lines."""
+    return " ".join((ROOT / page).read_text(encoding="utf-8").split())
+
+
+def names_its_record(page: str, name: str) -> bool:
+    """Whether ``page`` gives the commit of results/benchmarks/NAME.json where it names that record."""
+    commit = benchmark(name)["code"]["commit"][:7]
+    return f"Measured at commit {commit} ([`results/benchmarks/{name}.json`]" in flat(page)
+
+
 def benchmark(name: str) -> dict:
     return json.loads((ROOT / "results" / "benchmarks" / f"{name}.json").read_text())
 
@@ -163,12 +174,10 @@ def headline_figures() -> list[tuple[str, str]]:
 
 def preset_figure() -> tuple[str, str]:
     """The README's headline: the mean test2016 BLEU of the committed runs of the Multi30k preset."""
-    runs = [json.loads(path.read_text())["test2016"]["bleu"] for path in tracked("results/*-multi30k*/summary.json")]
-    count = "one two three four five six seven eight nine ten".split()[len(runs) - 1]
-    return (
-        "README.md",
-        f"to {sum(runs) / len(runs):.1f} BLEU in an hour on two CPU cores (test2016, mean of {count} runs",
-    )
+    bleu = [json.loads(path.read_text())["test2016"]["bleu"] for path in tracked("results/*-multi30k*/summary.json")]
+    count = "one two three four five six seven eight nine ten".split()[len(bleu) - 1]
+    mean = sum(bleu) / len(bleu)
+    return "README.md", f"to {mean:.1f} BLEU in an hour on two CPU cores (test2016, mean of {count} runs"
 
 
 def curve_figures(page: str) -> list[tuple[str, str]]:
@@ -196,7 +205,7 @@ def serving_figures() -> list[tuple[str, str]]:
 def test_headline_figures_are_their_records(page, text):
     """A figure on the front page or the performance page is the one its record holds (records are committed with
     the pages that quote them)."""
-    assert text in " ".join((ROOT / page).read_text(encoding="utf-8").split())
+    assert text in flat(page)
 
 
 def page_table(page: str, header: str) -> list[list[str]]:
@@ -243,9 +252,7 @@ def test_training_table_is_its_record():
         expected = [figures[key][side] if unit is None else figures[key][side][unit] for side in ("ours", "marian")]
         assert shows(ours, expected[0]) and shows(marian, expected[1]), (config, measure, ours, marian, expected)
         assert shows(ratio, expected[0] / expected[1]), (config, measure, ratio)
-    assert f"Measured at commit {record['code']['commit'][:7]} ([`results/benchmarks/training.json`]" in " ".join(
-        (ROOT / "docs/performance.md").read_text(encoding="utf-8").split()
-    )
+    assert names_its_record("docs/performance.md", "training")
 
 
 SERVING_ENGINES = {  # the serving table's names of vanilla-bench --translate's engines
@@ -269,9 +276,10 @@ def test_serving_tables_are_their_records():
                     run["bleu"], 100 * run["identical_to_generate"])  # fmt: skip
         shown = (per_s, tokens_per_s, speedup, rss, bleu, same)
         assert all(map(shows, shown, expected)), (name, beams, batch, shown, expected)
-    page = (ROOT / "docs/performance.md").read_text(encoding="utf-8")
-    assert f"Measured at commit {record['code']['commit'][:7]} ([`results/benchmarks/translation.json`]" in page
-    assert bench_engines.table(benchmark("translation-onnx")) in page
+    assert names_its_record("docs/performance.md", "translation")
+    assert bench_engines.table(benchmark("translation-onnx")) in (ROOT / "docs/performance.md").read_text(
+        encoding="utf-8"
+    )
 
 
 def test_restricted_attention_table_is_its_record():
@@ -283,9 +291,7 @@ def test_restricted_attention_table_is_its_record():
 def test_paper_page_quotes_table3_as_it_stands():
     """Each Table 3 difference docs/paper.md quotes, with its interval and word, is the generated page's (a sweep
     that adds seeds changes them, and the prose must follow)."""
-    page, table = (
-        " ".join((ROOT / "docs" / name).read_text(encoding="utf-8").split()) for name in ("paper.md", "table3.md")
-    )
+    page, table = flat("docs/paper.md"), flat("docs/table3.md")
     quoted = re.findall(r"[+-]\d+\.\d+ \[[+-]\d+\.\d+, [+-]\d+\.\d+\](?:: (?:holds|opposite|no change found))?", page)
     assert quoted, "docs/paper.md quotes no Table 3 interval"
     assert [text for text in quoted if text not in table] == []
