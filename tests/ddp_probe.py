@@ -33,3 +33,4 @@ if __name__ == "__main__":
             (output / f"evaluation-of-{ranks}.json").write_text(json.dumps(results, indent=1))
     else:
         sys.exit(f"unknown mode {mode!r}")
+    trainer.accelerator.end_training()  # as vanilla-train: no process group left for the interpreter's exit

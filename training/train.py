@@ -23,6 +23,7 @@ from typing import NoReturn
 
 import datasets
 import psutil
+from accelerate import PartialState
 from transformers import (
     DataCollatorForSeq2Seq,
     PreTrainedTokenizerBase,
@@ -265,10 +266,14 @@ def run(argv: list[str] | None = None) -> dict:
         with output_guard(Path(training_args.output_dir), "the run's lock"):
             lock = OutputDirLock(training_args.output_dir).acquire()
     try:
-        return train_and_evaluate(argv, run_start, model_args, data_args, training_args)
+        results = train_and_evaluate(argv, run_start, model_args, data_args, training_args)
     finally:
         if lock is not None:
             lock.release()
+    # Gloo's threads outlive a process group left to the interpreter's exit, where they can abort it (SIGABRT,
+    # "terminate called without an active exception") after a run that succeeded: end it while Python is whole.
+    PartialState().destroy_process_group()
+    return results
 
 
 def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_args: DataArguments,
