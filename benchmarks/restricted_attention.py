@@ -83,12 +83,17 @@ def timed(work) -> float:
     return time.perf_counter() - start
 
 
+def by_setting(rows: list[dict]) -> dict[tuple, dict]:
+    """The rows by their (n, implementation, window)."""
+    return {(r["n"], r["implementation"], r["window"]): r for r in rows}
+
+
 def crossover(rows: list[dict], implementation: str) -> int | None:
     """The smallest n at which the window is faster than full attention in ``implementation``."""
+    found = by_setting(rows)
     for n in sorted({row["n"] for row in rows}):
-        full, restricted = (next((r for r in rows if (r["n"], r["implementation"], r["window"]) == (n, implementation,
-                                  window) and "seconds" in r), None) for window in (None, WINDOW))  # fmt: skip
-        if full and restricted and restricted["seconds"] < full["seconds"]:
+        full, restricted = (found.get((n, implementation, window), {}).get("seconds") for window in (None, WINDOW))
+        if full and restricted and restricted < full:
             return n
     return None
 
@@ -101,7 +106,7 @@ def table(record: dict) -> str:
     """The record as docs/performance.md shows it: seconds per forward for each n, full and windowed in each
     implementation, flex's ratio of the two, and the memory the forward added at the largest n."""
     window = record["window"]
-    found = {(r["n"], r["implementation"], r["window"]): r for r in record["rows"]}
+    found = by_setting(record["rows"])
     columns = [(impl, w) for impl in IMPLEMENTATIONS for w in (None, window)]
     names = {"eager": "eager", "sdpa": "SDPA", "flex_attention": "flex"}
     header = [f"{names[impl]} {'full' if w is None else f'r={w}'}" for impl, w in columns]

@@ -25,6 +25,20 @@ def test_the_restricted_attention_bench_records_each_length_window_and_implement
     assert record["code"]["commit"] and (tmp_path / "r.png").stat().st_size > 10_000
 
 
+def test_the_crossover_is_the_first_length_where_the_window_is_faster():
+    """A length where only one of the pair ran (an error row has no seconds) decides nothing."""
+    from benchmarks.restricted_attention import WINDOW, crossover
+
+    def row(n, window, seconds=None):
+        return {"n": n, "implementation": "flex_attention", "window": window,
+                **({"seconds": seconds} if seconds else {"error": "out of memory"})}  # fmt: skip
+
+    rows = [row(64, None, 1.0), row(64, WINDOW, 1.5), row(256, None, 2.0), row(256, WINDOW),
+            row(1024, None, 8.0), row(1024, WINDOW, 4.0), row(4096, None, 30.0), row(4096, WINDOW, 9.0)]  # fmt: skip
+    assert crossover(rows, "flex_attention") == 1024
+    assert crossover(rows, "sdpa") is None and crossover(rows[:4], "flex_attention") is None
+
+
 def test_the_wmt_like_corpus_has_a_long_tail_of_word_types(tmp_path):
     """Seeded (the same text twice), WMT's sentence lengths, Zipf-distributed real words, and a tail of rare types
     that keeps growing with the corpus (Multi30k joined with itself stays at its ~25k types)."""
