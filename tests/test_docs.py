@@ -101,14 +101,14 @@ def test_python_blocks_run(name, code, tmp_path):
 
 def test_readme_is_a_front_page():
     assert len((ROOT / "README.md").read_bytes()) <= 8 * 1024
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = page_text("README.md")
     assert "make demo" in text and "make test" in text
 
 
 def test_results_page_is_generated_from_the_records():
     """The page is the committed records' (a user's own runs, `make demo`'s among them, add untracked ones)."""
     kept = {path.parent for path in tracked("results/*/summary.json")}
-    assert (ROOT / "docs" / "results.md").read_text(encoding="utf-8") == results_index.index(ROOT / "results", kept)
+    assert page_text("docs/results.md") == results_index.index(ROOT / "results", kept)
 
 
 def test_results_mean_is_left_out_where_a_run_lacks_the_score():
@@ -122,9 +122,13 @@ def test_results_mean_is_left_out_where_a_run_lacks_the_score():
     assert results_index.mean_row(runs) == "| **mean of 2** | | | | | 40.50 | **38.50** | 63.50 | 1.01 | - |"
 
 
+def page_text(page: str) -> str:
+    return (ROOT / page).read_text(encoding="utf-8")
+
+
 def flat(page: str) -> str:
     """A page's text with each run of whitespace one space, so that a figure may wrap across lines."""
-    return " ".join((ROOT / page).read_text(encoding="utf-8").split())
+    return " ".join(page_text(page).split())
 
 
 def names_its_record(page: str, name: str) -> bool:
@@ -210,7 +214,7 @@ def test_headline_figures_are_their_records(page, text):
 
 def page_table(page: str, header: str) -> list[list[str]]:
     """The body rows of the table on ``page`` whose header row starts with ``header``, its cells without bold."""
-    lines = (ROOT / page).read_text(encoding="utf-8").splitlines()
+    lines = page_text(page).splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(header))
     rows = []
     for line in lines[start + 2 :]:
@@ -277,15 +281,12 @@ def test_serving_tables_are_their_records():
         shown = (per_s, tokens_per_s, speedup, rss, bleu, same)
         assert all(map(shows, shown, expected)), (name, beams, batch, shown, expected)
     assert names_its_record("docs/performance.md", "translation")
-    assert bench_engines.table(benchmark("translation-onnx")) in (ROOT / "docs/performance.md").read_text(
-        encoding="utf-8"
-    )
+    assert bench_engines.table(benchmark("translation-onnx")) in page_text("docs/performance.md")
 
 
 def test_restricted_attention_table_is_its_record():
     """Table 1's measurement on docs/performance.md is what the benchmark prints from its record."""
-    page = (ROOT / "docs/performance.md").read_text(encoding="utf-8")
-    assert restricted_attention.table(benchmark("restricted-attention")) in page
+    assert restricted_attention.table(benchmark("restricted-attention")) in page_text("docs/performance.md")
 
 
 def test_paper_page_quotes_table3_as_it_stands():
