@@ -18,8 +18,12 @@ def test_every_candidate_is_the_preset_scored_on_validation_only():
         model_args, data_args, training_args = parse_args([*candidate.settings("multi30k"), "--output_dir", "x"])
         assert model_args.final_splits == ["validation"] and model_args.translate_examples == 0
         assert model_args.max_train_minutes == 54  # the preset's budget, for every candidate
-    big = dict(zip(recipe.CANDIDATES[2].flags[::2], recipe.CANDIDATES[2].flags[1::2], strict=True))
+    flags = {c.name: dict(zip(c.flags[::2], c.flags[1::2], strict=True)) for c in recipe.CANDIDATES}
+    big = flags["dmodel-384-dropout-0.3"]
     assert int(big["--d_model"]) // int(big["--num_attention_heads"]) == 64  # d_k as the preset's
+    tiny = flags["tiny-wu2021"]  # its published peak learning rate, 0.005 at the end of warmup (§5.3's formula)
+    peak = float(tiny["--lr_scale"]) * (int(tiny["--d_model"]) * int(tiny["--warmup_steps"])) ** -0.5
+    assert abs(peak - 0.005) < 1e-5
     assert generated(str(recipe.PAGE.relative_to(ROOT))) and generated(str(recipe.RESULTS.relative_to(ROOT)) + "/x")
 
 
