@@ -7,6 +7,11 @@ BIN := $(VENV)/bin
 # release by name: make compat TRANSFORMERS=5.25.0
 TRANSFORMERS ?= 5.17.0
 COMPAT := .venv-transformers-$(TRANSFORMERS)
+# torch goes in first, pinned, so that the package's range is met and pip pulls no other build. PyPI's Linux wheel of
+# torch is the CUDA build; where no CPU wheel is at hand (this project's machine has one on its disk), the CPU build
+# comes from PyTorch's index: make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+TORCH := torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 # What a Hub user of the model meets on a release: the model, generate() and its caches, transformers' common tests,
 # the pipeline, loading from the Hub with remote code, PEFT, the ONNX and CTranslate2 exports, Trainer training
 COMPAT_TESTS := tests/test_modeling_vanilla tests/test_hub_card/test_hub.py tests/test_inference/test_onnx.py \
@@ -17,8 +22,7 @@ COMPAT_TESTS := tests/test_modeling_vanilla tests/test_hub_card/test_hub.py test
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# torch first, pinned, so the CPU wheel satisfies the range and no multi-GB CUDA build is pulled
-	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q $(TORCH)
 	$(BIN)/pip install -q -e ".[dev,ct2,ecosystem]"
 
 install: $(BIN)/python
@@ -37,7 +41,7 @@ lint: install
 $(COMPAT)/bin/python:
 	$(PYTHON) -m venv $(COMPAT)
 	$(COMPAT)/bin/pip install -q --upgrade pip
-	$(COMPAT)/bin/pip install -q torch==2.13.0
+	$(COMPAT)/bin/pip install -q $(TORCH)
 	$(COMPAT)/bin/pip install -q -e ".[dev,ct2,ecosystem]" "transformers==$(TRANSFORMERS)"
 
 compat: $(COMPAT)/bin/python

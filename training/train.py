@@ -33,7 +33,7 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_utils import TrainOutput
+from transformers.trainer_utils import IntervalStrategy, TrainOutput
 from transformers.utils import SAFE_WEIGHTS_NAME
 
 from hub_card import write_model_card
@@ -137,6 +137,12 @@ def build_trainer(
     validation = shortest_first(data["validation"]) if "validation" in data else None
     if validation is not None and data_args.max_eval_samples:
         validation = spread_sample(validation, data_args.max_eval_samples)
+    if validation is None and training_args.eval_strategy != IntervalStrategy.NO:
+        # the presets evaluate during training; a corpus without a validation split trains without it (Trainer
+        # would refuse the run with a ValueError) rather than fail the command the user typed
+        logger.warning("no validation set (--validation_files): --eval_strategy %s is off, the run trains "
+                       "without evaluating", training_args.eval_strategy.value)  # fmt: skip
+        training_args.eval_strategy = IntervalStrategy.NO
 
     model = build_model(model_args, tokenizer)
     Decoding.paper(model_args.num_beams, model_args.length_penalty).save_to(model.generation_config)

@@ -111,6 +111,24 @@ def test_length_penalty_is_chosen_on_validation_and_saved(trained_run):
     assert summary["length_penalty_search"] == search
 
 
+def test_a_corpus_without_validation_trains_with_the_presets_evaluation_off(tmp_path, caplog):
+    """docs/training.md's commands on a corpus of train and test files alone: the preset evaluates every epoch,
+    which Trainer refuses without a validation set; the run trains without evaluating and says so."""
+    from training_helpers import train_argv, write_corpus
+
+    from training.train import run
+
+    corpus = write_corpus(tmp_path / "data")
+    del corpus["validation"]
+    argv = ["--config", "demo", *train_argv(corpus, tmp_path / "out", "--max_steps", "2", "--translate_examples", "0",
+                                            "--summary_dir", str(tmp_path / "summary"))]  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="vanilla_train"):
+        results = run(argv)
+    assert "no validation set (--validation_files): --eval_strategy epoch is off" in caplog.text
+    assert results["train"]["steps"] == 2 and "validation" not in results
+    assert 0 <= results["test"]["test_bleu"] <= 100
+
+
 def test_every_checkpoint_is_marked_complete(trained_run):
     assert [p.name for p in last_checkpoints(trained_run["output"], 3)] == [
         "checkpoint-2",
