@@ -22,6 +22,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import MarianConfig, MarianMTModel
 
 from modeling_vanilla import from_marian
+from vanilla_tools.cli import console_script
 from vanilla_tools.provenance import provenance
 
 from . import bench_engines
@@ -250,7 +251,8 @@ def arguments() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> dict:
+def bench(argv: list[str] | None = None) -> dict:
+    """vanilla-bench: measures, prints the table, writes --json; returns the results."""
     args = arguments().parse_args(argv)
     if args.translate:
         results = {**provenance(ctranslate2=bench_engines.package_version("ctranslate2")),
@@ -270,6 +272,8 @@ def main(argv: list[str] | None = None) -> dict:
             json.dump(results, f, indent=2)
     return results
 
+
+main = console_script(bench)  # exit status 0 on success, one line on a user's error
 
 if __name__ == "__main__":
     main()

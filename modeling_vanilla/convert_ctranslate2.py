@@ -169,6 +169,12 @@ def export_ctranslate2(
 
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization {quantization!r} is not one of {QUANTIZATIONS}")
+    output_dir = Path(output_dir)
+    if Path(model_dir).is_dir():
+        source = Path(model_dir).resolve()
+        if output_dir.resolve() in (source, *source.parents):
+            # CTranslate2 empties its output folder before writing (force): the model would be gone before it is read
+            raise ValueError(f"the output folder {output_dir} holds the model {model_dir}: export to another folder")
     model = VanillaTransformerForSeq2Seq.from_pretrained(model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
 
@@ -176,7 +182,6 @@ def export_ctranslate2(
         def _load(self):
             return ctranslate2_spec(model, tokenizer, max_positions)
 
-    output_dir = Path(output_dir)
     if output_dir.exists() and not force:
         raise FileExistsError(f"{output_dir} exists; pass force=True (--force) to replace it")
     return Path(Converter().convert(str(output_dir), quantization=quantization, force=force))

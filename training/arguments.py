@@ -173,6 +173,7 @@ def parse_args(argv: list[str] | None = None):
         "use_cpu": not torch.cuda.is_available(),
         "predict_with_generate": True,
         "ddp_find_unused_parameters": False,  # every parameter gets a gradient every step
+        "warmup_steps": 4000,  # §5.3 (Trainer's 0 would leave the paper's schedule nothing to divide by)
     }
     if known.config:
         defaults.update(load_preset(known.config))
@@ -183,4 +184,18 @@ def parse_args(argv: list[str] | None = None):
     *parsed, rest = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True)
     if rest:
         raise UsageError(f"unknown arguments: {rest}")
+    check_lengths(parsed[0], parsed[2])
     return tuple(parsed[:3])  # the fourth is the namespace holding --config
+
+
+def check_lengths(model_args, training_args: Seq2SeqTrainingArguments) -> None:
+    """Refuses, before any data is read, the counts with which a run would train nothing, average nothing or
+    divide by a zero warmup (each would otherwise end in a saved, untrained model or deep inside the loop)."""
+    if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
+        raise UsageError(f"nothing to train: --max_steps {training_args.max_steps} and --num_train_epochs "
+                         f"{training_args.num_train_epochs:g}; give one of them above 0")  # fmt: skip
+    if model_args.average_last < 0:
+        raise UsageError(f"--average_last {model_args.average_last}: a number of checkpoints, or 0 for the last")
+    if model_args.lr_schedule == "paper" and training_args.warmup_steps <= 0:
+        raise UsageError(f"--warmup_steps {training_args.warmup_steps:g}: the paper's schedule (--lr_schedule paper) "
+                         "needs warmup_steps above 0 (§5.3: 4,000)")  # fmt: skip

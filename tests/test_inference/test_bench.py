@@ -2,6 +2,7 @@
 command)."""
 
 import json
+import sys
 
 import pytest
 
@@ -9,9 +10,13 @@ from inference.bench import CONFIGS, check_equal, main, marian_model, train_flop
 from modeling_vanilla import from_marian
 
 
-def test_benchmark_writes_ratios_for_each_config(tmp_path):
+def test_benchmark_writes_ratios_for_each_config(tmp_path, monkeypatch):
+    """The console script, whole: it exits 0 (its results are written, not returned to sys.exit)."""
     out = tmp_path / "bench.json"
-    main(["--config", "tiny", "--repeats", "1", "--json", str(out)])
+    monkeypatch.setattr(sys, "argv", ["vanilla-bench", "--config", "tiny", "--repeats", "1", "--json", str(out)])
+    with pytest.raises(SystemExit) as exit_status:
+        main()
+    assert exit_status.value.code == 0
     results = json.loads(out.read_text())
     tiny = results["configs"]["tiny"]
     assert set(tiny["ratios"]) == {"train_fp32", "train_bf16", "generate_greedy", "generate_beam4", "peak_memory"}

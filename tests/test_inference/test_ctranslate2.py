@@ -194,6 +194,18 @@ def test_export_command_writes_an_int8_model_that_translates(tokenizer, tmp_path
     assert again.returncode == 1 and "exists; pass force=True (--force) to replace it" in again.stderr
 
 
+@pytest.mark.parametrize("where", ["the model's folder", "a folder above it"])
+def test_export_refuses_a_folder_that_holds_the_model(where, tokenizer, tmp_path):
+    """CTranslate2's force empties the output folder first: exporting into the model (or above it) with --force
+    would delete the trained model before reading it."""
+    folder = saved_model(tmp_path / "runs" / "model", tokenizer)
+    output = folder if where == "the model's folder" else folder.parent
+    before = sorted(p.name for p in folder.iterdir())
+    with pytest.raises(ValueError, match=f"the output folder {output} holds the model {folder}: export to another"):
+        export_ctranslate2(folder, output, force=True)
+    assert sorted(p.name for p in folder.iterdir()) == before
+
+
 @pytest.mark.parametrize(
     ("overrides", "error", "message"),
     [

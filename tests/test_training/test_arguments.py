@@ -19,8 +19,9 @@ def test_every_config_field_is_a_flag_with_the_configs_default_and_help():
     helps = {f.name: f.metadata.get("help") for f in dataclasses.fields(ModelArguments)}
     assert helps["ffn_dim"] == "d_ff, inner width of the position-wise feed-forward network (§3.3)."
     assert helps["decoder_layers"] == helps["encoder_layers"]  # documented together: "encoder_layers, decoder_layers"
-    model_args = parse_args(["--output_dir", "x", "--layer_norm_eps", "1e-6", "--no_scale_embedding"])[0]
+    model_args, _, training_args = parse_args(["--output_dir", "x", "--layer_norm_eps", "1e-6", "--no_scale_embedding"])
     assert model_args.layer_norm_eps == 1e-6 and model_args.scale_embedding is False
+    assert training_args.warmup_steps == 4000  # without a preset, §5.3's warmup
 
 
 def test_big_is_wmt14_with_the_big_models_differences():
