@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForSeq2SeqLM
 
-from vanilla_tools.cli import UsageError, console_script, load_tokenizer, positive_int
+from vanilla_tools.cli import UsageError, console_script, load_model, load_tokenizer, positive_int
 
 
 @dataclass
@@ -136,7 +135,7 @@ def arguments() -> argparse.ArgumentParser:
 
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model)
+    model = load_model(args.model)
     tokenizer = load_tokenizer(args.model)
     check_layer_and_head(model.config, args.layer, args.head)
     maps = attention_maps(model, tokenizer, args.sentence, args.num_beams)

@@ -10,9 +10,7 @@ tokens down and source tokens across, beside the encoder's self-attention. Built
 import argparse
 import logging
 
-from transformers import AutoModelForSeq2SeqLM
-
-from vanilla_tools.cli import UsageError, console_script, load_tokenizer, positive_int
+from vanilla_tools.cli import UsageError, console_script, load_model, load_tokenizer, positive_int
 from vanilla_tools.decoding import Decoding
 
 from .attention import AttentionMaps, attention_figure, attention_maps, check_layer_and_head
@@ -30,7 +28,7 @@ def build_demo(model_dir: str, engine: str = "auto", nbest: int = 4, trust_remot
     except ModuleNotFoundError:
         raise UsageError('vanilla-demo needs gradio: pip install "vanilla-transformer[ecosystem]"') from None
 
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir, trust_remote_code=trust_remote_code).eval()
+    model = load_model(model_dir, trust_remote_code).eval()
     tokenizer = load_tokenizer(model_dir, trust_remote_code)
     decoding = Decoding.resolve(model.generation_config)
     decoding = Decoding.resolve(model.generation_config, nbest=min(nbest, decoding.num_beams))

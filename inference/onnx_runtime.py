@@ -13,10 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModelForSeq2SeqLM
 
 from modeling_vanilla.convert_onnx import DECODER, ENCODER, cache_names, cross_names, export_onnx, position_limit
-from vanilla_tools.cli import UsageError, console_script
+from vanilla_tools.cli import UsageError, console_script, load_model
 from vanilla_tools.decoding import Decoding
 
 from .engine import BatchTranslation, batch_translation, output_lengths
@@ -26,7 +25,7 @@ from .search import Hypotheses, search
 
 def export(model_dir: str | Path, output_dir: str | Path) -> Path:
     """The model saved in ``model_dir`` as ``encoder.onnx`` and ``decoder.onnx`` in ``output_dir``."""
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+    model = load_model(str(model_dir))
     if model.config.model_type != "vanilla_transformer":
         raise UsageError(f"{model_dir} holds a {model.config.model_type} model, not this package's")
     return export_onnx(model, output_dir)

@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm.auto import tqdm
-from transformers import AutoModelForSeq2SeqLM
 
 from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS
-from vanilla_tools.cli import UsageError, console_script, load_tokenizer, positive_int
+from vanilla_tools.cli import UsageError, console_script, load_model, load_tokenizer, positive_int
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.metrics import score_translations
 from vanilla_tools.run_files import TrainingRecipe
@@ -183,7 +182,7 @@ def run(argv: list[str] | None = None) -> None:
 
     references = list(read_lines(args.references)) if args.references else None
     tokenizer = load_tokenizer(args.model, args.trust_remote_code)
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model, trust_remote_code=args.trust_remote_code)
+    model = load_model(args.model, args.trust_remote_code)
     decoding = Decoding.resolve(model.generation_config, args.num_beams, args.length_penalty, args.nbest)
     engine = create_engine(args.engine, args.model, model, tokenizer, decoding, args.quantization)
     report = LengthReport()

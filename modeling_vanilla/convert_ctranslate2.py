@@ -165,7 +165,7 @@ def export_ctranslate2(
 ) -> Path:
     """Convert the model and tokenizer saved in ``model_dir`` into a CTranslate2 model directory."""
     ctranslate2 = import_ctranslate2()
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization {quantization!r} is not one of {QUANTIZATIONS}")
@@ -175,6 +175,11 @@ def export_ctranslate2(
         if output_dir.resolve() in (source, *source.parents):
             # CTranslate2 empties its output folder before writing (force): the model would be gone before it is read
             raise ValueError(f"the output folder {output_dir} holds the model {model_dir}: export to another folder")
+    model_type = AutoConfig.from_pretrained(model_dir).model_type
+    if model_type != VanillaTransformerForSeq2Seq.config_class.model_type:
+        # loaded as this class anyway, its weights would not match and the export would translate nonsense
+        raise ValueError(f"{model_dir} holds a {model_type} model, not this package's: a MarianMTModel converts "
+                         "with from_marian first (docs/hub.md)")  # fmt: skip
     model = VanillaTransformerForSeq2Seq.from_pretrained(model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
 

@@ -22,6 +22,7 @@ import torch
 from helpers import PAD, VOCAB, padded_batch, tiny_config, tiny_model
 from safetensors.torch import load_file, save_file
 from training_helpers import write_corpus
+from transformers import BertConfig
 
 from hub_card import push
 from inference import attention, translate
@@ -363,6 +364,15 @@ def model_without_tokenizer(kit: Kit) -> str:
     return str(folder)
 
 
+def model_with_config(kit: Kit, name: str, config=None) -> str:
+    """A copy of the saved model whose config.json is ``config``'s (None: removed)."""
+    folder = kit.copy_model(name)
+    (folder / "config.json").unlink()
+    if config is not None:
+        config.save_pretrained(folder)
+    return str(folder)
+
+
 CLI = [
     # (case, console entry, argv, exit status, the last line of stderr)
     ("translate --batch_size 0", translate.main, lambda k: translate_args(k, "--batch_size", "0"), 2,
@@ -381,6 +391,16 @@ CLI = [
     ("translate with a model without tokenizer", translate.main,
      lambda k: ["--model", model_without_tokenizer(k), k.text("in.en", "A dog.\n")], 1,
      r"error: .*no-tokenizer has no tokenizer \(tokenizer.json\)"),
+    ("translate with a folder without config.json", translate.main,
+     lambda k: ["--model", model_with_config(k, "no-config"), "-"], 1,
+     r"vanilla-translate: error: .*no-config has no config.json: not a saved model directory$"),
+    ("translate with a BERT", translate.main,
+     lambda k: ["--model", model_with_config(k, "bert", BertConfig(vocab_size=VOCAB)), "-"], 1,
+     r"error: .*bert holds no model that AutoModelForSeq2SeqLM loads \(Unrecognized configuration class "
+     r".*BertConfig'> for this kind of AutoModel: AutoModelForSeq2SeqLM.\)$"),
+    ("attention with a folder without config.json", attention.main,
+     lambda k: ["--model", model_with_config(k, "no-config-2"), "A dog."], 1,
+     r"vanilla-attention: error: .*no-config-2 has no config.json: not a saved model directory$"),
     ("translate input that is not UTF-8", translate.main, lambda k: translate_args(k, k.text("l1.en", b"caf\xe9\n")),
      1, r"error: .*l1.en is not UTF-8 text"),
     ("translate with fewer references than lines", translate.main,

@@ -11,7 +11,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from modeling_vanilla.modeling_vanilla import local_model_dir
 
@@ -90,3 +90,19 @@ def load_tokenizer(model: str, trust_remote_code: bool = False) -> PreTrainedTok
             "(vanilla-train does; with your own code, tokenizer.save_pretrained(DIR))"
         )
     return AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
+
+
+def load_model(model: str, trust_remote_code: bool = False) -> PreTrainedModel:
+    """The sequence-to-sequence model saved at ``model`` (a directory or a Hub id). A directory holding no saved model,
+    or a model of a kind that ``AutoModelForSeq2SeqLM`` does not load (a BERT, say), is named as such, instead of
+    transformers' error listing every model type it knows."""
+    folder = local_model_dir(model)
+    if folder is not None and not (folder / "config.json").is_file():
+        raise FileNotFoundError(f"{folder} has no config.json: not a saved model directory")
+    try:
+        return AutoModelForSeq2SeqLM.from_pretrained(model, trust_remote_code=trust_remote_code)
+    except ValueError as error:
+        if not str(error).startswith("Unrecognized"):
+            raise
+        reason = str(error).splitlines()[0].split(" Model type should be")[0]
+        raise UsageError(f"{model} holds no model that AutoModelForSeq2SeqLM loads ({reason})") from error

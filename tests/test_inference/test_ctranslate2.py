@@ -97,6 +97,11 @@ def test_a_converted_marian_model_exports_too(tokenizer, tmp_path):
     ct2 = export_ctranslate2(tmp_path / "model", tmp_path / "ct2", "float32")
     expected = generated_ids(model.eval(), tokenizer, 4, 0.6)
     assert ct2_ids(ct2, tokenizer, 4, 0.6) == expected
+    # the Marian model itself is refused: loaded as this package's, its weights would not match (nonsense exported)
+    marian.save_pretrained(tmp_path / "marian")
+    with pytest.raises(ValueError, match="marian holds a marian model, not this package's: a MarianMTModel converts"):
+        export_ctranslate2(tmp_path / "marian", tmp_path / "ct2-marian", "float32")
+    assert not (tmp_path / "ct2-marian").exists()
 
 
 def test_the_engine_translates_as_generate_whatever_the_batch(tokenizer, tmp_path):
