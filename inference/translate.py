@@ -20,7 +20,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS
-from vanilla_tools.cli import UsageError, console_script, load_model, load_tokenizer, positive_int
+from vanilla_tools.cli import UsageError, console_script, load_model, load_tokenizer, positive_int, whole_gzip
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.metrics import score_translations
 from vanilla_tools.run_files import TrainingRecipe
@@ -58,7 +58,7 @@ def read_lines(path: str) -> Iterator[str]:
     if not Path(path).is_file():
         raise FileNotFoundError(f"input file not found: {path}")
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
+    with opener(path, "rt", encoding="utf-8") as f, whole_gzip(path):
         try:
             yield from (line.rstrip("\r\n") for line in f)
         except UnicodeDecodeError as error:

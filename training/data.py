@@ -30,7 +30,7 @@ from datasets.fingerprint import Hasher
 from datasets.packaged_modules.generator.generator import GeneratorConfig
 from transformers import PreTrainedTokenizerBase
 
-from vanilla_tools.cli import UsageError
+from vanilla_tools.cli import UsageError, whole_gzip
 from vanilla_tools.corpora import BUNDLED_SPLITS, bundled_files
 
 logger = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def _open_bytes(path: Path):
 
 
 def _is_empty(path: Path) -> bool:
-    with _open_bytes(path) as f:
+    with _open_bytes(path) as f, whole_gzip(path):
         return not f.read(1)
 
 
@@ -188,7 +188,7 @@ def spans(files: list[Path], pieces: int) -> list[tuple[int, int | None, tuple[i
 
 
 def _lines(path: Path, offset: int, count: int | None) -> Iterator[bytes]:
-    with _open_bytes(path) as f:
+    with _open_bytes(path) as f, whole_gzip(path):
         if offset:
             f.seek(offset)
         yield from itertools.islice(f, count)

@@ -2,13 +2,16 @@
 status 0 on success, and argument types that refuse bad values by name."""
 
 import argparse
+import contextlib
 import functools
+import gzip
 import logging
 import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
@@ -61,6 +64,16 @@ def console_script(run: Callable[[list[str] | None], object]) -> Callable[[], No
         sys.exit(0)
 
     return main
+
+
+@contextlib.contextmanager
+def whole_gzip(path: str | Path) -> Iterator[None]:
+    """Around reading ``path``: a .gz file cut short, not gzip at all, or damaged inside fails as one error naming
+    the file (gzip's own errors name none, and its EOFError would reach the user as a traceback)."""
+    try:
+        yield
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:
+        raise UsageError(f"{path} is not a whole gzip file ({error})") from error
 
 
 def positive_int(text: str) -> int:
