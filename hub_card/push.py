@@ -9,8 +9,10 @@ import argparse
 from pathlib import Path
 
 from huggingface_hub import CommitInfo, HfApi
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import get_token, validate_repo_id
 
-from vanilla_tools.cli import console_script
+from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.run_files import FinishedRun
 
 from .card import write_model_card
@@ -32,15 +34,32 @@ def push_model_dir(
     missing = [name for name in REQUIRED if not (model_dir / name).is_file()]
     if missing:
         raise FileNotFoundError(f"{model_dir} is not a saved model directory: missing {', '.join(missing)}")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise UsageError(f"{repo_id!r} is not a Hub repository id: {error}") from None
+    if not (token or get_token()):
+        raise UsageError("no Hub token: pass --token, set HF_TOKEN, or log in with `hf auth login`")
     api = HfApi(token=token)
-    repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
-    if revision:
-        api.create_branch(repo_id, branch=revision, exist_ok=True)
-    write_model_card(model_dir, repo_id)
-    return api.upload_folder(
-        repo_id=repo_id, folder_path=model_dir, revision=revision, commit_message=commit_message,
-        ignore_patterns=IGNORE,
-    )  # fmt: skip
+    try:
+        repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
+        if revision:
+            api.create_branch(repo_id, branch=revision, exist_ok=True)
+        write_model_card(model_dir, repo_id)
+        return api.upload_folder(
+            repo_id=repo_id, folder_path=model_dir, revision=revision, commit_message=commit_message,
+            ignore_patterns=IGNORE,
+        )  # fmt: skip
+    except Exception as error:
+        if not unreachable(error):
+            raise
+        raise UsageError(f"could not reach the Hub at {api.endpoint} ({error}): the model was not pushed") from error
+
+
+def unreachable(error: Exception) -> bool:
+    """Whether ``error`` is the HTTP client's failure to reach the server: a TransportError of httpx or httpx2, or
+    requests' ConnectionError, by name, since huggingface_hub has used each of these clients across its releases."""
+    return any(cls.__name__ in ("TransportError", "ConnectionError") for cls in type(error).__mro__)
 
 
 def arguments() -> argparse.ArgumentParser:

@@ -578,3 +578,17 @@ def test_console_scripts_installed_exit_0_and_1(kit, trained_run, tmp_path):
     assert failed.stderr.strip().splitlines()[-1].startswith("vanilla-average-checkpoints: error: ")
     averaged = script("vanilla-average-checkpoints", str(trained_run["output"]), str(tmp_path / "avg"), "-n", "2")
     assert averaged.returncode == 0 and json.loads((tmp_path / "avg" / "config.json").read_text())["d_model"] == 32
+
+
+def test_push_names_a_bad_repo_id_a_missing_token_and_an_unreachable_hub(kit, tmp_path, monkeypatch):
+    """vanilla-push's mistakes and failures before and at the network, each one line (huggingface_hub's own were a
+    validation traceback, an unreachable Hub without a word about the missing token, and httpx's ConnectError)."""
+    with pytest.raises(ValueError, match=r"'bad repo id!!' is not a Hub repository id: Repo id must use"):
+        push.push_model_dir(kit.model_dir, "bad repo id!!", token="hf_x")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(tmp_path / "token"))  # no stored login
+    with pytest.raises(ValueError, match=r"no Hub token: pass --token, set HF_TOKEN, or log in with `hf auth login`"):
+        push.push_model_dir(kit.model_dir, "alice/x")
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    with pytest.raises(ValueError, match=r"could not reach the Hub at http://127.0.0.1:9 \(.*\): the model was not"):
+        push.push_model_dir(kit.model_dir, "alice/x", token="hf_x")
