@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from vanilla_tools.cli import UsageError, console_script, load_model, load_tokenizer, positive_int
+from vanilla_tools.cli import UsageError, console_script, figure_path, load_model, load_tokenizer, positive_int
 
 
 @dataclass
@@ -135,15 +135,15 @@ def arguments() -> argparse.ArgumentParser:
 
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
+    out = Path(args.html) if args.html else figure_path(args.output, "attention.png")
     model = load_model(args.model)
     tokenizer = load_tokenizer(args.model)
     check_layer_and_head(model.config, args.layer, args.head)
     maps = attention_maps(model, tokenizer, args.sentence, args.num_beams)
     if args.html:
-        out = Path(args.html)
         out.write_text(bertviz_html(maps, args.view), encoding="utf-8")
     else:
-        out = plot_attention(maps, args.output, args.layer, args.head)
+        plot_attention(maps, out, args.layer, args.head)
     print(f"{args.sentence} -> {maps.translation}\nwrote {out}")
 
 

@@ -442,6 +442,18 @@ CLI = [
      r"vanilla-attention: error: --layer 5 is out of range: the model has 2"),
     ("plot a missing curve", plot_curve.main, lambda k: [str(k.scratch / "none.csv")], 1,
      r"vanilla-plot-curve: error: .*No such file or directory: .*none.csv"),
+    ("plot a CSV that is no learning curve", plot_curve.main, lambda k: [k.text("other.csv", "a,b\n1,2\n")], 1,
+     r"vanilla-plot-curve: error: .*other.csv is not a learning curve of vanilla-train: no column minutes, "
+     r"eval_loss, eval_bleu$"),
+    ("plot a curve with a word for a number", plot_curve.main,
+     lambda k: [k.text("word.csv", "minutes,eval_loss,eval_bleu\n1.0,high,3.0\n")], 1,
+     r"vanilla-plot-curve: error: .*word.csv holds a value that is not a number \(could not convert"),
+    ("plot to a type matplotlib does not write", plot_curve.main,
+     lambda k: [k.text("ok.csv", "minutes,eval_loss,eval_bleu\n1.0,2.0,3.0\n"), "-o", str(k.scratch / "c.xyz")], 1,
+     r"vanilla-plot-curve: error: .*c.xyz: matplotlib writes no .xyz files \(.*png"),
+    ("attention to a type matplotlib does not write", attention.main,
+     lambda k: ["--model", str(k.model_dir), "A dog.", "--output", str(k.scratch / "a.xyz")], 1,
+     r"vanilla-attention: error: .*a.xyz: matplotlib writes no .xyz files"),
     ("push a directory that is no model", push.main, lambda k: [str(k.scratch / "corpus"), "alice/x"], 1,
      r"vanilla-push: error: .*corpus is not a saved model directory"),
 ]  # fmt: skip

@@ -4,7 +4,7 @@ import argparse
 import csv
 from pathlib import Path
 
-from vanilla_tools.cli import UsageError, console_script
+from vanilla_tools.cli import UsageError, console_script, figure_path
 
 
 def plot_curve(csv_path: str | Path, output: str | Path | None = None) -> Path:
@@ -15,25 +15,43 @@ def plot_curve(csv_path: str | Path, output: str | Path | None = None) -> Path:
     import matplotlib.pyplot as plt
 
     csv_path = Path(csv_path)
-    with open(csv_path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        raise UsageError(f"{csv_path} holds no evaluation yet")
-    minutes = [float(r["minutes"]) for r in rows]
+    output = figure_path(output, csv_path.with_suffix(".png").name) if output else csv_path.with_suffix(".png")
+    columns = curve_columns(csv_path)
+    minutes = columns["minutes"]
     fig, loss_axis = plt.subplots(figsize=(7, 4))
-    loss_axis.plot(minutes, [float(r["eval_loss"]) for r in rows], "o-", color="tab:blue", label="validation loss")
+    loss_axis.plot(minutes, columns["eval_loss"], "o-", color="tab:blue", label="validation loss")
     loss_axis.set_xlabel("wall-clock minutes")
     loss_axis.set_ylabel("validation loss (label-smoothed)", color="tab:blue")
     bleu_axis = loss_axis.twinx()
-    bleu_axis.plot(minutes, [float(r["eval_bleu"]) for r in rows], "s-", color="tab:red", label="validation BLEU")
+    bleu_axis.plot(minutes, columns["eval_bleu"], "s-", color="tab:red", label="validation BLEU")
     bleu_axis.set_ylabel("validation sacreBLEU (greedy)", color="tab:red")
     loss_axis.grid(alpha=0.3)
     fig.suptitle(f"learning curve: {csv_path.parent.name}")
     fig.tight_layout()
-    output = Path(output) if output else csv_path.with_suffix(".png")
     fig.savefig(output, dpi=110)
     plt.close(fig)
     return output
+
+
+COLUMNS = ("minutes", "eval_loss", "eval_bleu")  # of learning_curve.csv (training/curve.py) that the plot draws
+
+
+def curve_columns(csv_path: Path) -> dict[str, list[float]]:
+    """The plotted columns of a learning curve, as numbers; a file that is not one is named, with its first fault."""
+    try:
+        with open(csv_path, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except UnicodeDecodeError as error:
+        raise UsageError(f"{csv_path} is not a text file ({error})") from None
+    if not rows:
+        raise UsageError(f"{csv_path} holds no evaluation yet")
+    missing = [name for name in COLUMNS if name not in rows[0]]
+    if missing:
+        raise UsageError(f"{csv_path} is not a learning curve of vanilla-train: no column {', '.join(missing)}")
+    try:
+        return {name: [float(row[name]) for row in rows] for name in COLUMNS}
+    except (TypeError, ValueError) as error:
+        raise UsageError(f"{csv_path} holds a value that is not a number ({error})") from None
 
 
 def arguments() -> argparse.ArgumentParser:

@@ -119,3 +119,20 @@ def load_model(model: str, trust_remote_code: bool = False) -> PreTrainedModel:
             raise
         reason = str(error).splitlines()[0].split(" Model type should be")[0]
         raise UsageError(f"{model} holds no model that AutoModelForSeq2SeqLM loads ({reason})") from error
+
+
+def figure_path(output: str | Path, default_name: str) -> Path:
+    """Where a figure goes: ``output``, or ``default_name`` inside it when it is a folder, with ".png" added when it
+    has no extension (as matplotlib adds it, unsaid); refused when matplotlib writes no file of its type (checked
+    before any work, rather than matplotlib's error once the figure is drawn)."""
+    from matplotlib.figure import Figure
+
+    path = Path(output)
+    if path.is_dir():
+        path = path / default_name
+    if not path.suffix:
+        path = path.with_suffix(".png")
+    types = Figure().canvas.get_supported_filetypes()
+    if path.suffix[1:].lower() not in types:
+        raise UsageError(f"{path}: matplotlib writes no {path.suffix} files ({', '.join(sorted(types))})")
+    return path

@@ -221,6 +221,10 @@ def test_learning_curve_plot(trained_run, tmp_path):
 
     png = plot_curve(trained_run["summary"] / "learning_curve.csv", tmp_path / "curve.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    # a folder gets the CSV's name, a name without an extension gets .png: the path returned is the file written
+    assert plot_curve(trained_run["summary"] / "learning_curve.csv", tmp_path) == tmp_path / "learning_curve.png"
+    assert plot_curve(trained_run["summary"] / "learning_curve.csv", tmp_path / "bare") == tmp_path / "bare.png"
+    assert (tmp_path / "learning_curve.png").is_file() and (tmp_path / "bare.png").is_file()
 
 
 @pytest.mark.parametrize("view", ["head", "model"])
