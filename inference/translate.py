@@ -55,6 +55,8 @@ def read_lines(path: str) -> Iterator[str]:
     if path == "-":
         yield from (line.rstrip("\r\n") for line in sys.stdin)
         return
+    if Path(path).is_dir():
+        raise IsADirectoryError(f"input {path} is a folder, not a text file")
     if not Path(path).is_file():
         raise FileNotFoundError(f"input file not found: {path}")
     opener = gzip.open if path.endswith(".gz") else open
@@ -141,6 +143,8 @@ def write_lines(lines: Iterable[str], output: str) -> None:
         for line in lines:
             sys.stdout.write(line + "\n")
         return
+    if Path(output).is_dir():  # checked before the first line is translated (``lines`` is lazy)
+        raise IsADirectoryError(f"--output {output} is a folder: name the file to write")
     partial = Path(f"{output}.partial")
     with open(partial, "w", encoding="utf-8") as f:
         for line in lines:
