@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS, export_ctranslate2, import_ctranslate2
+from modeling_vanilla.export_checks import check_export_folder
 from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.decoding import Decoding
 
@@ -109,6 +110,8 @@ def arguments() -> argparse.ArgumentParser:
 
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
+    # before the guard, which removes output_dir whole if a write fails
+    check_export_folder(args.model_dir, args.output_dir, args.force)
     with exports.export_write_guard(Path(args.output_dir), f"ctranslate2-{args.quantization}"):
         output = export(args.model_dir, args.output_dir, args.quantization, args.force)
     print(f"exported {args.model_dir} ({args.quantization}) to {output}")

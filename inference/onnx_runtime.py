@@ -9,12 +9,14 @@ tokens ``generate()`` gives. An export kept in MODEL_DIR/onnx is remade when the
 
 import argparse
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from modeling_vanilla.convert_onnx import DECODER, ENCODER, cache_names, cross_names, export_onnx, position_limit
+from modeling_vanilla.export_checks import check_convertible, check_export_folder
 from vanilla_tools.cli import UsageError, console_script, load_model
 from vanilla_tools.decoding import Decoding
 
@@ -23,17 +25,23 @@ from .exports import cached_export, export_write_guard
 from .search import Hypotheses, search
 
 
-def export(model_dir: str | Path, output_dir: str | Path) -> Path:
-    """The model saved in ``model_dir`` as ``encoder.onnx`` and ``decoder.onnx`` in ``output_dir``."""
+def export(model_dir: str | Path, output_dir: str | Path, force: bool = False) -> Path:
+    """The model saved in ``model_dir`` as ``encoder.onnx`` and ``decoder.onnx`` in ``output_dir`` (replaced if it
+    exists and ``force``)."""
+    check_export_folder(model_dir, output_dir, force)
     model = load_model(str(model_dir))
-    if model.config.model_type != "vanilla_transformer":
-        raise UsageError(f"{model_dir} holds a {model.config.model_type} model, not this package's")
+    check_convertible(model.config, model_dir)
+    shutil.rmtree(output_dir, ignore_errors=True)  # (checked: no model in it) no file of another export stays
     return export_onnx(model, output_dir)
 
 
 def cached_onnx(model_dir: str | Path) -> Path:
     """MODEL_DIR/onnx, exported now if it is missing or was made from other weights."""
-    return cached_export(model_dir, Path(model_dir) / "onnx", "onnx-float32", export)
+
+    def make(source: str | Path, folder: Path) -> Path:
+        return export(source, folder, force=True)
+
+    return cached_export(model_dir, Path(model_dir) / "onnx", "onnx-float32", make)
 
 
 def import_onnxruntime():
@@ -111,13 +119,16 @@ def arguments() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("model_dir", help="a saved model directory")
     parser.add_argument("output_dir", help="where to write encoder.onnx and decoder.onnx")
+    parser.add_argument("--force", action="store_true", help="replace output_dir if it exists")
     return parser
 
 
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
+    # before the guard, which removes output_dir whole if a write fails
+    check_export_folder(args.model_dir, args.output_dir, args.force)
     with export_write_guard(Path(args.output_dir), "onnx-float32"):
-        output = export(args.model_dir, args.output_dir)
+        output = export(args.model_dir, args.output_dir, args.force)
     print(f"exported {args.model_dir} to {output / ENCODER} and {output / DECODER}")
 
 

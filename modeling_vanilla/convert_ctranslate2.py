@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .export_checks import check_convertible, check_export_folder
 from .modeling_vanilla import LearnedPositionalEmbedding, VanillaTransformerForSeq2Seq, sinusoid_table
 
 ACTIVATIONS = {  # config.activation_function -> the name of CTranslate2's Activation
@@ -169,17 +170,8 @@ def export_ctranslate2(
 
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization {quantization!r} is not one of {QUANTIZATIONS}")
-    output_dir = Path(output_dir)
-    if Path(model_dir).is_dir():
-        source = Path(model_dir).resolve()
-        if output_dir.resolve() in (source, *source.parents):
-            # CTranslate2 empties its output folder before writing (force): the model would be gone before it is read
-            raise ValueError(f"the output folder {output_dir} holds the model {model_dir}: export to another folder")
-    model_type = AutoConfig.from_pretrained(model_dir).model_type
-    if model_type != VanillaTransformerForSeq2Seq.config_class.model_type:
-        # loaded as this class anyway, its weights would not match and the export would translate nonsense
-        raise ValueError(f"{model_dir} holds a {model_type} model, not this package's: a MarianMTModel converts "
-                         "with from_marian first (docs/hub.md)")  # fmt: skip
+    check_export_folder(model_dir, output_dir, force)  # CTranslate2's force empties the folder before writing
+    check_convertible(AutoConfig.from_pretrained(model_dir), model_dir)
     model = VanillaTransformerForSeq2Seq.from_pretrained(model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
 
@@ -187,6 +179,4 @@ def export_ctranslate2(
         def _load(self):
             return ctranslate2_spec(model, tokenizer, max_positions)
 
-    if output_dir.exists() and not force:
-        raise FileExistsError(f"{output_dir} exists; pass force=True (--force) to replace it")
     return Path(Converter().convert(str(output_dir), quantization=quantization, force=force))

@@ -25,7 +25,7 @@ from training_helpers import write_corpus
 from transformers import BertConfig
 
 from hub_card import push
-from inference import attention, translate
+from inference import attention, ct2, onnx_runtime, translate
 from inference.engine import GenerateEngine
 from modeling_vanilla import MultiHeadAttention, VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from modeling_vanilla.modeling_vanilla import VanillaTransformerEncoder
@@ -459,6 +459,13 @@ CLI = [
     ("attention to a type matplotlib does not write", attention.main,
      lambda k: ["--model", str(k.model_dir), "A dog.", "--output", str(k.scratch / "a.xyz")], 1,
      r"vanilla-attention: error: .*a.xyz: matplotlib writes no .xyz files"),
+    ("export-onnx into the model's folder", onnx_runtime.main, lambda k: [str(k.copy_model("onnx-self"))] * 2, 1,
+     r"vanilla-export-onnx: error: the output folder .*onnx-self holds the model .*onnx-self: export to another "
+     r"folder$"),
+    ("export-onnx over a folder", onnx_runtime.main, lambda k: [str(k.model_dir), str(k.scratch / "corpus")], 1,
+     r"vanilla-export-onnx: error: .* exists; pass force=True \(--force\) to replace it$"),
+    ("export-ct2 to a file", ct2.main, lambda k: [str(k.model_dir), k.text("out.bin", "x"), "--force"], 1,
+     r"vanilla-export-ct2: error: .*out.bin is a file, not a folder: export to a folder$"),
     ("push a directory that is no model", push.main, lambda k: [str(k.scratch / "corpus"), "alice/x"], 1,
      r"vanilla-push: error: .*corpus is not a saved model directory"),
 ]  # fmt: skip
@@ -469,7 +476,8 @@ def test_console_script_ends_with_a_status_and_one_line(kit, monkeypatch, capsys
     """The entry point each console script calls (``main``), with the script's name and arguments in sys.argv."""
     program = {translate.main: "vanilla-translate", average.main: "vanilla-average-checkpoints",
                train_cli.main: "vanilla-train", attention.main: "vanilla-attention",
-               plot_curve.main: "vanilla-plot-curve", push.main: "vanilla-push"}[entry]  # fmt: skip
+               plot_curve.main: "vanilla-plot-curve", push.main: "vanilla-push",
+               onnx_runtime.main: "vanilla-export-onnx", ct2.main: "vanilla-export-ct2"}[entry]  # fmt: skip
     monkeypatch.setattr(sys, "argv", [program, *argv(kit)])
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # read at import: the variable is too late
     with pytest.raises(SystemExit) as exited:

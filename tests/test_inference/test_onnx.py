@@ -14,6 +14,7 @@ from modeling_vanilla.convert_onnx import export_onnx
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
+from inference import onnx_runtime  # noqa: E402
 from inference.engine import GenerateEngine  # noqa: E402
 from inference.onnx_runtime import OnnxEngine, cached_onnx  # noqa: E402
 from vanilla_tools.decoding import Decoding  # noqa: E402
@@ -61,6 +62,21 @@ def test_the_export_follows_the_weights_and_refuses_a_window(exported, tokenizer
     assert cached_onnx(folder) == onnx_dir and (onnx_dir / "decoder.onnx").stat().st_mtime_ns == stamp
     with pytest.raises(ValueError, match="attention_window"):
         export_onnx(tiny_model(attention_window=2), tmp_path / "windowed")
+
+
+def test_the_export_command_replaces_a_folder_only_with_force(exported, tmp_path, capsys):
+    folder, onnx_dir = exported
+    output = tmp_path / "onnx"
+    output.mkdir()
+    (output / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=f"{output} exists; pass force=True"):
+        onnx_runtime.run([str(folder), str(output)])
+    assert (output / "notes.txt").read_text() == "mine"
+    onnx_runtime.run([str(folder), str(output), "--force"])
+    graphs = ["decoder.onnx", "decoder.onnx.data", "encoder.onnx", "encoder.onnx.data"]
+    assert sorted(p.name for p in output.iterdir()) == graphs  # the weights beside each graph
+    assert (output / "decoder.onnx.data").read_bytes() == (onnx_dir / "decoder.onnx.data").read_bytes()
+    assert capsys.readouterr().out == f"exported {folder} to {output / 'encoder.onnx'} and {output / 'decoder.onnx'}\n"
 
 
 def until_end(rows: list[list[int]]) -> list[list[int]]:
