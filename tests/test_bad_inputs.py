@@ -380,6 +380,15 @@ def model_with_config(kit: Kit, name: str, config=None) -> str:
     return str(folder)
 
 
+def ct2_export(kit: Kit) -> str:
+    """A folder laid out as a CTranslate2 export (its files' contents do not matter to the case)."""
+    folder = kit.scratch / "int8"
+    folder.mkdir(exist_ok=True)
+    for name in ("config.json", "model.bin", "shared_vocabulary.json"):
+        (folder / name).write_text("{}")
+    return str(folder)
+
+
 CLI = [
     # (case, console entry, argv, exit status, the last line of stderr)
     ("translate --batch_size 0", translate.main, lambda k: translate_args(k, "--batch_size", "0"), 2,
@@ -442,6 +451,10 @@ CLI = [
      lambda k: ["--dataset", "files", "--train_files", *k.corpus["train"], "--output_dir", str(k.scratch / "t3"),
                 "--dropout", "1", "--d_model", "32", "--num_attention_heads", "2", "--vocab_size", "200"],
      1, r"vanilla-train: error: `dropout` must be in \[0, 1\), got 1.0"),
+    ("train into a CTranslate2 export", train_cli.main,
+     lambda k: ["--dataset", "files", "--train_files", *k.corpus["train"], "--output_dir", ct2_export(k)], 1,
+     r"vanilla-train: error: .*int8 holds a saved model \(config.json, model.bin\) but no checkpoint and no "
+     r"finished run of vanilla-train: training would write over it; pass --overwrite_output_dir"),
     ("attention --layer out of range", attention.main,
      lambda k: ["--model", str(k.model_dir), "A dog.", "--layer", "5", "--output", str(k.scratch / "a.png")], 1,
      r"vanilla-attention: error: --layer 5 is out of range: the model has 2"),

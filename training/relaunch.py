@@ -5,6 +5,8 @@
 - checkpoints of a run with other settings, or that do not record them: refused in one line naming the settings
   that differ and the ways on (--overwrite_output_dir, another --output_dir);
 - the finished run of the same settings: nothing to do, said so (exit status 0);
+- a saved model but neither checkpoints nor a finished run (a CTranslate2 export, another tool's model, a run
+  stopped after saving its model): refused, as training would write over it;
 - nothing of a run: train from scratch.
 
 --resume_from_checkpoint auto decides the same way; --resume_from_checkpoint PATH resumes from PATH as asked (warning
@@ -38,6 +40,10 @@ WAYS_ON = "pass --overwrite_output_dir to start over there, or give another --ou
 # The files of a run that the next run in its directory would read as its own: deleted when starting over.
 RUN_STATE_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "learning_curve.csv",
                    "learning_curve.json", FinishedRun.FILE)  # fmt: skip
+
+
+# What a saved model consists of (transformers' weights and config, a CTranslate2 export's model.bin).
+MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "model.bin")
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,17 @@ def without_resuming(output_dir: Path, resume: str | bool) -> Start:
     if complete_checkpoints(output_dir) or FinishedRun.read(output_dir) is not None:
         raise UsageError(f"--resume_from_checkpoint {resume}: {output_dir} holds a run (checkpoints or a finished "
                          f"model); {WAYS_ON}")  # fmt: skip
+    refuse_a_model(output_dir)
     return Start()
+
+
+def refuse_a_model(output_dir: Path) -> None:
+    """Refused if ``output_dir`` holds a saved model that is no run's (no checkpoint, no finished run): the run
+    would write its own model over it."""
+    found = [name for name in MODEL_FILES if (output_dir / name).is_file()]
+    if found:
+        raise UsageError(f"{output_dir} holds a saved model ({', '.join(found)}) but no checkpoint and no finished "
+                         f"run of vanilla-train: training would write over it; {WAYS_ON}")  # fmt: skip
 
 
 def newest_of_this_run(output_dir: Path, settings: dict, said_auto: bool) -> Start:
@@ -109,6 +125,8 @@ def newest_of_this_run(output_dir: Path, settings: dict, said_auto: bool) -> Sta
         if newest is None or differences(finished.settings, settings, continuable(settings) + BATCHES):
             raise UsageError(f"{output_dir} holds a finished run of other settings ({'; '.join(changed)}); {WAYS_ON}")
     if newest is None:
+        if finished is None:
+            refuse_a_model(output_dir)
         if said_auto:
             logger.warning("no complete checkpoint in %s: training from scratch", output_dir)
         return Start()

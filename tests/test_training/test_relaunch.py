@@ -117,6 +117,23 @@ def test_a_finished_run_without_checkpoints_is_not_continued(tmp_path):
         plan(tmp_path, "false")
 
 
+@pytest.mark.parametrize("files", [("config.json", "model.bin"), ("config.json", "model.safetensors")])
+def test_a_model_that_is_no_run_is_not_written_over(files, tmp_path):
+    """A CTranslate2 export, or a model saved by other code: no launch but --overwrite_output_dir trains there."""
+    for name in files:
+        (tmp_path / name).write_text("{}")
+    for resume in (None, "auto", "false"):
+        with pytest.raises(UsageError) as refused:
+            plan(tmp_path, resume)
+        assert str(refused.value) == (
+            f"{tmp_path} holds a saved model ({', '.join(files)}) but no checkpoint and no finished run of "
+            "vanilla-train: training would write over it; pass --overwrite_output_dir to start over there, or give "
+            "another --output_dir"
+        )
+    assert plan(tmp_path, overwrite=True).checkpoint is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)  # the user's files stay until training ends
+
+
 def test_overwrite_deletes_the_runs_checkpoints_naming_each_and_nothing_else(tmp_path, caplog):
     folders = [checkpoint(tmp_path, 3, {**SETTINGS, "d_model": 64}), checkpoint(tmp_path, 12)]
     (tmp_path / "checkpoint-13").mkdir()
