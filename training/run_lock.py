@@ -31,8 +31,10 @@ class OutputDirLock:
     def __init__(self, output_dir: str | os.PathLike):
         self.path = Path(output_dir) / LOCK_FILE
         self.fd: int | None = None
+        self.made_folder = False  # acquire() made the output directory
 
     def acquire(self) -> "OutputDirLock":
+        self.made_folder = not self.path.parent.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # held through a read-only descriptor: a file kept open for writing would keep its file system from being
         # remounted read-only while the run goes on (the run then names EROFS at its next write)
@@ -64,6 +66,16 @@ class OutputDirLock:
                 self.path.write_text("")
             os.close(self.fd)  # closing releases the flock
             self.fd = None
+            if self.made_folder:
+                self._remove_if_unused()
+
+    def _remove_if_unused(self) -> None:
+        """The output directory this lock made, removed if the lock is all it holds: a run that failed before
+        writing anything (a bad corpus, say) leaves no folder behind that looks like a run's."""
+        with suppress(OSError):
+            if [p.name for p in self.path.parent.iterdir()] == [LOCK_FILE]:
+                self.path.unlink()
+                self.path.parent.rmdir()
 
     @staticmethod
     def _holder(fd: int) -> str:
