@@ -180,11 +180,21 @@ def arguments() -> argparse.ArgumentParser:
     return parser
 
 
+def check_line_counts(input_path: str, references_path: str, references: int) -> None:
+    """Refused before translating unless the input file has one line per reference (scoring would fail after it)."""
+    lines = sum(1 for _ in read_lines(input_path))
+    if lines != references:
+        raise UsageError(f"{input_path} has {lines} lines but --references {references_path} has {references}: "
+                         "one reference per input line")  # fmt: skip
+
+
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
 
     references = list(read_lines(args.references)) if args.references else None
+    if references is not None and args.input != "-":  # (stdin is counted as it is translated)
+        check_line_counts(args.input, args.references, len(references))
     tokenizer = load_tokenizer(args.model, args.trust_remote_code)
     model = load_model(args.model, args.trust_remote_code)
     decoding = Decoding.resolve(model.generation_config, args.num_beams, args.length_penalty, args.nbest)

@@ -433,7 +433,7 @@ CLI = [
     ("translate with fewer references than lines", translate.main,
      lambda k: translate_args(k, k.text("two.en", "A dog.\nA cat.\n"), "--references", k.text("one.de", "Ein Hund.\n"),
                               "--num_beams", "1"),
-     1, r"error: 2 hypotheses but 1 references"),
+     1, r"error: .*two.en has 2 lines but --references .*one.de has 1: one reference per input line$"),
     ("average -n 0", average.main, lambda k: [str(k.run_dir), str(k.scratch / "avg0"), "-n", "0"], 2,
      r"argument -n/--last: must be at least 1, got 0"),
     ("average -n -1", average.main, lambda k: [str(k.run_dir), str(k.scratch / "avg1"), "-n", "-1"], 2,
