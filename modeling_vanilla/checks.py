@@ -112,12 +112,15 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 def local_model_dir(name: str | os.PathLike) -> Path | None:
     """The directory ``name`` is; None if it is no directory but can be a Hub id; else FileNotFoundError (rather
-    than the Hub's error about a malformed repo id, or an offline error, for a local path that does not exist)."""
+    than the Hub's error about a malformed repo id, or an offline error after a minute of retries, for a local path
+    that does not exist). "runs/typo" where ``runs`` is a local folder is such a path, not a Hub id."""
     if Path(name).is_dir():
         return Path(name)
-    if HUB_ID.match(str(name)):
+    namespace = Path(name).parent
+    if HUB_ID.match(str(name)) and not (namespace != Path(".") and namespace.is_dir()):
         return None
-    raise FileNotFoundError(f"no such model directory: {name}")
+    where = f" (read as a path: {namespace} is a folder here)" if HUB_ID.match(str(name)) else ""
+    raise FileNotFoundError(f"no such model directory: {name}{where}")
 
 
 def check_safetensors_file(path: Path) -> None:

@@ -28,6 +28,7 @@ from hub_card import push
 from inference import attention, ct2, onnx_runtime, translate
 from inference.engine import GenerateEngine
 from modeling_vanilla import MultiHeadAttention, VanillaTransformerConfig, VanillaTransformerForSeq2Seq
+from modeling_vanilla.checks import local_model_dir
 from modeling_vanilla.modeling_vanilla import VanillaTransformerEncoder
 from training import average, plot_curve
 from training import train as train_cli
@@ -499,6 +500,14 @@ def test_console_script_ends_with_a_status_and_one_line(kit, monkeypatch, capsys
     assert exited.value.code == status, stderr[-2000:]
     assert "Traceback" not in stderr
     assert re.search(message, stderr.strip().splitlines()[-1]), stderr[-2000:]
+
+
+def test_a_missing_folder_under_a_local_folder_is_no_hub_id(kit, monkeypatch):
+    """A typo under a local folder (runs/typo): named at once, rather than a minute of retries to reach the Hub."""
+    monkeypatch.chdir(kit.scratch)
+    with pytest.raises(FileNotFoundError, match=r"^no such model directory: corpus/gone \(read as a path: corpus is"):
+        VanillaTransformerForSeq2Seq.from_pretrained("corpus/gone")
+    assert local_model_dir("nobody/no-model") is None  # no local folder "nobody": a Hub id
 
 
 # ---- inputs that are accepted, and must give the right result ---------------------------------------------------
