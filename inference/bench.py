@@ -22,7 +22,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import MarianConfig, MarianMTModel
 
 from modeling_vanilla import from_marian
-from vanilla_tools.cli import console_script
+from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.provenance import provenance
 
 from . import bench_engines
@@ -251,9 +251,19 @@ def arguments() -> argparse.ArgumentParser:
     return parser
 
 
+def check_json_path(path: Path) -> None:
+    """--json, checked before the measurements (minutes to an hour) rather than when they are done."""
+    if path.is_dir():
+        raise UsageError(f"--json {path} is a folder: name the file to write")
+    if not path.parent.is_dir():
+        raise UsageError(f"--json {path}: there is no folder {path.parent}")
+
+
 def bench(argv: list[str] | None = None) -> dict:
     """vanilla-bench: measures, prints the table, writes --json; returns the results."""
     args = arguments().parse_args(argv)
+    if args.json:
+        check_json_path(Path(args.json))
     if args.translate:
         results = {**provenance(ctranslate2=bench_engines.package_version("ctranslate2")),
                    **bench_engines.run(args.translate, Path(args.source), Path(args.references), args.batch_sizes,

@@ -12,7 +12,6 @@ share of translations identical to our generate()'s. One thread per core for eve
 """
 
 import argparse
-import gzip
 import json
 import os
 import resource
@@ -30,9 +29,20 @@ STATIC_BEAMS = (1,)  # transformers compiles the decoding step of greedy search;
 
 
 def read(path: Path) -> list[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+    from inference.translate import read_lines
+
+    return list(read_lines(str(path)))
+
+
+def check_inputs(model_dir: str, sources: list[str], references: list[str], reference_path: Path) -> None:
+    """Before the measurements (an hour on this CPU), rather than in each one's cells of the table: the model and its
+    tokenizer load, and the test set has one reference per sentence."""
+    from vanilla_tools.cli import UsageError, load_model, load_tokenizer
+
+    load_tokenizer(model_dir)
+    load_model(model_dir)
+    if len(sources) != len(references):
+        raise UsageError(f"{len(sources)} source sentences but {len(references)} references in {reference_path}")
 
 
 class Counted:
@@ -116,7 +126,8 @@ def run(model_dir: str, source: Path, references: Path, batches, engines, timeou
     from vanilla_tools.metrics import score_translations
 
     refs = read(references)
-    results = {"model": str(model_dir), "source": str(source), "sentences": len(read(source)), "runs": []}
+    check_inputs(model_dir, read(source), refs, references)
+    results = {"model": str(model_dir), "source": str(source), "sentences": len(refs), "runs": []}
     with tempfile.TemporaryDirectory() as tmp:
         for num_beams in (1, 4):
             reference_outputs = None

@@ -25,7 +25,7 @@ from training_helpers import write_corpus
 from transformers import BertConfig
 
 from hub_card import push
-from inference import attention, ct2, onnx_runtime, translate
+from inference import attention, bench, ct2, onnx_runtime, translate
 from inference.engine import GenerateEngine
 from modeling_vanilla import MultiHeadAttention, VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from modeling_vanilla.checks import local_model_dir
@@ -480,6 +480,13 @@ CLI = [
      r"vanilla-export-onnx: error: .* exists; pass force=True \(--force\) to replace it$"),
     ("export-ct2 to a file", ct2.main, lambda k: [str(k.model_dir), k.text("out.bin", "x"), "--force"], 1,
      r"vanilla-export-ct2: error: .*out.bin is a file, not a folder: export to a folder$"),
+    ("bench --translate a missing model", bench.main, lambda k: ["--translate", str(k.scratch / "gone")], 1,
+     r"vanilla-bench: error: no such model directory: .*gone$"),
+    ("bench --translate with fewer references", bench.main,
+     lambda k: ["--translate", str(k.model_dir), "--source", k.text("s.en", "A.\nB.\n"), "--references",
+                k.text("r.de", "A.\n")], 1, r"vanilla-bench: error: 2 source sentences but 1 references in .*r.de$"),
+    ("bench --json into a missing folder", bench.main, lambda k: ["--json", str(k.scratch / "no" / "b.json")], 1,
+     r"vanilla-bench: error: --json .*b.json: there is no folder .*no$"),
     ("push a directory that is no model", push.main, lambda k: [str(k.scratch / "corpus"), "alice/x"], 1,
      r"vanilla-push: error: .*corpus is not a saved model directory"),
 ]  # fmt: skip
@@ -491,7 +498,8 @@ def test_console_script_ends_with_a_status_and_one_line(kit, monkeypatch, capsys
     program = {translate.main: "vanilla-translate", average.main: "vanilla-average-checkpoints",
                train_cli.main: "vanilla-train", attention.main: "vanilla-attention",
                plot_curve.main: "vanilla-plot-curve", push.main: "vanilla-push",
-               onnx_runtime.main: "vanilla-export-onnx", ct2.main: "vanilla-export-ct2"}[entry]  # fmt: skip
+               onnx_runtime.main: "vanilla-export-onnx", ct2.main: "vanilla-export-ct2",
+               bench.main: "vanilla-bench"}[entry]  # fmt: skip
     monkeypatch.setattr(sys, "argv", [program, *argv(kit)])
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # read at import: the variable is too late
     with pytest.raises(SystemExit) as exited:
