@@ -15,7 +15,8 @@ def plot_curve(csv_path: str | Path, output: str | Path | None = None) -> Path:
     import matplotlib.pyplot as plt
 
     csv_path = Path(csv_path)
-    output = figure_path(output, csv_path.with_suffix(".png").name) if output else csv_path.with_suffix(".png")
+    beside = csv_path.with_suffix(".png")
+    output = figure_path(output or beside, beside.name)
     columns = curve_columns(csv_path)
     minutes = columns["minutes"]
     fig, loss_axis = plt.subplots(figsize=(7, 4))
