@@ -5,7 +5,8 @@ Writers report a failed write in their own ways: Python's ``OSError`` (its errno
 ``RuntimeError`` ("unexpected pos 576 vs 534", which says nothing of the cause). So the cause is read from the error
 where it says so, else diagnosed where the write failed: a file grown to this process's file size limit (EFBIG), a
 small probe file written there (it fails the same way on a read-only, over-quota, full or failing device), or nearly
-no space left.
+no space left; only for the types writers raise (an ``OSError``, a ``RuntimeError``), so that a refused input or a bug
+on a nearly full disk is not called a full disk.
 
 This module decides it once for every writer: checkpoints, datasets' cache, the run's files, exports."""
 
@@ -33,6 +34,8 @@ WRITE_ERRORS: dict[int, tuple[str, str]] = {
     errno.EPERM: ("operation not permitted", "give this user write permission there"),
     errno.EIO: ("the device reported an input/output error", "check the device and its file system (dmesg)"),
 }
+# What a writer raises when its error states no cause: pyarrow's OSError without an errno, torch.save's RuntimeError.
+UNSTATED_WRITE_ERRORS = (OSError, RuntimeError)
 _STATED_ERRNO = re.compile(r"(?:os error|errno) (\d+)", re.IGNORECASE)  # safetensors, pyarrow
 
 
@@ -107,6 +110,8 @@ def write_errno(error: BaseException, path: str | Path) -> int | None:
     stated = stated_errno(error)
     if stated is not None:
         return stated if stated in WRITE_ERRORS else None
+    if not isinstance(error, UNSTATED_WRITE_ERRORS):  # a bug or a refused input, even on a nearly full disk
+        return None
     return diagnosed_errno(path)
 
 

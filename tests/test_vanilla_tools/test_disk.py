@@ -48,6 +48,8 @@ def test_a_write_that_states_no_cause_is_diagnosed(tmp_path, monkeypatch):
     monkeypatch.setattr(disk, "probe_write", lambda path: None)
     monkeypatch.setattr(disk, "free_bytes", lambda path: 1024)  # it fits, but the device is nearly full
     assert write_errno(torch_error, tmp_path) == errno.ENOSPC
+    # an error no writer raises for a failed write is not one, however full the disk (a refused input, a bug)
+    assert write_errno(ValueError("holds a marian model"), tmp_path) is None
     monkeypatch.setattr(disk, "free_bytes", lambda path: 2**40)
     assert write_errno(torch_error, tmp_path) is None
 
