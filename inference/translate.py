@@ -188,9 +188,20 @@ def check_line_counts(input_path: str, references_path: str, references: int) ->
                          "one reference per input line")  # fmt: skip
 
 
+def check_output(output: str, inputs: dict[str, str | None]) -> None:
+    """Refused before translating: an --output that is one of the files read (``inputs``: flag -> path); it would be
+    replaced by the translations."""
+    if output == "-" or not Path(output).exists():
+        return
+    for flag, path in inputs.items():
+        if path not in (None, "-") and Path(path).exists() and os.path.samefile(output, path):
+            raise UsageError(f"--output {output} is the {flag} file: the translations would replace it")
+
+
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    check_output(args.output, {"input": args.input, "--references": args.references})
 
     references = list(read_lines(args.references)) if args.references else None
     if references is not None and args.input != "-":  # (stdin is counted as it is translated)
