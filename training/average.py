@@ -11,8 +11,10 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
 
 from vanilla_tools.cli import UsageError, console_script, positive_int
+from vanilla_tools.disk import write_guard
 
 from .checkpoints import complete_checkpoints, saved_on_signal
+from .relaunch import MODEL_FILES
 
 logger = logging.getLogger(__name__)
 
@@ -23,10 +25,17 @@ def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
         raise UsageError(f"the number of checkpoints to average must be at least 1, got {n}")
     if not Path(run_dir).is_dir():
         raise FileNotFoundError(f"no such run directory: {run_dir}")
-    found = complete_checkpoints(run_dir)
+    found = scheduled_checkpoints(run_dir)
     if len(found) < n:
-        raise UsageError(f"{run_dir} has {len(found)} complete checkpoints, fewer than the {n} to average")
+        raise UsageError(f"{run_dir} has {len(found)} complete checkpoints written on schedule, fewer than the {n} "
+                         "to average")  # fmt: skip
     return found[-n:]
+
+
+def scheduled_checkpoints(run_dir: str | Path) -> list[Path]:
+    """The run's complete checkpoints, oldest first, less those written off schedule because the run was stopped by
+    a signal (averaged, one would weigh a point the others are not spaced from)."""
+    return [p for p in complete_checkpoints(run_dir) if not saved_on_signal(p)]
 
 
 def average_state_dict(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
@@ -60,7 +69,7 @@ def average_newest_into(model: torch.nn.Module, run_dir: str | Path, n: int) -> 
     newest complete checkpoints. A run stopped early (a time budget) may have written fewer: then those it has are
     averaged, with a warning, rather than failing after the training is done. A checkpoint written off schedule
     because the run was stopped by a signal is not one of them. Returns the averaged checkpoints."""
-    checkpoints = [p for p in complete_checkpoints(run_dir) if not saved_on_signal(p)][-n:]
+    checkpoints = scheduled_checkpoints(run_dir)[-n:]
     if len(checkpoints) < n:
         logger.warning("averaging the last %d checkpoints asked for, but %s has only %d", n, run_dir, len(checkpoints))
     if checkpoints:
@@ -70,17 +79,32 @@ def average_newest_into(model: torch.nn.Module, run_dir: str | Path, n: int) -> 
 
 def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path:
     """The averaged weights saved with the newest checkpoint's config, code and tokenizer. ``output_dir`` must not
-    hold a model already (it would be overwritten: a checkpoint, or a model averaged before)."""
-    if (Path(output_dir) / "model.safetensors").exists():
-        raise UsageError(f"{output_dir} already holds a model (model.safetensors); choose another output directory")
+    hold a model already (it would be overwritten: a checkpoint, a model averaged before, an export). A failed write
+    (a full disk) removes what this call wrote, and is named in one line."""
+    output_dir = Path(output_dir)
+    held = [name for name in MODEL_FILES if (output_dir / name).exists()]
+    if held:
+        raise UsageError(f"{output_dir} already holds a model ({', '.join(held)}); choose another output directory")
     newest = checkpoints[-1]
     model = AutoModelForSeq2SeqLM.from_pretrained(newest)
     load_average(model, checkpoints)
-    output_dir = Path(output_dir)
-    model.save_pretrained(output_dir)
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        if (newest / name).is_file():
-            shutil.copy(newest / name, output_dir / name)
+    there_before = set(output_dir.iterdir()) if output_dir.is_dir() else None
+
+    def remove_written() -> None:
+        if there_before is None:
+            shutil.rmtree(output_dir)
+            return
+        for path in set(output_dir.iterdir()) - there_before:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+
+    with write_guard(output_dir, "the averaged model", "run again (the checkpoints are untouched)", remove_written):
+        model.save_pretrained(output_dir)
+        for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+            if (newest / name).is_file():
+                shutil.copy(newest / name, output_dir / name)
     return output_dir
 
 

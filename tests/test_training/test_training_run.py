@@ -1,8 +1,11 @@
 """vanilla-train end to end on a tiny model: outputs, loading, evaluation, translation, checkpoint averaging."""
 
+import errno
 import json
 import logging
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,11 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel
 
 from inference.translate import translate
 from training.arguments import parse_args
 from training.average import average_checkpoints, average_newest_into, last_checkpoints
+from training.checkpoints import ON_SIGNAL_MARKER
+from vanilla_tools.cli import UsageError
 
 
 def test_presets_and_overrides():
@@ -149,6 +154,32 @@ def test_average_checkpoints(trained_run, tmp_path):
     assert AutoTokenizer.from_pretrained(averaged_dir).eos_token_id == 2
     with pytest.raises(ValueError, match="fewer than the 9"):
         last_checkpoints(trained_run["output"], 9)
+
+
+def test_a_checkpoint_saved_on_a_signal_is_not_averaged(trained_run, tmp_path):
+    run = Path(shutil.copytree(trained_run["output"], tmp_path / "run"))
+    (run / "checkpoint-6" / ON_SIGNAL_MARKER).write_text("SIGTERM\n")  # as if a SIGTERM had stopped the run at 6
+    assert [p.name for p in last_checkpoints(run, 2)] == ["checkpoint-2", "checkpoint-4"]
+    with pytest.raises(ValueError, match="has 2 complete checkpoints written on schedule, fewer than the 3"):
+        last_checkpoints(run, 3)
+
+
+def test_a_failed_write_of_the_average_removes_what_it_wrote(trained_run, tmp_path, monkeypatch):
+    def full_disk(self, folder, **kwargs):
+        Path(folder).mkdir(exist_ok=True)
+        (Path(folder) / "config.json").write_text("{}")  # written before the weights fill the disk
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", full_disk)
+    checkpoints = last_checkpoints(trained_run["output"], 2)
+    with pytest.raises(UsageError, match=r"^cannot write the averaged model under .*avg: no space left on the device"):
+        average_checkpoints(checkpoints, tmp_path / "avg")
+    assert not (tmp_path / "avg").exists()  # made by the call: removed whole
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("kept")
+    with pytest.raises(UsageError, match="then run again \\(the checkpoints are untouched\\)$"):
+        average_checkpoints(checkpoints, tmp_path / "mine")
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]  # the user's file stays
 
 
 def test_averaging_more_checkpoints_than_a_run_wrote_takes_those_it_has(trained_run, caplog):
