@@ -1,8 +1,11 @@
 """`vanilla-push DIR REPO_ID [--private] [--revision BRANCH]`: upload a trained model directory to the Hub.
 
 Weights (safetensors), config.json with its auto_map, the model's code files, generation_config.json, tokenizer
-files, results and the model card (regenerated for REPO_ID) travel; checkpoints, optimizer states and training
-arguments do not. The token comes from ``--token``, ``HF_TOKEN`` or ``hf auth login``; it is never printed.
+files, results and the model card (regenerated for REPO_ID) travel; checkpoints, optimizer states, training
+arguments and the exports kept beside the model for serving (``ctranslate2-*/``, ``onnx/``: made again from the
+weights where they are needed, and naming this machine's paths) do not. A folder of another kind of model is
+refused before anything reaches the Hub. The token comes from ``--token``, ``HF_TOKEN`` or ``hf auth login``; it is
+never printed.
 """
 
 import argparse
@@ -11,14 +14,17 @@ from pathlib import Path
 from huggingface_hub import CommitInfo, HfApi
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import get_token, validate_repo_id
+from transformers import AutoConfig
 
+from modeling_vanilla.export_checks import check_convertible
 from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.run_files import FinishedRun
 
 from .card import write_model_card
 
 REQUIRED = ("config.json", "model.safetensors")
-IGNORE = ["checkpoint-*", "checkpoint-*/**", "*.pt", "*.pth", "*.bin", "runs/**", ".*", FinishedRun.FILE]
+IGNORE = ["checkpoint-*", "checkpoint-*/**", "ctranslate2-*/**", "onnx/**", "*.pt", "*.pth", "*.bin", "runs/**", ".*",
+          FinishedRun.FILE]  # fmt: skip
 
 
 def push_model_dir(
@@ -34,6 +40,7 @@ def push_model_dir(
     missing = [name for name in REQUIRED if not (model_dir / name).is_file()]
     if missing:
         raise FileNotFoundError(f"{model_dir} is not a saved model directory: missing {', '.join(missing)}")
+    check_convertible(AutoConfig.from_pretrained(model_dir), model_dir)  # the card is this package's
     try:
         validate_repo_id(repo_id)
     except HFValidationError as error:

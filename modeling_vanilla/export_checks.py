@@ -1,7 +1,7 @@
-"""What both converters (CTranslate2, ONNX) check before writing anything: that the model is this package's, and
-that the export goes where it may: never into the folder of the model it converts nor above it (replacing the
-folder would delete the model before it is read), and over an existing path only when asked to replace it. So the
-partial export a failed write leaves can be removed whole."""
+"""What both converters (CTranslate2, ONNX) check before writing anything, and vanilla-push before reaching the Hub:
+that the model is this package's; and that an export goes where it may: never into the folder of the model it
+converts nor above it (replacing the folder would delete the model before it is read), and over an existing path only
+when asked to replace it. So the partial export a failed write leaves can be removed whole."""
 
 from pathlib import Path
 
@@ -26,7 +26,8 @@ def check_export_folder(model_dir: str | Path, output_dir: str | Path, force: bo
 
 def check_convertible(config: PretrainedConfig, model_dir: str | Path) -> None:
     """Raise ValueError unless ``config`` (of the model saved in ``model_dir``) is this package's: another model
-    loaded as this class would not match its weights, and its export would translate nonsense."""
+    loaded as this class would not match its weights (its export would translate nonsense), and its card would not
+    describe it."""
     if config.model_type != VanillaTransformerConfig.model_type:
         raise ValueError(f"{model_dir} holds a {config.model_type} model, not this package's: a MarianMTModel "
                          "converts with from_marian first (docs/hub.md)")  # fmt: skip

@@ -22,7 +22,7 @@ import torch
 from helpers import PAD, VOCAB, padded_batch, tiny_config, tiny_model
 from safetensors.torch import load_file, save_file
 from training_helpers import write_corpus
-from transformers import BertConfig
+from transformers import BertConfig, MarianConfig
 
 from hub_card import push
 from inference import attention, bench, ct2, onnx_runtime, translate
@@ -347,6 +347,10 @@ ERRORS = [
      lambda k: average_checkpoints(last_checkpoints(k.run_dir, 2), k.copy_model("occupied")), ValueError,
      r"occupied already holds a model \(config.json, model.safetensors\); choose another output directory"),
     # ---- push ---------------------------------------------------------------------------------------------------
+    ("push a MarianMTModel's folder (before any Hub call)",
+     lambda k: push.push_model_dir(model_with_config(k, "marian", MarianConfig(vocab_size=VOCAB)), "alice/x",
+                                   token="hf_x"), ValueError,
+     r"marian holds a marian model, not this package's: a MarianMTModel converts with from_marian first"),
     ("push a directory that is no saved model", lambda k: push.push_model_dir(k.scratch / "corpus", "alice/x"),
      FileNotFoundError, r"corpus is not a saved model directory: missing config.json, model.safetensors"),
 ]  # fmt: skip

@@ -10,10 +10,11 @@ import time
 from pathlib import Path
 
 import torch
+from huggingface_hub import CommitInfo
 from transformers import Seq2SeqTrainer, TrainerCallback
 from transformers.trainer import TRAINING_ARGS_NAME
 
-from hub_card import write_model_card
+from hub_card.push import push_model_dir
 from vanilla_tools.cli import UsageError
 
 from . import checkpoints
@@ -189,10 +190,18 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         finally:
             self.model.generation_config = generation_config
 
-    def create_model_card(self, **kwargs) -> None:
-        """Trainer.push_to_hub writes a card first: ours (hub_card), from the files of the output directory."""
-        if self.is_world_process_zero():
-            write_model_card(self.args.output_dir, self.hub_model_id or self.args.hub_model_id)
+    def push_to_hub(self, commit_message: str | None = "End of training", blocking: bool = True,
+                    token: str | None = None, revision: str | None = None, private: bool | None = None,
+                    **kwargs) -> CommitInfo | None:  # fmt: skip
+        """Trainer's upload of the output directory (at ``save_model`` and at the end) is vanilla-push's: our card,
+        and the model's files only (Trainer's would also upload the run's lock, training_args.bin and any serving
+        export kept beside the model). Blocking: the run ends once its model is on the Hub."""
+        if not self.is_world_process_zero():
+            return None
+        return push_model_dir(self.args.output_dir, self.hub_model_id or self.args.hub_model_id,
+                              self.args.hub_private_repo if private is None else private,
+                              revision or self.args.hub_revision, token or self.args.hub_token,
+                              commit_message or "End of training")  # fmt: skip
 
     def _save_checkpoint(self, model, trial) -> None:
         """Trainer's checkpoint, then this run's data position and batch plan, then the marker that makes it

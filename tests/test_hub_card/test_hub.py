@@ -107,6 +107,9 @@ def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_pat
     both revisions with trust_remote_code, AutoModel and AutoTokenizer, and translates."""
     model_dir = tmp_path / "model"
     shutil.copytree(trained_run["output"], model_dir, ignore=shutil.ignore_patterns("checkpoint-*"))
+    for export in ("ctranslate2-int8/model.bin", "ctranslate2-int8/vanilla_source.json", "onnx/encoder.onnx"):
+        (model_dir / export).parent.mkdir(exist_ok=True)  # as serving leaves them beside the model
+        (model_dir / export).write_text("{}")
     push = run([sys.executable, "-m", "hub_card.push", str(model_dir), "m30k"], client_env(hub, tmp_path / "h1", ALICE),
                TESTS.parent)  # fmt: skip
     assert "alice/m30k" in push.stdout
@@ -116,7 +119,7 @@ def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_pat
     assert {"config.json", "model.safetensors", "generation_config.json", "configuration_vanilla.py",
             "modeling_vanilla.py", "pipeline_vanilla.py", "tokenizer.json", "tokenizer_config.json",
             "README.md"} <= files  # fmt: skip
-    assert not any(f.startswith("checkpoint-") or f.endswith((".bin", ".pt")) for f in files)
+    assert not any(f.startswith(("checkpoint-", "ctranslate2-", "onnx/")) or f.endswith((".bin", ".pt")) for f in files)
     assert (
         model_dir / "run_finished.json"
     ).is_file() and "run_finished.json" not in files  # the run's, not the model's
@@ -231,6 +234,8 @@ def test_train_pushes_and_the_token_never_leaks(hub, tmp_path):
     result = run([sys.executable, "-m", "training.train", *argv], client_env(hub, home, ALICE), TESTS.parent)
     files = set(HfApi(endpoint=hub.endpoint, token=ALICE).list_repo_files("alice/trained"))
     assert {"README.md", "model.safetensors", "config.json", "tokenizer.json", "modeling_vanilla.py"} <= files
+    assert (output / "training_args.bin").is_file() and "training_args.bin" not in files  # vanilla-push's files:
+    assert (output / ".vanilla-train.lock").is_file() and ".vanilla-train.lock" not in files  # not the run's
     card = ModelCard.load(hf_hub_download("alice/trained", "README.md", endpoint=hub.endpoint, token=ALICE,
                                           cache_dir=tmp_path / "c"))  # fmt: skip
     assert card.data.pipeline_tag == "translation" and "alice/trained" in card.text
