@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from vanilla_tools.cli import UsageError, console_script, figure_path, load_model, load_tokenizer, positive_int
+from vanilla_tools.cli import UsageError, console_script, figure_path, load_model, load_tokenizer, positive_int, require
 
 
 @dataclass
@@ -59,7 +59,7 @@ def attention_maps(model, tokenizer, sentence: str, num_beams: int = 4) -> Atten
 def bertviz_html(maps: AttentionMaps, view: str = "head") -> str:
     """bertviz's ``head_view`` or ``model_view`` of every layer and head, in its encoder-decoder mode (the decoder
     labelled by its inputs, as bertviz's own encoder-decoder example does), as a standalone HTML page."""
-    import bertviz
+    bertviz = require("bertviz", "ecosystem", "--html")
 
     def per_layer(weights: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return tuple(layer[None] for layer in weights)  # (layers, heads, q, k) -> layers x (1, heads, q, k)
@@ -136,6 +136,8 @@ def arguments() -> argparse.ArgumentParser:
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     out = Path(args.html) if args.html else figure_path(args.output, "attention.png")
+    if args.html:  # before the model is loaded and translates
+        require("bertviz", "ecosystem", "--html")
     model = load_model(args.model)
     tokenizer = load_tokenizer(args.model)
     check_layer_and_head(model.config, args.layer, args.head)

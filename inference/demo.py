@@ -10,7 +10,7 @@ tokens down and source tokens across, beside the encoder's self-attention. Built
 import argparse
 import logging
 
-from vanilla_tools.cli import UsageError, console_script, load_model, load_tokenizer, positive_int
+from vanilla_tools.cli import console_script, load_model, load_tokenizer, positive_int, require
 from vanilla_tools.decoding import Decoding
 
 from .attention import AttentionMaps, attention_figure, attention_maps, check_layer_and_head
@@ -23,10 +23,7 @@ MEAN = "mean"
 def build_demo(model_dir: str, engine: str = "auto", nbest: int = 4, trust_remote_code: bool = False):
     """The page (a ``gradio.Blocks``) for the model in ``model_dir``: its engine built once, an n-best list of
     ``nbest`` (at most the model's beams)."""
-    try:
-        import gradio as gr
-    except ModuleNotFoundError:
-        raise UsageError('vanilla-demo needs gradio: pip install "vanilla-transformer[ecosystem]"') from None
+    gr = require("gradio", "ecosystem", "vanilla-demo")
 
     model = load_model(model_dir, trust_remote_code).eval()
     tokenizer = load_tokenizer(model_dir, trust_remote_code)

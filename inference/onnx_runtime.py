@@ -17,7 +17,7 @@ import torch
 
 from modeling_vanilla.convert_onnx import DECODER, ENCODER, cache_names, cross_names, export_onnx, position_limit
 from modeling_vanilla.export_checks import check_convertible, check_export_folder
-from vanilla_tools.cli import UsageError, console_script, load_model
+from vanilla_tools.cli import UsageError, console_script, load_model, require
 from vanilla_tools.decoding import Decoding
 
 from .engine import BatchTranslation, batch_translation, output_lengths
@@ -45,11 +45,7 @@ def cached_onnx(model_dir: str | Path) -> Path:
 
 
 def import_onnxruntime():
-    try:
-        import onnxruntime
-    except ModuleNotFoundError:
-        raise UsageError('the onnx engine needs onnxruntime: pip install "vanilla-transformer[ecosystem]"') from None
-    return onnxruntime
+    return require("onnxruntime", "ecosystem", "the onnx engine")
 
 
 class OnnxEngine:

@@ -530,6 +530,38 @@ def test_a_missing_folder_under_a_local_folder_is_no_hub_id(kit, monkeypatch):
     assert local_model_dir("nobody/no-model") is None  # no local folder "nobody": a Hub id
 
 
+MISSING_EXTRAS = [
+    # (case, console entry, argv, the modules made missing, the last line of stderr)
+    ("plot-curve without matplotlib", plot_curve.main,
+     lambda k: [k.text("m.csv", "minutes,eval_loss,eval_bleu\n1.0,2.0,3.0\n")], ("matplotlib",),
+     'vanilla-plot-curve: error: vanilla-plot-curve needs matplotlib: pip install "vanilla-transformer[plot]"'),
+    ("attention without matplotlib", attention.main, lambda k: ["--model", str(k.model_dir), "A dog."],
+     ("matplotlib", "matplotlib.figure"),
+     'vanilla-attention: error: drawing a figure needs matplotlib: pip install "vanilla-transformer[plot]"'),
+    ("attention --html without bertviz", attention.main,
+     lambda k: ["--model", str(k.model_dir), "A dog.", "--html", str(k.scratch / "a.html")], ("bertviz",),
+     'vanilla-attention: error: --html needs bertviz: pip install "vanilla-transformer[ecosystem]"'),
+    ("export-ct2 without ctranslate2", ct2.main, lambda k: [str(k.model_dir), str(k.scratch / "ct2-none")],
+     ("ctranslate2",), 'vanilla-export-ct2: error: CTranslate2 is not installed: pip install -e ".[ct2]" (or pip '
+     "install ctranslate2)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("entry", "argv", "modules", "line"), [c[1:] for c in MISSING_EXTRAS],
+                         ids=[c[0] for c in MISSING_EXTRAS])  # fmt: skip
+def test_a_missing_extra_is_named_in_one_line(kit, monkeypatch, capsys, entry, argv, modules, line):
+    program = {plot_curve.main: "vanilla-plot-curve", attention.main: "vanilla-attention",
+               ct2.main: "vanilla-export-ct2"}[entry]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", [program, *argv(kit)])
+    for module in modules:
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    with pytest.raises(SystemExit) as exited:
+        entry()
+    stderr = capsys.readouterr().err
+    assert exited.value.code == 1 and "Traceback" not in stderr, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1] == line
+
+
 # ---- inputs that are accepted, and must give the right result ---------------------------------------------------
 def test_boolean_and_integer_masks_give_the_same_logits():
     model = tiny_model()

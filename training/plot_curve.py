@@ -4,13 +4,12 @@ import argparse
 import csv
 from pathlib import Path
 
-from vanilla_tools.cli import UsageError, console_script, figure_path
+from vanilla_tools.cli import UsageError, console_script, figure_path, require
 
 
 def plot_curve(csv_path: str | Path, output: str | Path | None = None) -> Path:
     """Draw the learning curve written by vanilla-train (learning_curve.csv) as a PNG; needs matplotlib."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "plot", "vanilla-plot-curve")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -5,6 +5,7 @@ import argparse
 import contextlib
 import functools
 import gzip
+import importlib
 import logging
 import os
 import signal
@@ -13,6 +14,7 @@ import traceback
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
@@ -28,13 +30,26 @@ class UsageError(ValueError):
     that code calling the functions directly catches it as it always did."""
 
 
+def require(module: str, extra: str, needed_by: str) -> ModuleType:
+    """``module``, imported; one line naming the extra that installs it where it is not installed (a module that it
+    imports in turn and is missing keeps its own error: that is a broken install, not a missing extra)."""
+    package = module.split(".")[0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if (error.name or "").split(".")[0] != package:
+            raise
+        raise UsageError(f'{needed_by} needs {package}: pip install "vanilla-transformer[{extra}]"') from None
+
+
 def user_error(error: Exception) -> bool:
     """Whether ``error`` is a user's mistake to print as one line rather than a bug to print with its traceback:
     a ``UsageError``, an OSError (a missing, unreadable or full file), or a ValueError raised by the model's own
-    checks of a config or of its inputs (modeling_vanilla cannot import this module: it travels to the Hub alone)."""
+    checks of a config or of its inputs, or an ImportError naming a converter's missing extra (modeling_vanilla cannot
+    import this module: it travels to the Hub alone)."""
     if isinstance(error, (UsageError, OSError)):
         return True
-    if not isinstance(error, ValueError):
+    if not isinstance(error, (ValueError, ImportError)):
         return False
     frames = list(traceback.walk_tb(error.__traceback__))
     module = frames[-1][0].f_globals.get("__name__", "") if frames else ""
@@ -125,7 +140,7 @@ def figure_path(output: str | Path, default_name: str) -> Path:
     """Where a figure goes: ``output``, or ``default_name`` inside it when it is a folder, with ".png" added when it
     has no extension (as matplotlib adds it, unsaid); refused when matplotlib writes no file of its type (checked
     before any work, rather than matplotlib's error once the figure is drawn)."""
-    from matplotlib.figure import Figure
+    Figure = require("matplotlib.figure", "plot", "drawing a figure").Figure
 
     path = Path(output)
     if path.is_dir():
