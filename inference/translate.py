@@ -53,7 +53,9 @@ class LengthReport:
 def read_lines(path: str) -> Iterator[str]:
     """Lines of a UTF-8 text file (gzip-compressed if it ends in .gz) or of stdin ("-"), without their newline."""
     if path == "-":
-        yield from (line.rstrip("\r\n") for line in sys.stdin)
+        if hasattr(sys.stdin, "reconfigure"):  # strict, whatever the locale: C.UTF-8 would pass on lone surrogates
+            sys.stdin.reconfigure(encoding="utf-8", errors="strict")
+        yield from utf8_lines(sys.stdin, "stdin")
         return
     if Path(path).is_dir():
         raise IsADirectoryError(f"input {path} is a folder, not a text file")
@@ -61,10 +63,15 @@ def read_lines(path: str) -> Iterator[str]:
         raise FileNotFoundError(f"input file not found: {path}")
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f, whole_gzip(path):
-        try:
-            yield from (line.rstrip("\r\n") for line in f)
-        except UnicodeDecodeError as error:
-            raise UsageError(f"{path} is not UTF-8 text ({error})") from error
+        yield from utf8_lines(f, path)
+
+
+def utf8_lines(lines: Iterable[str], name: str) -> Iterator[str]:
+    """The lines of a text stream decoding UTF-8, without their newline; a byte that is not UTF-8 names ``name``."""
+    try:
+        yield from (line.rstrip("\r\n") for line in lines)
+    except UnicodeDecodeError as error:
+        raise UsageError(f"{name} is not UTF-8 text ({error})") from error
 
 
 NBest = list[tuple[str, float]]  # (translation, score), best first

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import struct
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -528,6 +529,17 @@ def test_a_missing_folder_under_a_local_folder_is_no_hub_id(kit, monkeypatch):
     with pytest.raises(FileNotFoundError, match=r"^no such model directory: corpus/gone \(read as a path: corpus is"):
         VanillaTransformerForSeq2Seq.from_pretrained("corpus/gone")
     assert local_model_dir("nobody/no-model") is None  # no local folder "nobody": a Hub id
+
+
+def test_stdin_that_is_not_utf8_is_named(kit):
+    """Piped in, as a user does (the locale's C.UTF-8 would pass the byte on as a lone surrogate to the tokenizer)."""
+    script = Path(sys.executable).parent / "vanilla-translate"
+    done = subprocess.run([str(script), "--model", str(kit.model_dir), "--num_beams", "1"], input=b"caf\xe9\n",
+                          capture_output=True, timeout=300, env={**os.environ, "LC_ALL": "C.UTF-8"})  # fmt: skip
+    stderr = done.stderr.decode()
+    assert done.returncode == 1 and "Traceback" not in stderr, stderr[-2000:]
+    assert re.search(r"^vanilla-translate: error: stdin is not UTF-8 text \('utf-8' codec can't decode byte 0xe9",
+                     stderr.strip().splitlines()[-1])  # fmt: skip
 
 
 MISSING_EXTRAS = [
