@@ -22,7 +22,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import MarianConfig, MarianMTModel
 
 from modeling_vanilla import from_marian
-from vanilla_tools.cli import UsageError, console_script
+from vanilla_tools.cli import UsageError, console_script, positive_int
 from vanilla_tools.provenance import provenance
 
 from . import bench_engines
@@ -245,7 +245,7 @@ def table(results: dict) -> str:
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", nargs="+", default=["small"], choices=sorted(CONFIGS))
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument("--json", help="write the figures here")
     bench_engines.add_arguments(parser)
     return parser

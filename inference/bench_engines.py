@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from vanilla_tools.cli import positive_int
 from vanilla_tools.corpora import BUNDLED_DIR
 
 ENGINES = ("generate", "marian", "generate-static-compiled", "ct2-float32", "ct2-int8", "onnx")
@@ -178,9 +179,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--translate", metavar="MODEL_DIR", help="measure translation with this trained model")
     parser.add_argument("--source", default=str(BUNDLED_DIR / "test_2016_flickr.en.gz"))
     parser.add_argument("--references", default=str(BUNDLED_DIR / "test_2016_flickr.de.gz"))
-    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--batch_sizes", type=positive_int, nargs="+", default=[1, 64])
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
-    parser.add_argument("--timeout", type=int, default=900, help="seconds for one measurement")
+    parser.add_argument("--timeout", type=positive_int, default=900, help="seconds for one measurement")
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:

@@ -493,6 +493,8 @@ CLI = [
      r"vanilla-export-onnx: error: .* exists; pass force=True \(--force\) to replace it$"),
     ("export-ct2 to a file", ct2.main, lambda k: [str(k.model_dir), k.text("out.bin", "x"), "--force"], 1,
      r"vanilla-export-ct2: error: .*out.bin is a file, not a folder: export to a folder$"),
+    ("bench --repeats 0", bench.main, lambda k: ["--repeats", "0"], 2,
+     r"argument --repeats: must be at least 1, got 0"),
     ("bench --translate a missing model", bench.main, lambda k: ["--translate", str(k.scratch / "gone")], 1,
      r"vanilla-bench: error: no such model directory: .*gone$"),
     ("bench --translate with fewer references", bench.main,
