@@ -5,6 +5,16 @@ import torch
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 
 PAD, EOS, VOCAB = 0, 2, 61
+# Prepended to a script run in a fresh process: the repository's packages cannot be imported there, as on a machine
+# that has only transformers (a checkpoint's own code files must do)
+BLOCK_PACKAGE = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("modeling_vanilla", "training", "hub_card", "benchmarks"):
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, Block())
+"""
 
 
 def tiny_config(**overrides) -> VanillaTransformerConfig:

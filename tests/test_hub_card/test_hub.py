@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import BLOCK_PACKAGE
 from hub_server import HubServer
 from huggingface_hub import HfApi, ModelCard, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
@@ -44,16 +45,6 @@ def run(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
     result = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
-
-
-BLOCK_PACKAGE = """
-import importlib.abc, sys
-class Block(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("modeling_vanilla", "training", "hub_card", "benchmarks"):
-            raise ModuleNotFoundError(name)
-sys.meta_path.insert(0, Block())
-"""
 
 
 def test_model_card_round_trips(trained_run, tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import tomllib
 import torch
-from helpers import VOCAB, padded_batch, tiny_model
+from helpers import BLOCK_PACKAGE, VOCAB, padded_batch, tiny_model
 from safetensors import safe_open
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
@@ -101,16 +101,8 @@ def test_remote_code_loads_without_the_package(tmp_path):
         "AutoModelForSeq2SeqLM": "modeling_vanilla.VanillaTransformerForSeq2Seq",
     }
     torch.save({"ids": ids, "mask": mask}, tmp_path / "inputs.pt")
-    script = textwrap.dedent(
+    script = BLOCK_PACKAGE + textwrap.dedent(
         f"""
-        import importlib.abc, sys
-
-        class Block(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path=None, target=None):
-                if name.split(".")[0] in ("modeling_vanilla", "training", "hub_card"):
-                    raise ModuleNotFoundError(name)
-
-        sys.meta_path.insert(0, Block())
         import torch
         from transformers import AutoModel, AutoModelForSeq2SeqLM
 
