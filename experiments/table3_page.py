@@ -211,6 +211,10 @@ def rule(cells: int) -> list[str]:
     ]  # fmt: skip
 
 
+def counted(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> list[str]:
     base, comparisons = budget(records, steps)
     lines = [f"## {steps:,} steps", ""]
@@ -218,11 +222,10 @@ def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> lis
         return [*lines, "No base run recorded at this budget yet.", ""]
     runs = [r for r in records if r["steps"] == steps]
     words = Counter(word for c in comparisons.values() for word in c.words.values())
+    cells = ", ".join(f"{count} *{word}*" for word, count in sorted(words.items(), key=lambda w: (-w[1], w[0])))
     lines += [
-        f"{len(runs)} runs recorded, {sum(r['row_minutes'] for r in runs):.0f} minutes in all. The base: "
-        f"{len(base)} seeds at commit {commits(base)}. Cells: "
-        + ", ".join(f"{count} *{word}*" for word, count in sorted(words.items(), key=lambda w: (-w[1], w[0])))
-        + ".",
+        f"{counted(len(runs), 'run')} recorded, {sum(r['row_minutes'] for r in runs):.0f} minutes in all. The base: "
+        f"{counted(len(base), 'seed')} at commit {commits(base)}." + (f" Cells: {cells}." if cells else ""),
         "",
         "| row | change | params | seeds | commit | val PPL | val BLEU | paper's row | paper PPL | paper BLEU |"
         " PPL: row less base [95%] | BLEU: row less base [95%] |",
@@ -236,7 +239,7 @@ def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> lis
     lines += ["", "Learning curves (validation PPL every 100 steps, the mean over seeds; base in black):", ""]
     groups = curve_groups(base, comparisons)
     if not groups:
-        lines.append("none recorded at this budget yet (the first sweep's runs kept no checkpoints to measure).")
+        lines.append("none yet: a group's plot needs the base's curve and a row's at this budget.")
     lines += [f"![{group}, {steps:,} steps]({curve_file(steps, group)})" for group in groups]
     return [*lines, ""]
 
