@@ -1,13 +1,14 @@
 """The learning curve: validation loss, BLEU and chrF against wall-clock minutes, written during training."""
 
 import csv
+import io
 import time
 from pathlib import Path
 
 from transformers import TrainerCallback
 
 from vanilla_tools.disk import write_guard
-from vanilla_tools.run_files import write_json
+from vanilla_tools.run_files import write_json, write_whole
 
 from .checkpoints import RERUN
 
@@ -29,9 +30,11 @@ class LearningCurveCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = time.monotonic()
+        if not state.is_world_process_zero:  # only process zero writes the curve, so only it reads it back
+            return
         self.rows = [row for row in self.written_rows() if row["step"] <= state.global_step]
         self.minutes_before = self.rows[-1]["minutes"] if self.rows else 0.0
-        if state.is_world_process_zero and self.csv_path.is_file():
+        if self.csv_path.is_file():
             self.write()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -62,12 +65,15 @@ class LearningCurveCallback(TrainerCallback):
             return [{name: number(row.get(name, ""), name == "step") for name in FIELDS} for row in csv.DictReader(f)]
 
     def write(self) -> None:
+        """Both files, each whole or not at all: the CSV is rewritten with every row (a resume drops rows past its
+        checkpoint), so a kill mid-write must leave the earlier file, not a truncated one."""
+        table = io.StringIO(newline="")
+        writer = csv.DictWriter(table, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(self.rows)
         with write_guard(self.csv_path.parent, "the learning curve", RERUN):
             self.csv_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.csv_path, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=FIELDS)
-                writer.writeheader()
-                writer.writerows(self.rows)
+            write_whole(self.csv_path, table.getvalue())
             write_json(self.json_path, self.rows)
 
 

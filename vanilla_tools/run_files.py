@@ -16,15 +16,21 @@ RECIPE_FILE = "training_recipe.json"
 RESULTS_FILE = "eval_results.json"
 
 
-def write_json(path: Path, record: dict | list) -> None:
-    """``record`` as ``path``, whole or not at all: written aside, then renamed (a failed write leaves nothing)."""
+def write_whole(path: Path, text: str) -> None:
+    """``text`` as ``path``, whole or not at all: written aside, then renamed (a failed write, or a kill during it,
+    leaves the earlier file as it was)."""
     staged = path.with_name(path.name + ".tmp")
     try:
-        staged.write_text(json.dumps(record, indent=2) + "\n")
+        staged.write_text(text, encoding="utf-8")
         os.replace(staged, path)
     finally:
         with suppress(OSError):  # after a failure; a read-only device refuses this too
             staged.unlink(missing_ok=True)
+
+
+def write_json(path: Path, record: dict | list) -> None:
+    """``record`` as ``path``, whole or not at all (``write_whole``)."""
+    write_whole(path, json.dumps(record, indent=2) + "\n")
 
 
 def _read_json(path: Path) -> dict | None:
