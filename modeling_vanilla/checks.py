@@ -117,9 +117,10 @@ def local_model_dir(name: str | os.PathLike) -> Path | None:
     if Path(name).is_dir():
         return Path(name)
     namespace = Path(name).parent
-    if HUB_ID.match(str(name)) and not (namespace != Path(".") and namespace.is_dir()):
+    hub_shaped = HUB_ID.match(str(name)) is not None
+    if hub_shaped and not (namespace != Path(".") and namespace.is_dir()):
         return None
-    where = f" (read as a path: {namespace} is a folder here)" if HUB_ID.match(str(name)) else ""
+    where = f" (read as a path: {namespace} is a folder here)" if hub_shaped else ""
     raise FileNotFoundError(f"no such model directory: {name}{where}")
 
 
