@@ -13,8 +13,7 @@ from transformers import AutoModelForSeq2SeqLM
 from vanilla_tools.cli import UsageError, console_script, positive_int
 from vanilla_tools.disk import write_guard
 
-from .checkpoints import complete_checkpoints, saved_on_signal
-from .relaunch import MODEL_FILES
+from .checkpoints import MODEL_FILES, complete_checkpoints, saved_on_signal
 
 logger = logging.getLogger(__name__)
 

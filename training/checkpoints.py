@@ -25,6 +25,9 @@ _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 # --resume_from_checkpoint's values that mean no checkpoint, and the newest complete one
 NO_RESUME = (None, False, "", "false", "False")
 NEWEST = (True, "true", "True", "auto", "last")
+# What a saved model consists of (transformers' weights and config, a CTranslate2 export's model.bin): a folder
+# holding one of these is not written into by a run or by averaging.
+MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "model.bin")
 RERUN = "rerun the same command"  # how a run goes on after it failed: the relaunch resumes it (``relaunch``)
 
 

@@ -21,6 +21,7 @@ from vanilla_tools.cli import UsageError
 from vanilla_tools.run_files import FinishedRun
 
 from .checkpoints import (
+    MODEL_FILES,
     NEWEST,
     NO_RESUME,
     checkpoint_settings,
@@ -40,10 +41,6 @@ WAYS_ON = "pass --overwrite_output_dir to start over there, or give another --ou
 # The files of a run that the next run in its directory would read as its own: deleted when starting over.
 RUN_STATE_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "learning_curve.csv",
                    "learning_curve.json", FinishedRun.FILE)  # fmt: skip
-
-
-# What a saved model consists of (transformers' weights and config, a CTranslate2 export's model.bin).
-MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "model.bin")
 
 
 @dataclass(frozen=True)
