@@ -1,5 +1,7 @@
 """Tiny, seeded models and batches shared by the tests."""
 
+import socket
+
 import torch
 
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
@@ -87,3 +89,10 @@ def saved_model_with_tokenizer(folder, tokenizer, seed: int = 0, end_bias: float
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a process group's or a server's address)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

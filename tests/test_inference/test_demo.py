@@ -4,7 +4,6 @@ saved: VANILLA_SCREENSHOTS=DIR keeps it, else the test's temporary folder)."""
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -12,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import saved_model_with_tokenizer
+from helpers import free_port, saved_model_with_tokenizer
 
 from inference.engine import GenerateEngine
 from vanilla_tools.decoding import Decoding
@@ -24,12 +23,6 @@ sync_api = pytest.importorskip("playwright.sync_api")
 pytest.importorskip("gradio")
 
 SENTENCE = "Two dogs run through the snow."
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -5,24 +5,18 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers import free_port
 from safetensors.torch import load_file
 from training_helpers import assert_same_weights, train_argv, write_corpus
 
 TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(command: list[str], timeout: int = 300) -> subprocess.CompletedProcess:

@@ -6,12 +6,12 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import free_port
 from safetensors.torch import load_file
 from training_helpers import assert_same_weights, train_argv, write_corpus
 
@@ -265,12 +265,6 @@ def test_other_settings_in_the_same_directory_are_refused_until_overwrite(corpus
     assert over.returncode == 0, over.stderr[-3000:]
     assert f"--overwrite_output_dir: deleting {tmp_path / 'checkpoint-3'}" in over.stderr
     assert_same_weights(uninterrupted, tmp_path)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def torchrun(*command: str) -> subprocess.CompletedProcess:
