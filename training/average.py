@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+from torch.distributed.tensor import DTensor
 from transformers import AutoModelForSeq2SeqLM
 
 from vanilla_tools.cli import UsageError, console_script, positive_int
@@ -56,8 +58,15 @@ def average_state_dict(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
 
 
 def load_average(model: torch.nn.Module, checkpoints: list[Path]) -> None:
-    """Replace ``model``'s weights by the checkpoints' mean (tied weights are stored once, then re-tied)."""
-    _, unexpected = model.load_state_dict(average_state_dict(checkpoints), strict=False)
+    """Replace ``model``'s weights by the checkpoints' mean (tied weights are stored once, then re-tied). A model
+    sharded by FSDP 2 (DTensor parameters; every rank calls this) takes its shard of the mean: ``load_state_dict``
+    cannot copy a full tensor into a DTensor."""
+    averaged = average_state_dict(checkpoints)
+    if any(isinstance(p, DTensor) for p in model.parameters()):
+        options = StateDictOptions(full_state_dict=True, strict=False)
+        _, unexpected = set_model_state_dict(model, averaged, options=options)
+    else:
+        _, unexpected = model.load_state_dict(averaged, strict=False)
     if unexpected:
         raise UsageError(f"unexpected weights in the checkpoints: {unexpected}")
     model.tie_weights()

@@ -165,12 +165,26 @@ def build_trainer(
         callbacks=[LearningCurveCallback(training_args.output_dir), CompileReport()],
         run_settings=run_settings(model_args, data_args, training_args),
     )
+    check_fsdp_state_dict(trainer)
     if model_args.max_train_minutes:
         trainer.add_callback(TimeBudget(model_args.max_train_minutes))
     sampler = trainer._get_train_sampler()  # the very sampler training uses
     if sampler is not None:  # (a stream plans its batches as it reads)
         logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
     return trainer, data
+
+
+def check_fsdp_state_dict(trainer: PaperSeq2SeqTrainer) -> None:
+    """Under FSDP, checkpoints and the final model must be full state dicts: from a sharded one Trainer's
+    ``save_model`` writes no model (the run would end without one) and a checkpoint holds no model.safetensors for
+    §6.1's averaging. Refused before the first step, naming the setting."""
+    if not trainer.is_fsdp_enabled:
+        return
+    kind = str(trainer.accelerator.state.fsdp_plugin.state_dict_type)
+    if "FULL_STATE_DICT" not in kind:
+        raise UsageError(f"FSDP with state dict type {kind.rsplit('.', 1)[-1]}: the run would end without its model "
+                         "and could not average checkpoints; set fsdp_state_dict_type: FULL_STATE_DICT in the "
+                         "accelerate config (as training/configs/accelerate/fsdp.yaml does)")  # fmt: skip
 
 
 def training_set(data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer) -> TrainingSet:
