@@ -57,7 +57,7 @@ from .checks import (
 from .compat import CACHE_NAME, accepts_past_key_values, note_untested_release
 from .configuration_vanilla import VanillaTransformerConfig
 from .pipeline_vanilla import CUSTOM_PIPELINES
-from .speedups import LinearCrossEntropy, math_attention_is_faster, relu, residual_dropout
+from .speedups import LinearCrossEntropy, math_attention_is_faster, relu, residual_dropout, sdpa_without_cudnn
 
 logger = logging.get_logger(__name__)
 note_untested_release()
@@ -331,16 +331,17 @@ class MultiHeadAttention(nn.Module):
                     f"training in {q.dtype} on the CPU over short sequences, where it is faster (speedups.py)"
                 )
         attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-        output, weights = attention(
-            self,
-            q,
-            k,
-            v,
-            attention_mask,
-            dropout=self.dropout if self.training else 0.0,
-            scaling=self.scaling,
-            **kwargs,
-        )  # (B, Lq, h, d_k)
+        with sdpa_without_cudnn(q):
+            output, weights = attention(
+                self,
+                q,
+                k,
+                v,
+                attention_mask,
+                dropout=self.dropout if self.training else 0.0,
+                scaling=self.scaling,
+                **kwargs,
+            )  # (B, Lq, h, d_k)
         concat = output.reshape(*query.shape[:-1], self.inner_dim)  # Concat(head_1..head_h): (B, Lq, h * d_v)
         return self.out_proj(concat), weights  # Concat(...) W^O
 

@@ -4,8 +4,11 @@ tests compare them) and says which command measures what it buys; the figures ar
 This file travels to the Hub with ``modeling_vanilla.py`` (it imports only torch).
 """
 
+from contextlib import AbstractContextManager, nullcontext
+
 import torch
 from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 def residual_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -81,6 +84,27 @@ def math_attention_is_faster(query: torch.Tensor, key: torch.Tensor) -> bool:
         and query.requires_grad
         and key.shape[-2] <= MATH_ATTENTION_MAX_KEYS
     )
+
+
+# SDPA's kernels but cuDNN's, in PyTorch's order of preference
+WITHOUT_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+def sdpa_without_cudnn(query: torch.Tensor) -> AbstractContextManager:
+    """On CUDA, SDPA with the kernels enabled but cuDNN's. cuDNN's attention builds an execution plan for every new
+    (batch, length) shape, and token batches change shape at every batch, as generate() does at every token: on an
+    H200 its calls took 8 ms of host time each, 82% of the wmt14 preset's step (2.9 s a step, against 80 ms of GPU
+    work; ``python -m benchmarks.wmt14_step --profile``). Flash and memory-efficient attention plan nothing. Compiled
+    (where the flags cannot be read without breaking the graph), every kernel but cuDNN's; elsewhere nothing
+    changes, nor where the user has turned cuDNN's off or left only it on."""
+    if query.device.type != "cuda":
+        return nullcontext()
+    if torch.compiler.is_compiling():
+        return sdpa_kernel(WITHOUT_CUDNN)
+    flags = (torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.mem_efficient_sdp_enabled(),
+             torch.backends.cuda.math_sdp_enabled())  # fmt: skip
+    enabled = [backend for backend, on in zip(WITHOUT_CUDNN, flags, strict=True) if on]
+    return sdpa_kernel(enabled) if enabled and torch.backends.cuda.cudnn_sdp_enabled() else nullcontext()
 
 
 # Rows of the loss computed at once. Each chunk adds its (V, d) product into dL/dW, so a chunk needs enough rows for

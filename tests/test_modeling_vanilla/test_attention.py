@@ -1,14 +1,17 @@
 """§3.2: scaled dot-product and multi-head attention, alone and inside the model."""
 
 import logging
+from types import SimpleNamespace
 
 import pytest
 import torch
 from helpers import padded_batch, tiny_config, tiny_model
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from modeling_vanilla import MultiHeadAttention
 from modeling_vanilla.modeling_vanilla import eager_attention_forward
+from modeling_vanilla.speedups import sdpa_without_cudnn
 
 
 def copy_from_torch(ours: MultiHeadAttention, reference: nn.MultiheadAttention) -> None:
@@ -178,3 +181,29 @@ def test_sdpa_run_as_eager_is_logged(caplog):
     with caplog.at_level(logging.WARNING):
         model(input_ids=ids, attention_mask=mask, labels=ids)  # fp32: SDPA runs as asked, nothing logged
     assert not caplog.records
+
+
+def sdpa_flags() -> dict[str, bool]:
+    cuda = torch.backends.cuda
+    return {"cudnn": cuda.cudnn_sdp_enabled(), "flash": cuda.flash_sdp_enabled(),
+            "efficient": cuda.mem_efficient_sdp_enabled(), "math": cuda.math_sdp_enabled()}  # fmt: skip
+
+
+def test_attention_on_cuda_leaves_cudnn_out_and_the_users_choices_in():
+    """speedups.sdpa_without_cudnn: cuDNN's attention plans every new shape (82% of a GPU step, profiled on an
+    H200); SDPA runs with the other kernels the user has enabled, and the flags are restored after."""
+    on_cuda, on_cpu = SimpleNamespace(device=torch.device("cuda")), torch.zeros(1)
+    before = sdpa_flags()
+    assert all(before.values())  # PyTorch's defaults
+    with sdpa_without_cudnn(on_cuda):
+        assert sdpa_flags() == {"cudnn": False, "flash": True, "efficient": True, "math": True}
+    assert sdpa_flags() == before
+    with sdpa_without_cudnn(on_cpu):
+        assert sdpa_flags() == before
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]):  # a user's choice: flash and efficient off
+        with sdpa_without_cudnn(on_cuda):
+            assert sdpa_flags() == {"cudnn": False, "flash": False, "efficient": False, "math": True}
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):  # cuDNN's alone: the user's to keep
+        with sdpa_without_cudnn(on_cuda):
+            assert sdpa_flags()["cudnn"]
+    assert sdpa_flags() == before
