@@ -106,19 +106,18 @@ def train_step(model, optimizer, batch, bf16: bool) -> Callable[[], None]:
     return step
 
 
-def train_flops(config, batch: int, length: int) -> float:
-    """FLOPs of one training step (forward + backward = 3x forward): every matrix product, attention included."""
-    d, ff, layers_e, layers_d, vocab = (
-        config.d_model,
-        config.ffn_dim,
-        config.encoder_layers,
-        config.decoder_layers,
-        config.vocab_size,
+def train_flops(config, batch: int, length: int, target_length: int | None = None) -> float:
+    """FLOPs of one training step (forward + backward = 3x forward) on ``batch`` pairs of ``length`` source and
+    ``target_length`` (default ``length``) target tokens: every matrix product, attention and the output layer."""
+    source, target = length, length if target_length is None else target_length
+    d, ff = config.d_model, config.ffn_dim
+    # multiply-adds a pair: projections and FFN a token; QK^T and AV per query and key (self and cross attention);
+    # the cross-attention's keys and values are projected from the source's tokens
+    encoder = config.encoder_layers * (source * (4 * d * d + 2 * d * ff) + 2 * source * source * d)
+    decoder = config.decoder_layers * (
+        target * (6 * d * d + 2 * d * ff) + source * 2 * d * d + 2 * target * target * d + 2 * target * source * d
     )
-    tokens = batch * length
-    per_token = layers_e * (4 * d * d + 2 * d * ff) + layers_d * (8 * d * d + 2 * d * ff) + d * vocab
-    attention = (layers_e + 2 * layers_d) * 2 * length * d  # QK^T and AV per query (self + cross in the decoder)
-    return 3 * 2 * tokens * (per_token + attention)
+    return 3 * 2 * batch * (encoder + decoder + target * d * config.vocab_size)
 
 
 def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:

@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import data_scale, load_check, preemption, restricted_attention, training_step, translate_memory
+from benchmarks import (
+    data_scale,
+    load_check,
+    preemption,
+    restricted_attention,
+    training_step,
+    translate_memory,
+    wmt14_step,
+)
 from experiments import recipe, results_index, table3
 from hub_card import push
 from inference import attention, bench, bench_engines, ct2, demo, onnx_runtime, translate
@@ -31,7 +39,7 @@ TOOLS = {  # console script or module -> its argument parser
     "benchmarks.restricted_attention": restricted_attention.arguments, "vanilla-demo": demo.arguments,
     "vanilla-export-onnx": onnx_runtime.arguments, "benchmarks.preemption": preemption.arguments,
     "benchmarks.training_step": training_step.arguments, "experiments.recipe": recipe.arguments,
-    "benchmarks.load_check": load_check.arguments,
+    "benchmarks.load_check": load_check.arguments, "benchmarks.wmt14_step": wmt14_step.arguments,
 }  # fmt: skip
 
 
@@ -53,6 +61,9 @@ def commands(page: Path) -> list[list[str]]:
 def tool_and_arguments(words: list[str]) -> tuple[str, list[str]] | None:
     """Which tool a command runs and its arguments (vanilla-*, python -m X, torchrun/accelerate ... -m X)."""
     if words[0] in ("make", "pip"):
+        return None
+    if words[0] == "bash":  # a script of the repository's
+        assert (ROOT / words[1]).is_file(), f"no such script: {words[1]}"
         return None
     if words[0] in TOOLS or words[0] == "vanilla-train":
         return words[0], words[1:]

@@ -37,6 +37,10 @@ def test_flop_count_of_a_training_step():
     per_token = (4 * 64 * 64 + 2 * 64 * 128) + (8 * 64 * 64 + 2 * 64 * 128) + 64 * 1000
     attention = 3 * 2 * 10 * 64
     assert train_flops(config, batch=2, length=10) == 3 * 2 * 20 * (per_token + attention)
+    # 10 source, 4 target tokens: the encoder's work on 10, the decoder's on 4, the cross-attention's K/V on 10
+    encoder = 10 * (4 * 64 * 64 + 2 * 64 * 128) + 2 * 10 * 10 * 64
+    decoder = 4 * (6 * 64 * 64 + 2 * 64 * 128) + 10 * 2 * 64 * 64 + 2 * 4 * 4 * 64 + 2 * 4 * 10 * 64 + 4 * 64 * 1000
+    assert train_flops(config, batch=2, length=10, target_length=4) == 3 * 2 * 2 * (encoder + decoder)
 
 
 def test_the_translation_bench_gives_marian_our_maximum_length(tokenizer, tmp_path):

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The checks only a GPU can make, in one call of a lent machine (docs/performance.md, "On a GPU"): the wmt14
+# preset's step (a profile, then tokens/s, MFU and host syncs eager and compiled; benchmarks/wmt14_step.py), and the
+# FSDP 2 config training the preset, checkpointing, averaging, resuming, and saving a model that loads from its own
+# code files. About 8 minutes at most (each part has its timeout).
+# Prepared here first (the machine reaches no package index and no Hub):
+#   python -m benchmarks.wmt14_step --prepare .device/wmt-like
+#   pip download --no-deps --python-version 3.12 --only-binary=:all: -d .device/wheels datasets evaluate dill \
+#       multiprocess sacremoses     # what the machine's Python lacks, at the versions this checkout tests
+# Run there from the repository root, with .device carried; logs and the record go to $OUT.
+set -uo pipefail
+out=${OUT:-/tmp/gpu-check}
+mkdir -p "$out"
+python3 -m pip install -q --no-deps --no-index .device/wheels/*.whl > "$out/pip.log" 2>&1
+export PYTHONPATH=$PWD TOKENIZERS_PARALLELISM=false
+python3 -c "import torch, transformers, accelerate; print(torch.__version__, transformers.__version__,
+accelerate.__version__, torch.cuda.get_device_name())"
+data=.device/wmt-like
+timeout 90 python3 -m benchmarks.wmt14_step --data $data --warmup 4 --profile 3 > "$out/profile.log" 2>&1
+echo "profile exit $?"; grep -E -A12 "Self (CUDA|Device) %|Self CPU %" "$out/profile.log" | cut -c1-150 | head -30
+grep "time total" "$out/profile.log" | head -2
+timeout 240 python3 -m benchmarks.wmt14_step --data $data --json "$out/wmt14-step.json" > "$out/step.log" 2>&1
+echo "wmt14_step exit $?; c10 sync warnings (other threads): $(grep -c 'synchronizing CUDA' "$out/step.log")"
+grep -A4 '^| step' "$out/step.log"; grep ' syncs:' "$out/step.log"
+files=(--dataset files --tokenizer $data/tokenizer --train_files $data/train.en $data/train.de
+       --validation_files $data/valid.en $data/valid.de --final_splits validation)
+fsdp() {
+    timeout 90 accelerate launch --config_file training/configs/accelerate/fsdp.yaml --num_processes 1 \
+        -m training.train --config wmt14 "${files[@]}" --output_dir /tmp/fsdp --save_steps 5 \
+        --eval_strategy no --average_last 2 --num_beams 1 --logging_steps 5 "$@"
+}
+fsdp --max_steps 10 > "$out/fsdp.log" 2>&1
+echo "fsdp 10 steps exit $?: $(ls /tmp/fsdp | tr '\n' ' ')"; ls /tmp/fsdp/checkpoint-10
+fsdp --max_steps 12 > "$out/fsdp-resume.log" 2>&1
+echo "fsdp resumed to 12 exit $?: $(grep -m1 -io 'resum[a-z]* [^,]*checkpoint-[0-9]*' "$out/fsdp-resume.log")"
+grep -h "'loss'\|averag\|error" "$out/fsdp.log" "$out/fsdp-resume.log" | cut -c1-200 | tail -8
+python3 -c "  # the model's own code files, as from the Hub
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+m = AutoModelForSeq2SeqLM.from_pretrained('/tmp/fsdp', trust_remote_code=True).cuda()
+t = AutoTokenizer.from_pretrained('/tmp/fsdp')
+print('loaded', type(m).__name__, sum(p.numel() for p in m.parameters()), 'parameters')
+print(t.batch_decode(m.generate(**t(['A man rides a bike.'], return_tensors='pt').to('cuda'), max_new_tokens=8)))"

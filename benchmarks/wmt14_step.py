@@ -1,0 +1,262 @@
+"""`python -m benchmarks.wmt14_step`: the wmt14 preset's training step on a GPU: tokens/s, MFU, and the host syncs
+inside a step.
+
+The preset is the paper's base model and recipe (training/configs/wmt14.yaml): 6+6 layers of d_model 512, a shared
+37k BPE vocabulary, token batches of 3,125 padded tokens a side accumulated to 25,000 a step, bf16 autocast, fused
+Adam. Its data, WMT14 on the Hub, is out of reach of the machines this is run on, so ``--prepare`` (on any machine)
+writes a stand-in with WMT14's shape: pairs from ``benchmarks/wmt_like.py`` (WMT's sentence lengths, words with a real
+long tail) and the preset's 37k vocabulary learned on them. A step does the same work on it as on WMT14 for the same
+batch shapes; the shapes of every batch are recorded and the FLOPs counted from them.
+
+For each of eager and ``--torch_compile``: the preset's trainer (``vanilla-train``'s, through ``build_trainer``)
+trains ``--warmup`` steps, then ``--steps`` timed ones (the GPU synchronised only at the two ends), then
+``--sync_steps`` with CUDA's sync debug mode on, which names every call that makes the host wait for the GPU. MFU
+is the timed steps' matrix-product FLOPs (``inference.bench.train_flops`` on each padded batch) over their time and
+the bf16 matrix-product peak measured in the same run.
+
+    python -m benchmarks.wmt14_step --prepare .device/wmt-like           # here: corpus and tokenizer
+    python -m benchmarks.wmt14_step --data .device/wmt-like --json results/benchmarks/wmt14-step.json   # on a GPU
+"""
+
+import argparse
+import json
+import statistics
+import tempfile
+import traceback
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+from transformers import TrainerCallback
+
+from benchmarks import wmt_like, write_record
+from inference.bench import train_flops
+from training.arguments import load_preset, parse_args
+from training.compiled import compile_counts
+from training.tokenizer import train_tokenizer
+from training.train import build_trainer
+from vanilla_tools.provenance import provenance
+
+PRESET = "wmt14"
+HELD_OUT = 200  # pairs at the corpus' end kept as the validation and test files (the FSDP check's final evaluation)
+
+
+def prepare(folder: Path, pairs: int) -> None:
+    """``pairs`` WMT-like training pairs, ``HELD_OUT`` each for validation and test, and the preset's vocabulary
+    learned on the training pairs, in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wmt_like.write_corpus(folder, pairs + 2 * HELD_OUT)
+    for lang in ("en", "de"):
+        lines = (folder / f"train.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)
+        (folder / f"train.{lang}").write_text("".join(lines[:pairs]), encoding="utf-8")
+        (folder / f"valid.{lang}").write_text("".join(lines[pairs : pairs + HELD_OUT]), encoding="utf-8")
+        (folder / f"test.{lang}").write_text("".join(lines[pairs + HELD_OUT :]), encoding="utf-8")
+    texts = [line for lang in ("en", "de") for line in (folder / f"train.{lang}").read_text().splitlines()]
+    train_tokenizer(texts, load_preset(PRESET)["vocab_size"]).save_pretrained(folder / "tokenizer")
+
+
+def data_flags(folder: Path) -> list[str]:
+    """vanilla-train's flags for the prepared corpus in ``folder``."""
+    return ["--dataset", "files", "--tokenizer", str(folder / "tokenizer"),
+            "--train_files", str(folder / "train.en"), str(folder / "train.de"),
+            "--validation_files", str(folder / "valid.en"), str(folder / "valid.de"),
+            "--test_files", str(folder / "test.en"), str(folder / "test.de")]  # fmt: skip
+
+
+class BatchShapes:
+    """Wraps the collator: (pairs, source length, target length) and real tokens of each batch, in the order
+    training takes them (the loader runs in this process: the preset sets no workers)."""
+
+    def __init__(self, collate):
+        self.collate, self.shapes, self.tokens = collate, [], []
+
+    def __call__(self, features):
+        batch = self.collate(features)
+        self.shapes.append((*batch["input_ids"].shape, batch["labels"].shape[1]))
+        self.tokens.append(int(batch["attention_mask"].sum()) + int((batch["labels"] != -100).sum()))
+        return batch
+
+
+class SyncWatch(TrainerCallback):
+    """Times the steps after ``warmup`` up to ``timed`` (GPU synchronised at both ends only), then, for the steps up to
+    ``last``, counts CUDA's synchronising calls by the innermost frame outside torch that made them."""
+
+    def __init__(self, warmup: int, timed: int, last: int):
+        self.warmup, self.timed, self.last = warmup, timed, last
+        self.start = self.end = None
+        self.syncs: Counter = Counter()
+        self.shown = warnings.showwarning
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step in (self.warmup, self.timed):
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            event.synchronize()
+            self.start, self.end = (event, None) if state.global_step == self.warmup else (self.start, event)
+        if state.global_step == self.timed:
+            warnings.simplefilter("always")
+            warnings.showwarning = self.count
+            torch.cuda.set_sync_debug_mode("warn")
+        elif state.global_step == self.last:
+            torch.cuda.set_sync_debug_mode(0)
+            warnings.showwarning = self.shown
+
+    def count(self, message, category, filename, lineno, file=None, line=None):
+        if "synchronizing" not in str(message):
+            return self.shown(message, category, filename, lineno, file, line)
+        ours = [frame for frame in traceback.extract_stack()[:-1] if "/torch/" not in frame.filename]
+        frame = ours[-1]
+        self.syncs[f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}:{frame.lineno} {frame.name}"] += 1
+        return None
+
+    def seconds(self) -> float:
+        return self.start.elapsed_time(self.end) / 1e3
+
+
+def matmul_peak_cuda(dtype: torch.dtype = torch.bfloat16, n: int = 8192, repeats: int = 10) -> float:
+    """FLOP/s of an n^3 matrix product on random data, the median of ``repeats`` after 3 warm-ups (CUDA events)."""
+    a, b = torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(n, n, device="cuda", dtype=dtype)
+    times = []
+    for i in range(3 + repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.mm(a, b)
+        end.record()
+        end.synchronize()
+        if i >= 3:
+            times.append(start.elapsed_time(end) / 1e3)
+    return 2 * n**3 / statistics.median(times)
+
+
+def train(data: Path, compiled: bool, steps: int, watch: TrainerCallback, batches: type | None = None):
+    """The preset trained on the prepared data for ``steps`` steps, without evaluation or checkpoints, watched by
+    ``watch``, its collator wrapped in ``batches``; returns the trainer."""
+    with tempfile.TemporaryDirectory() as out:
+        trainer = preset_trainer(data, compiled, steps, out)
+        if batches is not None:
+            trainer.data_collator = batches(trainer.data_collator)
+        trainer.add_callback(watch)
+        trainer.train()
+    return trainer
+
+
+def preset_trainer(data: Path, compiled: bool, steps: int, output_dir: str):
+    flags = [*data_flags(data), "--output_dir", output_dir, "--max_steps", str(steps),
+             "--eval_strategy", "no", "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
+             "--logging_steps", "1000", "--torch_compile", str(compiled).lower()]  # fmt: skip
+    model_args, data_args, training_args = parse_args(["--config", PRESET, *flags])
+    return build_trainer(model_args, data_args, training_args)[0]
+
+
+def measure(data: Path, compiled: bool, warmup: int, steps: int, sync_steps: int) -> dict:
+    """The preset's step on the prepared data, eager or compiled (see the module's docstring)."""
+    last = warmup + steps + sync_steps
+    watch = SyncWatch(warmup, warmup + steps, last)
+    torch.cuda.reset_peak_memory_stats()
+    trainer = train(data, compiled, last, watch, BatchShapes)
+    batches = trainer.data_collator
+    accumulated = trainer.args.gradient_accumulation_steps
+    timed = slice(warmup * accumulated, (warmup + steps) * accumulated)
+    config = trainer.model.config
+    flops = sum(train_flops(config, pairs, source, target) for pairs, source, target in batches.shapes[timed])
+    seconds = watch.seconds()
+    padded = sum(pairs * (source + target) for pairs, source, target in batches.shapes[timed])
+    return {
+        "torch_compile": compiled,
+        "precision": "bf16 autocast" if trainer.args.bf16 else "fp32",
+        "batches_per_step": accumulated,
+        "steps_timed": steps,
+        "step_s": seconds / steps,
+        "tokens_per_s": sum(batches.tokens[timed]) / seconds,
+        "padded_tokens_per_s": padded / seconds,
+        "padding": 1 - sum(batches.tokens[timed]) / padded,
+        "train_flops_per_s": flops / seconds,
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
+        "syncs_in_steps": sync_steps,
+        "syncs": dict(watch.syncs.most_common()),
+        **({"compilation": compile_counts()} if compiled else {}),
+    }
+
+
+class StepProfile(TrainerCallback):
+    """``torch.profiler`` (CPU and CUDA) over the ``steps`` steps after ``warmup``: the operators' own times."""
+
+    def __init__(self, warmup: int, steps: int):
+        self.first, self.last, self.profiler = warmup, warmup + steps, None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.first:
+            self.profiler = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            self.profiler.__enter__()
+        elif state.global_step == self.last:
+            torch.cuda.synchronize() if torch.cuda.is_available() else None
+            self.profiler.__exit__(None, None, None)
+
+
+def profile_steps(data: Path, warmup: int, steps: int) -> None:
+    """Prints the operators of ``steps`` eager steps by their own CUDA time, then by their own CPU time."""
+    watch = StepProfile(warmup, steps)
+    train(data, False, warmup + steps, watch)
+    averages = watch.profiler.key_averages()
+    for key in ("self_cuda_time_total", "self_cpu_time_total"):
+        print(averages.table(sort_by=key, row_limit=25, max_name_column_width=60))
+
+
+def run(data: Path, warmup: int, steps: int, sync_steps: int) -> dict:
+    if not torch.cuda.is_available():
+        raise SystemExit("benchmarks.wmt14_step measures a GPU's step: no CUDA device here (--prepare runs anywhere)")
+    peak = matmul_peak_cuda()
+    results = []
+    for compiled in (False, True):
+        results.append(measure(data, compiled, warmup, steps, sync_steps))
+        results[-1]["mfu"] = results[-1]["train_flops_per_s"] / peak
+        print(json.dumps(results[-1]), flush=True)  # each as it is measured
+    return {"preset": PRESET, "data": "benchmarks/wmt_like.py stand-in (--prepare)", "warmup_steps": warmup,
+            "matmul_peak_bf16_flops_per_s": peak, "runs": results}  # fmt: skip
+
+
+def table(record: dict) -> str:
+    rows = ["| step | s/step | tokens/s | MFU (bf16 peak {:.0f} TFLOP/s) | padding | peak GiB | host syncs |".format(
+        record["matmul_peak_bf16_flops_per_s"] / 1e12), "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for r in record["runs"]:
+        syncs = sum(r["syncs"].values())
+        rows.append(f"| {'compiled' if r['torch_compile'] else 'eager'} | {r['step_s']:.3f} | {r['tokens_per_s']:,.0f} "
+                    f"| {r['mfu']:.1%} | {r['padding']:.1%} | {r['peak_memory_gib']:.1f} "
+                    f"| {syncs} in {r['syncs_in_steps']} steps |")  # fmt: skip
+    return "\n".join(rows)
+
+
+def arguments() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--prepare", type=Path, metavar="DIR", help="write the stand-in corpus and vocabulary here")
+    mode.add_argument("--data", type=Path, metavar="DIR", help="measure on the corpus --prepare wrote here")
+    parser.add_argument("--pairs", type=int, default=40_000, help="--prepare: training pairs")
+    parser.add_argument("--warmup", type=int, default=10, help="steps before the timed ones")
+    parser.add_argument("--steps", type=int, default=30, help="steps timed")
+    parser.add_argument("--sync_steps", type=int, default=3, help="steps watched for host syncs after the timed")
+    parser.add_argument("--profile", type=int, metavar="STEPS", help="profile STEPS eager steps after --warmup instead")
+    parser.add_argument("--json", help="write the record here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = arguments().parse_args(argv)
+    if args.prepare:
+        prepare(args.prepare, args.pairs)
+        return {}
+    if args.profile:
+        profile_steps(args.data, args.warmup, args.profile)
+        return {}
+    record = {**provenance(), **run(args.data, args.warmup, args.steps, args.sync_steps)}
+    print(table(record))
+    for r in record["runs"]:
+        print(("compiled" if r["torch_compile"] else "eager"), "syncs:", r["syncs"])
+    write_record(record, args.json)
+    return record
+
+
+if __name__ == "__main__":
+    main()
