@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import tiny_config, tiny_model
+from transformers import TrainerCallback
 
 from benchmarks import load_check
 from modeling_vanilla import checks
@@ -126,3 +127,33 @@ def test_the_training_step_measures_from_an_empty_inductor_cache(monkeypatch, tm
         inside = Path(cache_dir())
         assert inside != tmp_path and inside.is_dir() and not any(inside.iterdir())
     assert not inside.exists() and cache_dir() == str(tmp_path)
+
+
+def test_the_gpu_step_benchmark_trains_the_preset_on_the_prepared_files_and_counts_its_batches(tmp_path, monkeypatch):
+    """benchmarks.wmt14_step without its GPU parts: the wmt14 preset's trainer built from the files and vocabulary
+    --prepare writes, every batch's shape and real tokens recorded in the order training takes them, the padded
+    shapes' FLOPs counted. (Made tiny here; the record is docs/performance.md's GPU section.)"""
+    from training_helpers import ENGLISH, GERMAN
+
+    from benchmarks import wmt14_step
+    from inference.bench import train_flops
+    from training.tokenizer import train_tokenizer
+
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.en").write_text("\n".join(ENGLISH * 20) + "\n")
+        (tmp_path / f"{split}.de").write_text("\n".join(GERMAN * 20) + "\n")
+    tokenizer = train_tokenizer(ENGLISH + GERMAN, 200)
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    tiny = ["--d_model", "16", "--ffn_dim", "32", "--encoder_layers", "1", "--decoder_layers", "1",
+            "--num_attention_heads", "2", "--max_tokens_per_batch", "40", "--tokens_per_step", "120"]  # fmt: skip
+    monkeypatch.setattr(wmt14_step, "data_flags", lambda data, flags=wmt14_step.data_flags: [*flags(data), *tiny])
+    trainer = wmt14_step.train(tmp_path, False, 2, TrainerCallback(), wmt14_step.BatchShapes)
+    batches = trainer.data_collator
+    assert trainer.args.gradient_accumulation_steps == 3 and trainer.state.global_step == 2
+    assert len(batches.shapes) >= 6 and len(batches.tokens) == len(batches.shapes)
+    for (pairs, source, target), tokens in zip(batches.shapes, batches.tokens, strict=True):
+        assert pairs * max(source, target) <= 40 and 0 < tokens <= pairs * (source + target)
+    assert trainer.processing_class.get_vocab() == tokenizer.get_vocab()  # the prepared one, not learned again
+    assert trainer.model.config.encoder_layers == 1 and trainer.model.config.vocab_size == len(tokenizer)
+    flops = [train_flops(trainer.model.config, *shape) for shape in batches.shapes]
+    assert all(f > 0 for f in flops)
