@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+from torch.distributed.fsdp import FullyShardedDataParallel
 from torch.distributed.tensor import DTensor
 from transformers import AutoModelForSeq2SeqLM
 
@@ -59,17 +60,23 @@ def average_state_dict(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
 
 def load_average(model: torch.nn.Module, checkpoints: list[Path]) -> None:
     """Replace ``model``'s weights by the checkpoints' mean (tied weights are stored once, then re-tied). A model
-    sharded by FSDP 2 (DTensor parameters; every rank calls this) takes its shard of the mean: ``load_state_dict``
-    cannot copy a full tensor into a DTensor."""
+    sharded by FSDP (every rank calls this) takes its shards of the mean: ``set_model_state_dict`` of the FSDP 1
+    wrapper or of the model FSDP 2 sharded in place (``load_state_dict`` cannot copy a tensor into a DTensor, and
+    FSDP 1's inner module holds flat parameters); loaded in place, tied weights stay tied."""
     averaged = average_state_dict(checkpoints)
-    if any(isinstance(p, DTensor) for p in model.parameters()):
+    if is_sharded(model):
         options = StateDictOptions(full_state_dict=True, strict=False)
         _, unexpected = set_model_state_dict(model, averaged, options=options)
     else:
         _, unexpected = model.load_state_dict(averaged, strict=False)
+        model.tie_weights()
     if unexpected:
         raise UsageError(f"unexpected weights in the checkpoints: {unexpected}")
-    model.tie_weights()
+
+
+def is_sharded(model: torch.nn.Module) -> bool:
+    """Whether FSDP shards ``model``: its FSDP 1 wrapper, or FSDP 2's DTensor parameters."""
+    return isinstance(model, FullyShardedDataParallel) or any(isinstance(p, DTensor) for p in model.parameters())
 
 
 def average_newest_into(model: torch.nn.Module, run_dir: str | Path, n: int) -> list[Path]:

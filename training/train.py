@@ -318,7 +318,8 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
     train_result = train_from(trainer, begin.checkpoint, model_args.save_on_signal)
     results = {"train": {**train_result.metrics, "steps": train_result.global_step}}
     if model_args.average_last:  # §6.1
-        model = trainer.accelerator.unwrap_model(trainer.model)
+        # FSDP 1's wrapper, not its inner module of flat parameters (FSDP 2 shards the model itself)
+        model = trainer.model_wrapped if trainer.is_fsdp_enabled else trainer.accelerator.unwrap_model(trainer.model)
         averaged = average_newest_into(model, training_args.output_dir, model_args.average_last)
         results["averaged_checkpoints"] = [path.name for path in averaged]
         logger.info("evaluating the average of %s", ", ".join(results["averaged_checkpoints"]) or "no checkpoint")

@@ -16,45 +16,76 @@ from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT
 
 AVERAGE_INTO_SHARDS = """
-import os, sys, torch, torch.distributed as dist
+import functools, os, sys, torch, torch.distributed as dist
 from pathlib import Path
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
-sys.path.insert(0, str(Path(sys.argv[2])))
+sys.path.insert(0, sys.argv[2])
 from helpers import tiny_config
 from modeling_vanilla import VanillaTransformerForSeq2Seq
+from modeling_vanilla.modeling_vanilla import DecoderLayer, EncoderLayer
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
+from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
 from training.average import load_average
 
-os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[3])
-dist.init_process_group("gloo", rank=0, world_size=1)
-folder, saved = Path(sys.argv[1]), []
-for seed in (1, 2):
-    torch.manual_seed(seed)
-    model = VanillaTransformerForSeq2Seq(tiny_config())
-    model.save_pretrained(folder / f"checkpoint-{seed}")
-    saved.append({name: t.detach().clone() for name, t in model.named_parameters()})
-torch.manual_seed(3)
-model = VanillaTransformerForSeq2Seq(tiny_config())
-mesh = init_device_mesh("cpu", (1,))
-for layer in [*model.model.encoder.layers, *model.model.decoder.layers]:
-    fully_shard(layer, mesh=mesh)
-fully_shard(model, mesh=mesh)
-load_average(model, [folder / "checkpoint-1", folder / "checkpoint-2"])
-for name, parameter in model.named_parameters():
-    expected = (saved[0][name].double() + saved[1][name].double()) / 2
-    assert torch.equal(parameter.full_tensor(), expected.float()), name
-assert model.lm_head.weight is model.model.shared.weight
-print("averaged", len(saved[0]), "sharded parameters")
+
+def shard(model, version):
+    # as accelerate wraps it: each Encoder/DecoderLayer a unit, then the whole model
+    if version == 1:  # use_orig_params False, accelerate's default: the inner module holds flat parameters
+        policy = functools.partial(transformer_auto_wrap_policy, transformer_layer_cls={EncoderLayer, DecoderLayer})
+        return FullyShardedDataParallel(model, auto_wrap_policy=policy, device_id=torch.device("cpu"))
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for layer in [*model.model.encoder.layers, *model.model.decoder.layers]:
+        fully_shard(layer, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
+def full(model, version):
+    if version == 1:
+        with FullyShardedDataParallel.summon_full_params(model):
+            named = model.named_parameters()
+            return {name.replace("_fsdp_wrapped_module.", ""): p.detach().clone() for name, p in named}
+    return {name: p.full_tensor() for name, p in model.named_parameters()}
+
+
+def rank(index, folder, port, version):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    dist.init_process_group("gloo", rank=index, world_size=2)
+    saved = [VanillaTransformerForSeq2Seq.from_pretrained(folder / f"checkpoint-{seed}") for seed in (1, 2)]
+    torch.manual_seed(3)
+    model = shard(VanillaTransformerForSeq2Seq(tiny_config()), version)
+    load_average(model, [folder / "checkpoint-1", folder / "checkpoint-2"])
+    weights = full(model, version)
+    for name, a in saved[0].named_parameters():
+        expected = ((a.double() + dict(saved[1].named_parameters())[name].double()) / 2).float()
+        assert torch.equal(weights[name], expected), (version, name)
+    if version == 2:  # each rank holds half of each weight, loaded from its part of the average
+        local = model.model.shared.weight.to_local()
+        assert torch.equal(local, weights["model.shared.weight"].chunk(2)[index]) and local.shape[0] < 61
+        assert model.lm_head.weight is model.model.shared.weight
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    folder = Path(sys.argv[1])
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        VanillaTransformerForSeq2Seq(tiny_config()).save_pretrained(folder / f"checkpoint-{seed}")
+    torch.multiprocessing.spawn(rank, args=(folder, sys.argv[3], int(sys.argv[4])), nprocs=2)
+    print("averaged into the shards of 2 ranks")
 """
 
 
-def test_checkpoints_are_averaged_into_a_model_sharded_by_fsdp2(tmp_path):
-    """Before, load_state_dict failed on the first DTensor parameter ("got mixed torch.Tensor and DTensor") after
-    the whole run had trained: seen on an H200 with the config."""
-    done = subprocess.run([sys.executable, "-c", AVERAGE_INTO_SHARDS, str(tmp_path), str(ROOT / "tests"),
-                           str(free_port())], capture_output=True, text=True, timeout=120)  # fmt: skip
+@pytest.mark.parametrize("version", [1, 2])
+def test_checkpoints_are_averaged_into_a_model_sharded_by_fsdp(tmp_path, version):
+    """Two gloo processes, each loading its shards of the mean. Before, on an H200 with fsdp.yaml (FSDP 2),
+    load_state_dict failed on the first DTensor parameter ("got mixed torch.Tensor and DTensor") after the whole run
+    had trained; with FSDP 1 the inner module's flat parameters took none of the checkpoints' names."""
+    script = tmp_path / "average_into_shards.py"  # a file: spawn's children import __main__ from it
+    script.write_text(AVERAGE_INTO_SHARDS)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port()),
+                           str(version)], capture_output=True, text=True, timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "averaged" in done.stdout
+    assert "averaged into the shards of 2 ranks" in done.stdout
 
 
 def fsdp_trainer(state_dict_type: StateDictType):
