@@ -91,16 +91,17 @@ WITHOUT_CUDNN = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDP
 
 
 def sdpa_without_cudnn(query: torch.Tensor) -> AbstractContextManager:
-    """On CUDA, SDPA with the kernels enabled but cuDNN's. cuDNN's attention builds an execution plan for every new
-    (batch, length) shape, and token batches change shape at every batch, as generate() does at every token: on an
-    H200 its calls took 8 ms of host time each, 82% of the wmt14 preset's step (2.9 s a step, against 80 ms of GPU
-    work; ``python -m benchmarks.wmt14_step --profile``). Flash and memory-efficient attention plan nothing. Compiled
-    (where the flags cannot be read without breaking the graph), every kernel but cuDNN's; elsewhere nothing
-    changes, nor where the user has turned cuDNN's off or left only it on."""
-    if query.device.type != "cuda":
+    """On CUDA, eager SDPA with the kernels enabled but cuDNN's. cuDNN's attention builds an execution plan for each
+    new (batch, length) shape, and token batches change shape at every batch, as generate() does at every token: on
+    an H200 its calls took 8 ms of host time each in the wmt14 preset's first steps (cold plans, under the profiler:
+    82% of the host time, against 80 ms of GPU work a step; docs/performance.md). Flash and memory-efficient attention
+    plan nothing. Nothing changes elsewhere, nor where the user has turned cuDNN's off or left only it on.
+
+    Not in compiled code: dynamo restores the flags it traced with, not the caller's, so the context would undo a
+    user's choice; a compiled run turns cuDNN's attention off for the process instead (training/compiled.py). The
+    flags are process-wide: forwards on two threads at once may leave cuDNN's off."""
+    if query.device.type != "cuda" or torch.compiler.is_compiling():
         return nullcontext()
-    if torch.compiler.is_compiling():
-        return sdpa_kernel(WITHOUT_CUDNN)
     flags = (torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.mem_efficient_sdp_enabled(),
              torch.backends.cuda.math_sdp_enabled())  # fmt: skip
     enabled = [backend for backend, on in zip(WITHOUT_CUDNN, flags, strict=True) if on]

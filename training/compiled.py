@@ -51,6 +51,10 @@ def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callab
         # ATen's random numbers inside the graph: inductor's own CPU generator draws a Philox number an element,
         # 2x the time of ATen's (measured with dropout), which residual_dropout's draws serve two elements of
         torch._inductor.config.fallback_random = True
+        if args.device.type == "cuda" and torch.backends.cuda.cudnn_sdp_enabled():
+            # what speedups.sdpa_without_cudnn does for eager attention, which compiled code cannot do per call
+            logger.info("--torch_compile on CUDA: cuDNN's attention off (it plans every new batch shape)")
+            torch.backends.cuda.enable_cudnn_sdp(False)
     return DynamicBatches(collate) if args.torch_compile else collate
 
 

@@ -207,3 +207,30 @@ def test_attention_on_cuda_leaves_cudnn_out_and_the_users_choices_in():
         with sdpa_without_cudnn(on_cuda):
             assert sdpa_flags()["cudnn"]
     assert sdpa_flags() == before
+
+
+def test_compiled_attention_leaves_the_flags_alone(monkeypatch):
+    """dynamo would restore the flags it traced with, not the caller's: compiled, nothing is set per call."""
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    before = sdpa_flags()
+    with sdpa_without_cudnn(SimpleNamespace(device=torch.device("cuda"))):
+        assert sdpa_flags() == before
+
+
+def test_every_attention_call_goes_through_the_kernel_choice(monkeypatch):
+    from modeling_vanilla import modeling_vanilla
+
+    seen = []
+
+    def recorded(query):
+        seen.append(tuple(query.shape))
+        return sdpa_without_cudnn(query)
+
+    monkeypatch.setattr(modeling_vanilla, "sdpa_without_cudnn", recorded)
+    model = tiny_model()
+    ids, mask = padded_batch()
+    model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids)
+    config = model.config
+    heads, d_k = config.num_attention_heads, config.d_model // config.num_attention_heads
+    layers = config.encoder_layers + 2 * config.decoder_layers  # self-attention, and the decoder's cross-attention
+    assert len(seen) == layers and all(shape[1:2] + shape[3:] == (heads, d_k) for shape in seen)
