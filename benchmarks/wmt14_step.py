@@ -37,6 +37,7 @@ from training.arguments import load_preset, parse_args
 from training.compiled import compile_counts
 from training.tokenizer import train_tokenizer
 from training.train import build_trainer
+from vanilla_tools.cli import positive_int
 from vanilla_tools.provenance import provenance
 
 PRESET = "wmt14"
@@ -53,7 +54,7 @@ def prepare(folder: Path, pairs: int) -> None:
         (folder / f"train.{lang}").write_text("".join(lines[:pairs]), encoding="utf-8")
         (folder / f"valid.{lang}").write_text("".join(lines[pairs : pairs + HELD_OUT]), encoding="utf-8")
         (folder / f"test.{lang}").write_text("".join(lines[pairs + HELD_OUT :]), encoding="utf-8")
-    texts = [line for lang in ("en", "de") for line in (folder / f"train.{lang}").read_text().splitlines()]
+    texts = [line for lang in ("en", "de") for line in (folder / f"train.{lang}").read_text("utf-8").splitlines()]
     train_tokenizer(texts, load_preset(PRESET)["vocab_size"]).save_pretrained(folder / "tokenizer")
 
 
@@ -66,11 +67,15 @@ def data_flags(folder: Path) -> list[str]:
 
 
 class BatchShapes:
-    """Wraps the collator: (pairs, source length, target length) and real tokens of each batch, in the order
+    """Wraps the collator (``wrap``): (pairs, source length, target length) and real tokens of each batch, in the order
     training takes them (the loader runs in this process: the preset sets no workers)."""
 
-    def __init__(self, collate):
-        self.collate, self.shapes, self.tokens = collate, [], []
+    def __init__(self):
+        self.collate, self.shapes, self.tokens = None, [], []
+
+    def wrap(self, collate):
+        self.collate = collate
+        return self
 
     def __call__(self, features):
         batch = self.collate(features)
@@ -80,39 +85,52 @@ class BatchShapes:
 
 
 class SyncWatch(TrainerCallback):
-    """Times the steps after ``warmup`` up to ``timed`` (GPU synchronised at both ends only), then, for the steps up to
-    ``last``, counts CUDA's synchronising calls by the innermost frame outside torch that made them."""
+    """Times the steps after ``warmup`` up to ``timed`` (GPU synchronised at both ends only) and marks the batches
+    they took (the loader's one batch of lookahead is the same at both marks), then, for the steps up to ``last``,
+    counts CUDA's synchronising calls by the innermost frame outside torch and ``warnings`` that made them (a call on
+    the autograd engine's thread has no Python frame: it is counted as such)."""
 
-    def __init__(self, warmup: int, timed: int, last: int):
-        self.warmup, self.timed, self.last = warmup, timed, last
-        self.start = self.end = None
+    def __init__(self, warmup: int, timed: int, last: int, batches: BatchShapes):
+        self.warmup, self.timed, self.last, self.batches = warmup, timed, last, batches
+        self.events, self.marks = [], []
         self.syncs: Counter = Counter()
-        self.shown = warnings.showwarning
+        self.shown, self.filters = warnings.showwarning, None
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step in (self.warmup, self.timed):
             event = torch.cuda.Event(enable_timing=True)
             event.record()
             event.synchronize()
-            self.start, self.end = (event, None) if state.global_step == self.warmup else (self.start, event)
+            self.events.append(event)
+            self.marks.append(len(self.batches.shapes))
         if state.global_step == self.timed:
+            self.filters = warnings.filters[:]
             warnings.simplefilter("always")
             warnings.showwarning = self.count
             torch.cuda.set_sync_debug_mode("warn")
         elif state.global_step == self.last:
-            torch.cuda.set_sync_debug_mode(0)
-            warnings.showwarning = self.shown
+            self.on_train_end(args, state, control)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        torch.cuda.set_sync_debug_mode(0)
+        warnings.showwarning = self.shown
+        if self.filters is not None:
+            warnings.filters[:] = self.filters
 
     def count(self, message, category, filename, lineno, file=None, line=None):
         if "synchronizing" not in str(message):
             return self.shown(message, category, filename, lineno, file, line)
-        ours = [frame for frame in traceback.extract_stack()[:-1] if "/torch/" not in frame.filename]
-        frame = ours[-1]
-        self.syncs[f"{Path(frame.filename).parent.name}/{Path(frame.filename).name}:{frame.lineno} {frame.name}"] += 1
+        skipped = ("/torch/", warnings.__file__)
+        ours = [frame for frame in traceback.extract_stack()[:-1] if not any(s in frame.filename for s in skipped)]
+        where = f"{Path(ours[-1].filename).name}:{ours[-1].lineno} {ours[-1].name}" if ours else "no Python frame"
+        self.syncs[where] += 1
         return None
 
+    def timed_batches(self) -> slice:
+        return slice(*self.marks)
+
     def seconds(self) -> float:
-        return self.start.elapsed_time(self.end) / 1e3
+        return self.events[0].elapsed_time(self.events[1]) / 1e3
 
 
 def matmul_peak_cuda(dtype: torch.dtype = torch.bfloat16, n: int = 8192, repeats: int = 10) -> float:
@@ -130,13 +148,13 @@ def matmul_peak_cuda(dtype: torch.dtype = torch.bfloat16, n: int = 8192, repeats
     return 2 * n**3 / statistics.median(times)
 
 
-def train(data: Path, compiled: bool, steps: int, watch: TrainerCallback, batches: type | None = None):
+def train(data: Path, compiled: bool, steps: int, watch: TrainerCallback, batches: BatchShapes | None = None):
     """The preset trained on the prepared data for ``steps`` steps, without evaluation or checkpoints, watched by
-    ``watch``, its collator wrapped in ``batches``; returns the trainer."""
+    ``watch``, its batches recorded by ``batches``; returns the trainer."""
     with tempfile.TemporaryDirectory() as out:
         trainer = preset_trainer(data, compiled, steps, out)
         if batches is not None:
-            trainer.data_collator = batches(trainer.data_collator)
+            trainer.data_collator = batches.wrap(trainer.data_collator)
         trainer.add_callback(watch)
         trainer.train()
     return trainer
@@ -153,12 +171,12 @@ def preset_trainer(data: Path, compiled: bool, steps: int, output_dir: str):
 def measure(data: Path, compiled: bool, warmup: int, steps: int, sync_steps: int) -> dict:
     """The preset's step on the prepared data, eager or compiled (see the module's docstring)."""
     last = warmup + steps + sync_steps
-    watch = SyncWatch(warmup, warmup + steps, last)
+    batches = BatchShapes()
+    watch = SyncWatch(warmup, warmup + steps, last, batches)
     torch.cuda.reset_peak_memory_stats()
-    trainer = train(data, compiled, last, watch, BatchShapes)
-    batches = trainer.data_collator
+    trainer = train(data, compiled, last, watch, batches)
     accumulated = trainer.args.gradient_accumulation_steps
-    timed = slice(warmup * accumulated, (warmup + steps) * accumulated)
+    timed = watch.timed_batches()
     config = trainer.model.config
     flops = sum(train_flops(config, pairs, source, target) for pairs, source, target in batches.shapes[timed])
     seconds = watch.seconds()
@@ -167,6 +185,7 @@ def measure(data: Path, compiled: bool, warmup: int, steps: int, sync_steps: int
         "torch_compile": compiled,
         "precision": "bf16 autocast" if trainer.args.bf16 else "fp32",
         "batches_per_step": accumulated,
+        "batches_timed": timed.stop - timed.start,
         "steps_timed": steps,
         "step_s": seconds / steps,
         "tokens_per_s": sum(batches.tokens[timed]) / seconds,
@@ -233,11 +252,11 @@ def arguments() -> argparse.ArgumentParser:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--prepare", type=Path, metavar="DIR", help="write the stand-in corpus and vocabulary here")
     mode.add_argument("--data", type=Path, metavar="DIR", help="measure on the corpus --prepare wrote here")
-    parser.add_argument("--pairs", type=int, default=40_000, help="--prepare: training pairs")
-    parser.add_argument("--warmup", type=int, default=10, help="steps before the timed ones")
-    parser.add_argument("--steps", type=int, default=30, help="steps timed")
-    parser.add_argument("--sync_steps", type=int, default=3, help="steps watched for host syncs after the timed")
-    parser.add_argument("--profile", type=int, metavar="STEPS", help="profile STEPS eager steps after --warmup instead")
+    parser.add_argument("--pairs", type=positive_int, default=40_000, help="--prepare: training pairs")
+    parser.add_argument("--warmup", type=positive_int, default=10, help="steps before the timed ones")
+    parser.add_argument("--steps", type=positive_int, default=30, help="steps timed")
+    parser.add_argument("--sync_steps", type=positive_int, default=3, help="steps watched for host syncs, after")
+    parser.add_argument("--profile", type=positive_int, metavar="STEPS", help="profile STEPS eager steps instead")
     parser.add_argument("--json", help="write the record here")
     return parser
 

@@ -147,8 +147,9 @@ def test_the_gpu_step_benchmark_trains_the_preset_on_the_prepared_files_and_coun
     tiny = ["--d_model", "16", "--ffn_dim", "32", "--encoder_layers", "1", "--decoder_layers", "1",
             "--num_attention_heads", "2", "--max_tokens_per_batch", "40", "--tokens_per_step", "120"]  # fmt: skip
     monkeypatch.setattr(wmt14_step, "data_flags", lambda data, flags=wmt14_step.data_flags: [*flags(data), *tiny])
-    trainer = wmt14_step.train(tmp_path, False, 2, TrainerCallback(), wmt14_step.BatchShapes)
-    batches = trainer.data_collator
+    batches = wmt14_step.BatchShapes()
+    trainer = wmt14_step.train(tmp_path, False, 2, TrainerCallback(), batches)
+    assert trainer.data_collator is batches
     assert trainer.args.gradient_accumulation_steps == 3 and trainer.state.global_step == 2
     assert len(batches.shapes) >= 6 and len(batches.tokens) == len(batches.shapes)
     for (pairs, source, target), tokens in zip(batches.shapes, batches.tokens, strict=True):
