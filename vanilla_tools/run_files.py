@@ -17,11 +17,15 @@ RESULTS_FILE = "eval_results.json"
 
 
 def write_whole(path: Path, text: str) -> None:
-    """``text`` as ``path``, whole or not at all: written aside, then renamed (a failed write, or a kill during it,
-    leaves the earlier file as it was)."""
+    """``text`` as ``path``, whole or not at all: written aside, flushed to the device, then renamed (a failed write,
+    a kill or a power loss during it leaves the earlier file as it was; a kill may leave the staged copy, which the
+    next write replaces). Written as given: no newline translation (a CSV's \\r\\n stays)."""
     staged = path.with_name(path.name + ".tmp")
     try:
-        staged.write_text(text, encoding="utf-8")
+        with open(staged, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(staged, path)
     finally:
         with suppress(OSError):  # after a failure; a read-only device refuses this too
