@@ -23,7 +23,9 @@ from typing import NoReturn
 
 import datasets
 import psutil
+import transformers
 from accelerate import PartialState
+from packaging import version
 from transformers import (
     DataCollatorForSeq2Seq,
     PreTrainedTokenizerBase,
@@ -354,10 +356,20 @@ def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None, save_on_si
         return TrainOutput(trainer.state.global_step, 0.0, {"epoch": trainer.state.epoch})
     resume = str(checkpoint) if checkpoint else None
     if not save_on_signal:
-        return trainer.train(resume_from_checkpoint=resume)
-    if (result := trainer.train_until_stopped(resume)) is None:
+        result = trainer.train(resume_from_checkpoint=resume)
+    elif (result := trainer.train_until_stopped(resume)) is None:
         stopped_by_signal(trainer)
-    return result
+    return launch_mean_loss(result, checkpoint_step(checkpoint) if checkpoint else 0)
+
+
+def launch_mean_loss(result: TrainOutput, first_step: int, release: str = transformers.__version__) -> TrainOutput:
+    """``train_loss`` as the mean over this launch's steps. Releases before 5.19 divide a launch resumed at
+    ``first_step`` by the run's global step instead (their ``_total_loss_scalar / global_step``), which makes a
+    resumed run's loss too small by ``first_step / global_step``."""
+    if not first_step or version.parse(release) >= version.parse("5.19") or result.global_step <= first_step:
+        return result
+    loss = result.training_loss * result.global_step / (result.global_step - first_step)
+    return result._replace(training_loss=loss, metrics={**result.metrics, "train_loss": loss})
 
 
 def check_batches(trainer: PaperSeq2SeqTrainer, begin: Start) -> None:

@@ -196,8 +196,9 @@ def corpus(tmp_path_factory):
 
 
 def relaunch_argv(corpus, output: Path, *extra: str) -> list[str]:
-    """12 steps, a checkpoint every 3, only the newest kept."""
-    return train_argv(corpus, output, "--max_steps", "12", "--save_steps", "3", "--save_total_limit", "1", *extra)
+    """12 steps, a checkpoint every 3, only the newest kept, the loss logged every step."""
+    steps = ("--max_steps", "12", "--save_steps", "3", "--save_total_limit", "1", "--logging_steps", "1")
+    return train_argv(corpus, output, *steps, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -224,6 +225,11 @@ def test_sigterm_then_the_same_command_resumes_then_has_nothing_to_do(corpus, un
     assert f"deleting {tmp_path / 'checkpoint-8'} (superseded)" in again.stderr  # once checkpoint-9 is complete
     assert_same_weights(uninterrupted, tmp_path)
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-12"]
+    history = json.loads((tmp_path / "checkpoint-12" / "trainer_state.json").read_text())["log_history"]
+    resumed = [entry["loss"] for entry in history if "loss" in entry and entry["step"] > 8]
+    assert len(resumed) == 4  # the train loss is this launch's, steps 9-12, on every release
+    reported = json.loads((tmp_path / "train_results.json").read_text())["train_loss"]
+    assert reported == pytest.approx(sum(resumed) / 4, abs=1e-3)
     assert json.loads((tmp_path / FinishedRun.FILE).read_text())["step"] == 12
 
     model = tmp_path / "model.safetensors"

@@ -12,6 +12,7 @@ import pytest
 import torch
 from training_helpers import ENGLISH, GERMAN
 from transformers import AutoTokenizer, Seq2SeqTrainingArguments, TrainerControl, TrainerState
+from transformers.trainer_utils import TrainOutput
 
 from training import trainer as trainer_module
 from training.allocator import keep_freed_memory
@@ -19,6 +20,7 @@ from training.batching import TokenBatchSampler, make_batches, make_exact_batche
 from training.checkpoints import complete_checkpoints, mark_complete, resolve_checkpoint
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
 from training.tokenizer import train_tokenizer
+from training.train import launch_mean_loss
 from training.trainer import NoamSchedule, TimeBudget
 from vanilla_tools.metrics import score_translations, tokenized_bleu
 
@@ -373,3 +375,13 @@ def test_time_budget_skips_a_checkpoint_right_after_a_regular_one(monkeypatch, t
 
 def test_allocator_settings_apply_on_glibc():
     assert keep_freed_memory()  # the CI machine runs glibc; elsewhere it returns False and changes nothing
+
+
+@pytest.mark.parametrize("release, reported", [("5.17.0", 0.5), ("5.18.0", 0.5), ("5.19.0", 1.25), ("5.24.0", 1.25)])
+def test_a_resumed_launch_loss_is_its_own_steps_mean_on_every_release(release, reported):
+    """Resumed at step 6, ended at 10, losses summing to 5.0 over its 4 steps: releases before 5.19 report 5.0 / 10,
+    later ones 5.0 / 4; the run reports 1.25 on each."""
+    result = launch_mean_loss(TrainOutput(10, reported, {"train_loss": reported, "epoch": 2.0}), 6, release)
+    assert (result.training_loss, result.metrics) == (1.25, {"train_loss": 1.25, "epoch": 2.0})
+    fresh = TrainOutput(10, 0.5, {"train_loss": 0.5})
+    assert launch_mean_loss(fresh, 0, release) == fresh  # a launch from scratch: the run's mean on every release
