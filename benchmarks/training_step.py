@@ -70,12 +70,12 @@ ORDER = ("matrix products", "attention", "LayerNorm", "dropout", "casts (autocas
          "other ops", "loss", "optimizer", "data loader", "Python and framework")  # fmt: skip
 
 
-def preset_trainer(steps: int, output_dir: str, extra: list[str]):
+def preset_trainer(steps: int, output_dir: str, extra: list[str], preset: str = PRESET):
     """The preset's trainer for ``steps`` steps, without evaluation, checkpoints or a time budget, in a process
     whose allocator keeps freed memory, as vanilla-train's does."""
     keep_freed_memory()
     model_args, data_args, training_args = parse_args(
-        ["--config", PRESET, "--output_dir", output_dir, "--max_steps", str(steps), "--eval_strategy", "no",
+        ["--config", preset, "--output_dir", output_dir, "--max_steps", str(steps), "--eval_strategy", "no",
          "--save_strategy", "no", "--max_train_minutes", "0", "--disable_tqdm", "true", "--report_to", "none",
          *extra]
     )  # fmt: skip
@@ -84,14 +84,16 @@ def preset_trainer(steps: int, output_dir: str, extra: list[str]):
 
 
 class TokenCount:
-    """Wraps the collator: the real (unpadded) source + target tokens of each batch, in the order training takes
-    them (one batch a step: the preset accumulates no gradients)."""
+    """Wraps the collator: the shape (pairs, source length, target length) and the real (unpadded) source + target
+    tokens of each batch, in the order training takes them (the loader runs in the training process: the presets
+    set no workers). The multi30k preset accumulates no gradients, so here a batch is a step."""
 
     def __init__(self, collate):
-        self.collate, self.tokens = collate, []
+        self.collate, self.shapes, self.tokens = collate, [], []
 
     def __call__(self, features):
         batch = self.collate(features)
+        self.shapes.append((*batch["input_ids"].shape, batch["labels"].shape[1]))
         self.tokens.append(int(batch["attention_mask"].sum()) + int((batch["labels"] != -100).sum()))
         return batch
 

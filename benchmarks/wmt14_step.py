@@ -20,11 +20,11 @@ the bf16 matrix-product peak measured in the same run.
 
 import argparse
 import json
-import statistics
 import tempfile
 import traceback
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -32,11 +32,11 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import TrainerCallback
 
 from benchmarks import wmt_like, write_record
-from inference.bench import train_flops
-from training.arguments import load_preset, parse_args
+from benchmarks.training_step import TokenCount, preset_trainer
+from inference.bench import matmul_peak, train_flops
+from training.arguments import load_preset
 from training.compiled import compile_counts
 from training.tokenizer import train_tokenizer
-from training.train import build_trainer
 from vanilla_tools.cli import positive_int
 from vanilla_tools.provenance import provenance
 
@@ -66,31 +66,13 @@ def data_flags(folder: Path) -> list[str]:
             "--test_files", str(folder / "test.en"), str(folder / "test.de")]  # fmt: skip
 
 
-class BatchShapes:
-    """Wraps the collator (``wrap``): (pairs, source length, target length) and real tokens of each batch, in the order
-    training takes them (the loader runs in this process: the preset sets no workers)."""
-
-    def __init__(self):
-        self.collate, self.shapes, self.tokens = None, [], []
-
-    def wrap(self, collate):
-        self.collate = collate
-        return self
-
-    def __call__(self, features):
-        batch = self.collate(features)
-        self.shapes.append((*batch["input_ids"].shape, batch["labels"].shape[1]))
-        self.tokens.append(int(batch["attention_mask"].sum()) + int((batch["labels"] != -100).sum()))
-        return batch
-
-
 class SyncWatch(TrainerCallback):
     """Times the steps after ``warmup`` up to ``timed`` (GPU synchronised at both ends only) and marks the batches
     they took (the loader's one batch of lookahead is the same at both marks), then, for the steps up to ``last``,
     counts CUDA's synchronising calls by the innermost frame outside torch and ``warnings`` that made them (a call on
     the autograd engine's thread has no Python frame: it is counted as such)."""
 
-    def __init__(self, warmup: int, timed: int, last: int, batches: BatchShapes):
+    def __init__(self, warmup: int, timed: int, last: int, batches: TokenCount):
         self.warmup, self.timed, self.last, self.batches = warmup, timed, last, batches
         self.events, self.marks = [], []
         self.syncs: Counter = Counter()
@@ -133,48 +115,24 @@ class SyncWatch(TrainerCallback):
         return self.events[0].elapsed_time(self.events[1]) / 1e3
 
 
-def matmul_peak_cuda(dtype: torch.dtype = torch.bfloat16, n: int = 8192, repeats: int = 10) -> float:
-    """FLOP/s of an n^3 matrix product on random data, the median of ``repeats`` after 3 warm-ups (CUDA events)."""
-    a, b = torch.randn(n, n, device="cuda", dtype=dtype), torch.randn(n, n, device="cuda", dtype=dtype)
-    times = []
-    for i in range(3 + repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.mm(a, b)
-        end.record()
-        end.synchronize()
-        if i >= 3:
-            times.append(start.elapsed_time(end) / 1e3)
-    return 2 * n**3 / statistics.median(times)
-
-
-def train(data: Path, compiled: bool, steps: int, watch: TrainerCallback, batches: BatchShapes | None = None):
-    """The preset trained on the prepared data for ``steps`` steps, without evaluation or checkpoints, watched by
-    ``watch``, its batches recorded by ``batches``; returns the trainer."""
+def train(data: Path, compiled: bool, steps: int, watch: Callable[[TokenCount], TrainerCallback]):
+    """The preset trained on the prepared data for ``steps`` steps, without evaluation or checkpoints, its batches
+    counted, watched by ``watch(the count)``; returns the trainer and the watch."""
     with tempfile.TemporaryDirectory() as out:
-        trainer = preset_trainer(data, compiled, steps, out)
-        if batches is not None:
-            trainer.data_collator = batches.wrap(trainer.data_collator)
-        trainer.add_callback(watch)
+        trainer, _ = preset_trainer(steps, out, [*data_flags(data), "--logging_steps", "1000", "--torch_compile",
+                                                 str(compiled).lower()], preset=PRESET)  # fmt: skip
+        trainer.data_collator = batches = TokenCount(trainer.data_collator)
+        trainer.add_callback(callback := watch(batches))
         trainer.train()
-    return trainer
-
-
-def preset_trainer(data: Path, compiled: bool, steps: int, output_dir: str):
-    flags = [*data_flags(data), "--output_dir", output_dir, "--max_steps", str(steps),
-             "--eval_strategy", "no", "--save_strategy", "no", "--report_to", "none", "--disable_tqdm", "true",
-             "--logging_steps", "1000", "--torch_compile", str(compiled).lower()]  # fmt: skip
-    model_args, data_args, training_args = parse_args(["--config", PRESET, *flags])
-    return build_trainer(model_args, data_args, training_args)[0]
+    return trainer, callback
 
 
 def measure(data: Path, compiled: bool, warmup: int, steps: int, sync_steps: int) -> dict:
     """The preset's step on the prepared data, eager or compiled (see the module's docstring)."""
     last = warmup + steps + sync_steps
-    batches = BatchShapes()
-    watch = SyncWatch(warmup, warmup + steps, last, batches)
     torch.cuda.reset_peak_memory_stats()
-    trainer = train(data, compiled, last, watch, batches)
+    trainer, watch = train(data, compiled, last, lambda batches: SyncWatch(warmup, warmup + steps, last, batches))
+    batches = trainer.data_collator
     accumulated = trainer.args.gradient_accumulation_steps
     timed = watch.timed_batches()
     config = trainer.model.config
@@ -216,8 +174,7 @@ class StepProfile(TrainerCallback):
 
 def profile_steps(data: Path, warmup: int, steps: int) -> None:
     """Prints the operators of ``steps`` eager steps by their own CUDA time, then by their own CPU time."""
-    watch = StepProfile(warmup, steps)
-    train(data, False, warmup + steps, watch)
+    _, watch = train(data, False, warmup + steps, lambda _: StepProfile(warmup, steps))
     averages = watch.profiler.key_averages()
     for key in ("self_cuda_time_total", "self_cpu_time_total"):
         print(averages.table(sort_by=key, row_limit=25, max_name_column_width=60))
@@ -226,7 +183,7 @@ def profile_steps(data: Path, warmup: int, steps: int) -> None:
 def run(data: Path, warmup: int, steps: int, sync_steps: int) -> dict:
     if not torch.cuda.is_available():
         raise SystemExit("benchmarks.wmt14_step measures a GPU's step: no CUDA device here (--prepare runs anywhere)")
-    peak = matmul_peak_cuda()
+    peak = matmul_peak(torch.bfloat16, n=8192, repeats=10, device="cuda")
     results = []
     for compiled in (False, True):
         results.append(measure(data, compiled, warmup, steps, sync_steps))

@@ -120,9 +120,17 @@ def train_flops(config, batch: int, length: int, target_length: int | None = Non
     return 3 * 2 * batch * (encoder + decoder + target * d * config.vocab_size)
 
 
-def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
-    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-    seconds = interleaved({"mm": lambda: torch.mm(a, b)}, repeats, warmup=2)["mm"]
+def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5, device: str = "cpu") -> float:
+    """FLOP/s of an n^3 matrix product on random data on ``device``, the median of ``repeats`` after 2 warm-ups
+    (on a GPU, each product waited for)."""
+    a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
+    wait = torch.cuda.synchronize if a.is_cuda else (lambda: None)
+
+    def product():
+        torch.mm(a, b)
+        wait()
+
+    seconds = interleaved({"mm": product}, repeats, warmup=2)["mm"]
     return 2 * n**3 / seconds
 
 

@@ -136,6 +136,7 @@ def test_the_gpu_step_benchmark_trains_the_preset_on_the_prepared_files_and_coun
     from training_helpers import ENGLISH, GERMAN
 
     from benchmarks import wmt14_step
+    from benchmarks.training_step import TokenCount
     from inference.bench import train_flops
     from training.tokenizer import train_tokenizer
 
@@ -147,9 +148,9 @@ def test_the_gpu_step_benchmark_trains_the_preset_on_the_prepared_files_and_coun
     tiny = ["--d_model", "16", "--ffn_dim", "32", "--encoder_layers", "1", "--decoder_layers", "1",
             "--num_attention_heads", "2", "--max_tokens_per_batch", "40", "--tokens_per_step", "120"]  # fmt: skip
     monkeypatch.setattr(wmt14_step, "data_flags", lambda data, flags=wmt14_step.data_flags: [*flags(data), *tiny])
-    batches = wmt14_step.BatchShapes()
-    trainer = wmt14_step.train(tmp_path, False, 2, TrainerCallback(), batches)
-    assert trainer.data_collator is batches
+    trainer, watch = wmt14_step.train(tmp_path, False, 2, lambda counted: TrainerCallback())
+    batches = trainer.data_collator
+    assert isinstance(batches, TokenCount) and watch in trainer.callback_handler.callbacks
     assert trainer.args.gradient_accumulation_steps == 3 and trainer.state.global_step == 2
     assert len(batches.shapes) >= 6 and len(batches.tokens) == len(batches.shapes)
     for (pairs, source, target), tokens in zip(batches.shapes, batches.tokens, strict=True):
