@@ -46,6 +46,8 @@ def average_state_dict(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
     total: dict[str, torch.Tensor] = {}
     dtypes: dict[str, torch.dtype] = {}
     for path in checkpoints:
+        if not (path / "model.safetensors").is_file():
+            raise UsageError(f"{path} holds no model.safetensors to average (a checkpoint FSDP saved sharded has none)")
         weights = load_file(path / "model.safetensors")
         if total and weights.keys() != total.keys():
             differ = sorted(weights.keys() ^ total.keys())
@@ -59,11 +61,17 @@ def average_state_dict(checkpoints: list[Path]) -> dict[str, torch.Tensor]:
 
 
 def load_average(model: torch.nn.Module, checkpoints: list[Path]) -> None:
-    """Replace ``model``'s weights by the checkpoints' mean (tied weights are stored once, then re-tied). A model
-    sharded by FSDP (every rank calls this) takes its shards of the mean: ``set_model_state_dict`` of the FSDP 1
-    wrapper or of the model FSDP 2 sharded in place (``load_state_dict`` cannot copy a tensor into a DTensor, and
-    FSDP 1's inner module holds flat parameters); loaded in place, tied weights stay tied."""
-    averaged = average_state_dict(checkpoints)
+    """Replace ``model``'s weights by the checkpoints' mean (``load_weights``)."""
+    load_weights(model, average_state_dict(checkpoints))
+
+
+def load_weights(model: torch.nn.Module, averaged: dict[str, torch.Tensor]) -> None:
+    """Replace ``model``'s weights by ``averaged`` (tied weights are stored once, then re-tied). A model sharded by
+    FSDP (every rank calls this) takes its shards: ``set_model_state_dict`` of the FSDP 1 wrapper or of the model
+    FSDP 2 sharded in place (``load_state_dict`` cannot copy a tensor into a DTensor, and FSDP 1's inner module holds
+    flat parameters); loaded in place, tied weights stay tied. A model that ``--torch_compile`` wrapped takes them
+    in the module it compiled."""
+    model = getattr(model, "_orig_mod", model)  # compiled (torch.compile's wrapper, outside FSDP's): the module
     if is_sharded(model):
         options = StateDictOptions(full_state_dict=True, strict=False)
         _, unexpected = set_model_state_dict(model, averaged, options=options)
@@ -100,9 +108,10 @@ def average_checkpoints(checkpoints: list[Path], output_dir: str | Path) -> Path
     held = [name for name in MODEL_FILES if (output_dir / name).exists()]
     if held:
         raise UsageError(f"{output_dir} already holds a model ({', '.join(held)}); choose another output directory")
+    averaged = average_state_dict(checkpoints)  # first: a checkpoint without weights is refused by name
     newest = checkpoints[-1]
     model = AutoModelForSeq2SeqLM.from_pretrained(newest)
-    load_average(model, checkpoints)
+    load_weights(model, averaged)
     there_before = set(output_dir.iterdir()) if output_dir.is_dir() else None
 
     def remove_written() -> None:

@@ -186,7 +186,8 @@ def check_fsdp_state_dict(trainer: PaperSeq2SeqTrainer) -> None:
     if "FULL_STATE_DICT" not in kind:
         raise UsageError(f"FSDP with state dict type {kind.rsplit('.', 1)[-1]}: the run would end without its model "
                          "and could not average checkpoints; set fsdp_state_dict_type: FULL_STATE_DICT in the "
-                         "accelerate config (as training/configs/accelerate/fsdp.yaml does)")  # fmt: skip
+                         "accelerate config (as training/configs/accelerate/fsdp.yaml does), or state_dict_type: "
+                         "FULL_STATE_DICT in the --fsdp_config file")  # fmt: skip
 
 
 def training_set(data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer) -> TrainingSet:
@@ -359,17 +360,23 @@ def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None, save_on_si
         result = trainer.train(resume_from_checkpoint=resume)
     elif (result := trainer.train_until_stopped(resume)) is None:
         stopped_by_signal(trainer)
-    return launch_mean_loss(result, checkpoint_step(checkpoint) if checkpoint else 0)
+    return launch_metrics(result, checkpoint_step(checkpoint) if checkpoint else 0, trainer.state.max_steps)
 
 
-def launch_mean_loss(result: TrainOutput, first_step: int, release: str = transformers.__version__) -> TrainOutput:
-    """``train_loss`` as the mean over this launch's steps. Releases before 5.19 divide a launch resumed at
-    ``first_step`` by the run's global step instead (their ``_total_loss_scalar / global_step``), which makes a
-    resumed run's loss too small by ``first_step / global_step``."""
-    if not first_step or version.parse(release) >= version.parse("5.19") or result.global_step <= first_step:
+def launch_metrics(result: TrainOutput, first_step: int, max_steps: int,
+                   release: str = transformers.__version__) -> TrainOutput:  # fmt: skip
+    """This launch's training metrics on every release: ``train_loss`` the mean over its own steps, the steps and
+    samples a second over the steps it ran. Releases before 5.19 divide a launch's summed loss by the run's global
+    step (too small by first_step / global_step when resumed at ``first_step``) and count the whole schedule's
+    ``max_steps`` as run (too fast when resumed, or stopped early by the time budget)."""
+    ran = result.global_step - first_step
+    if version.parse(release).release >= (5, 19) or ran <= 0:
         return result
-    loss = result.training_loss * result.global_step / (result.global_step - first_step)
-    return result._replace(training_loss=loss, metrics={**result.metrics, "train_loss": loss})
+    metrics = {**result.metrics, "train_loss": result.training_loss * result.global_step / ran}
+    for key in ("train_samples_per_second", "train_steps_per_second"):
+        if key in metrics:
+            metrics[key] = round(metrics[key] * ran / max_steps, 3)
+    return result._replace(training_loss=metrics["train_loss"], metrics=metrics)
 
 
 def check_batches(trainer: PaperSeq2SeqTrainer, begin: Start) -> None:

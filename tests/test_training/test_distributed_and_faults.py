@@ -221,8 +221,13 @@ def checkpointed_run(corpus, tmp_path):
             r"cannot resume from .*checkpoint-3: model.safetensors has 100 bytes, \d+ when saved",
         ),
         (lambda c: (c / "scheduler.pt").write_bytes(b""), r"scheduler.pt has 0 bytes, \d+ when saved"),
+        (  # as FSDP's SHARDED_STATE_DICT saves it: a folder of shards for the model (which its config refuses now)
+            lambda c: ((c / "model.safetensors").unlink(), (c / "pytorch_model_fsdp_0").mkdir()),
+            r"cannot resume from .*checkpoint-3: FSDP saved it sharded \(SHARDED_STATE_DICT\), .* "
+            r"--overwrite_output_dir starts over$",
+        ),
     ],  # fmt: skip
-    ids=["optimizer-missing", "model-truncated", "scheduler-emptied"],
+    ids=["optimizer-missing", "model-truncated", "scheduler-emptied", "sharded-by-fsdp"],
 )
 def test_resume_refuses_a_damaged_checkpoint_by_name(damage, message, checkpointed_run):
     argv, checkpoint = checkpointed_run

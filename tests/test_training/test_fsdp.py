@@ -1,6 +1,6 @@
-"""FSDP 2 (training/configs/accelerate/fsdp.yaml): what a run does after its last step works on a sharded model.
-The sharding is real (``fully_shard`` over a one-process gloo group, as accelerate wraps each Encoder/DecoderLayer);
-a GPU run of the config is in docs/performance.md."""
+"""FSDP (training/configs/accelerate/fsdp.yaml: FSDP 2; FSDP 1 too): what a run does after its last step works on a
+sharded model. The sharding is real (FSDP 1's wrapper or FSDP 2's ``fully_shard`` over a two-process gloo group, each
+Encoder/DecoderLayer a unit, as accelerate wraps them); a GPU run of the config is in docs/performance.md."""
 
 import subprocess
 import sys
@@ -47,13 +47,14 @@ def full(model, version):
     return {name: p.full_tensor() for name, p in model.named_parameters()}
 
 
-def rank(index, folder, port, version):
+def rank(index, folder, port, version, compiled):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
     dist.init_process_group("gloo", rank=index, world_size=2)
     saved = [VanillaTransformerForSeq2Seq.from_pretrained(folder / f"checkpoint-{seed}") for seed in (1, 2)]
     torch.manual_seed(3)
     model = shard(VanillaTransformerForSeq2Seq(tiny_config()), version)
-    load_average(model, [folder / "checkpoint-1", folder / "checkpoint-2"])
+    # as a --torch_compile run hands it over: accelerate compiles the model it wrapped (compiled lazily: unrun here)
+    load_average(torch.compile(model) if compiled else model, [folder / "checkpoint-1", folder / "checkpoint-2"])
     weights = full(model, version)
     for name, a in saved[0].named_parameters():
         expected = ((a.double() + dict(saved[1].named_parameters())[name].double()) / 2).float()
@@ -70,20 +71,22 @@ if __name__ == "__main__":
     for seed in (1, 2):
         torch.manual_seed(seed)
         VanillaTransformerForSeq2Seq(tiny_config()).save_pretrained(folder / f"checkpoint-{seed}")
-    torch.multiprocessing.spawn(rank, args=(folder, sys.argv[3], int(sys.argv[4])), nprocs=2)
+    torch.multiprocessing.spawn(rank, args=(folder, sys.argv[3], int(sys.argv[4]), sys.argv[5] == "compiled"), nprocs=2)
     print("averaged into the shards of 2 ranks")
 """
 
 
-@pytest.mark.parametrize("version", [1, 2])
-def test_checkpoints_are_averaged_into_a_model_sharded_by_fsdp(tmp_path, version):
+@pytest.mark.parametrize(("version", "compiled"), [(1, False), (2, False), (1, True), (2, True)])
+def test_checkpoints_are_averaged_into_a_model_sharded_by_fsdp(tmp_path, version, compiled):
     """Two gloo processes, each loading its shards of the mean. Before, on an H200 with fsdp.yaml (FSDP 2),
     load_state_dict failed on the first DTensor parameter ("got mixed torch.Tensor and DTensor") after the whole run
-    had trained; with FSDP 1 the inner module's flat parameters took none of the checkpoints' names."""
+    had trained; with FSDP 1 the inner module's flat parameters took none of the checkpoints' names, and compiled
+    the wrapper's ``_orig_mod.`` names took none either."""
     script = tmp_path / "average_into_shards.py"  # a file: spawn's children import __main__ from it
     script.write_text(AVERAGE_INTO_SHARDS)
     done = subprocess.run([sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port()),
-                           str(version)], capture_output=True, text=True, timeout=180)  # fmt: skip
+                           str(version), "compiled" if compiled else "eager"], capture_output=True, text=True,
+                          timeout=180)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "averaged into the shards of 2 ranks" in done.stdout
 

@@ -227,9 +227,10 @@ def test_sigterm_then_the_same_command_resumes_then_has_nothing_to_do(corpus, un
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-12"]
     history = json.loads((tmp_path / "checkpoint-12" / "trainer_state.json").read_text())["log_history"]
     resumed = [entry["loss"] for entry in history if "loss" in entry and entry["step"] > 8]
-    assert len(resumed) == 4  # the train loss is this launch's, steps 9-12, on every release
-    reported = json.loads((tmp_path / "train_results.json").read_text())["train_loss"]
-    assert reported == pytest.approx(sum(resumed) / 4, abs=1e-3)
+    assert len(resumed) == 4  # the train loss and speed are this launch's, steps 9-12, on every release
+    reported = json.loads((tmp_path / "train_results.json").read_text())
+    assert reported["train_loss"] == pytest.approx(sum(resumed) / 4, abs=1e-3)
+    assert reported["train_steps_per_second"] == pytest.approx(4 / reported["train_runtime"], rel=0.01)
     assert json.loads((tmp_path / FinishedRun.FILE).read_text())["step"] == 12
 
     model = tmp_path / "model.safetensors"

@@ -20,7 +20,7 @@ from training.batching import TokenBatchSampler, make_batches, make_exact_batche
 from training.checkpoints import complete_checkpoints, mark_complete, resolve_checkpoint
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
 from training.tokenizer import train_tokenizer
-from training.train import launch_mean_loss
+from training.train import launch_metrics
 from training.trainer import NoamSchedule, TimeBudget
 from vanilla_tools.metrics import score_translations, tokenized_bleu
 
@@ -377,11 +377,23 @@ def test_allocator_settings_apply_on_glibc():
     assert keep_freed_memory()  # the CI machine runs glibc; elsewhere it returns False and changes nothing
 
 
-@pytest.mark.parametrize("release, reported", [("5.17.0", 0.5), ("5.18.0", 0.5), ("5.19.0", 1.25), ("5.24.0", 1.25)])
-def test_a_resumed_launch_loss_is_its_own_steps_mean_on_every_release(release, reported):
-    """Resumed at step 6, ended at 10, losses summing to 5.0 over its 4 steps: releases before 5.19 report 5.0 / 10,
-    later ones 5.0 / 4; the run reports 1.25 on each."""
-    result = launch_mean_loss(TrainOutput(10, reported, {"train_loss": reported, "epoch": 2.0}), 6, release)
-    assert (result.training_loss, result.metrics) == (1.25, {"train_loss": 1.25, "epoch": 2.0})
-    fresh = TrainOutput(10, 0.5, {"train_loss": 0.5})
-    assert launch_mean_loss(fresh, 0, release) == fresh  # a launch from scratch: the run's mean on every release
+# Resumed at step 6, ended at 10 of 20, losses summing to 5.0 over its 4 steps in 2 s, 32 pairs a step: releases
+# before 5.19 report 5.0 / 10 and the whole schedule's 20 steps as run, later ones 5.0 / 4 and its own 4
+BEFORE_519 = {"train_loss": 0.5, "train_steps_per_second": 10.0, "train_samples_per_second": 320.0}
+SINCE_519 = {"train_loss": 1.25, "train_steps_per_second": 2.0, "train_samples_per_second": 64.0}
+
+
+@pytest.mark.parametrize("release, reported", [("5.17.0", BEFORE_519), ("5.18.0", BEFORE_519),
+                                               ("5.19.0.dev0", SINCE_519), ("5.19.0", SINCE_519),
+                                               ("5.24.0", SINCE_519)])  # fmt: skip
+def test_a_launch_reports_its_own_steps_on_every_release(release, reported):
+    result = launch_metrics(TrainOutput(10, reported["train_loss"], {**reported, "epoch": 2.0}), 6, 20, release)
+    assert (result.training_loss, result.metrics) == (1.25, {**SINCE_519, "epoch": 2.0})
+
+
+def test_a_launch_from_scratch_stopped_early_reports_the_steps_it_ran():
+    """10 of 20 steps (the time budget) in 2 s: before 5.19, 10 steps a second; its loss is the run's mean."""
+    stopped = launch_metrics(TrainOutput(10, 0.5, {"train_loss": 0.5, "train_steps_per_second": 10.0}), 0, 20, "5.17.0")
+    assert stopped.metrics == {"train_loss": 0.5, "train_steps_per_second": 5.0}
+    fresh = TrainOutput(10, 0.5, {"train_loss": 0.5, "train_steps_per_second": 5.0})
+    assert launch_metrics(fresh, 0, 10, "5.24.0") == fresh

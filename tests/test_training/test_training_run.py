@@ -164,6 +164,15 @@ def test_a_checkpoint_saved_on_a_signal_is_not_averaged(trained_run, tmp_path):
         last_checkpoints(run, 3)
 
 
+def test_a_checkpoint_without_its_model_file_is_refused_by_name(trained_run, tmp_path):
+    """A checkpoint FSDP saved sharded holds its model in a folder of shards, no model.safetensors to average."""
+    run = Path(shutil.copytree(trained_run["output"], tmp_path / "run"))
+    (run / "checkpoint-6" / "model.safetensors").unlink()
+    with pytest.raises(UsageError, match=r"checkpoint-6 holds no model.safetensors to average \(a checkpoint FSDP"):
+        average_checkpoints(last_checkpoints(run, 2), tmp_path / "avg")
+    assert not (tmp_path / "avg").exists()
+
+
 def test_a_failed_write_of_the_average_removes_what_it_wrote(trained_run, tmp_path, monkeypatch):
     def full_disk(self, folder, **kwargs):
         Path(folder).mkdir(exist_ok=True)
