@@ -99,12 +99,14 @@ class TokenCount:
 
 
 class StepClock(TrainerCallback):
-    """The time each step ends; with ``profile_from``, a profile of the steps after it."""
+    """The time each step ends; with ``profile_from``, a profile of the ``profile_steps`` steps after it (of the
+    ``activities`` asked; a GPU's work is waited for at the window's end)."""
 
-    def __init__(self, profile_from: int | None = None, profile_steps: int = 0):
+    def __init__(self, profile_from: int | None = None, profile_steps: int = 0,
+                 activities: tuple[ProfilerActivity, ...] = (ProfilerActivity.CPU,)):  # fmt: skip
         self.ends: list[float] = []
         self.start = 0.0
-        self.profile_from, self.profile_steps = profile_from, profile_steps
+        self.profile_from, self.profile_steps, self.activities = profile_from, profile_steps, list(activities)
         self.profiler: profile | None = None
         self.window = 0.0
 
@@ -118,10 +120,12 @@ class StepClock(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         self.ends.append(time.perf_counter())
         if state.global_step == self.profile_from:
-            self.profiler = profile(activities=[ProfilerActivity.CPU], with_flops=True)
+            self.profiler = profile(activities=self.activities, with_flops=True)
             self.profiler.__enter__()
             self.window = time.perf_counter()
         elif self.profiler is not None and state.global_step == self.profile_from + self.profile_steps:
+            if ProfilerActivity.CUDA in self.activities:
+                torch.cuda.synchronize()
             self.window = time.perf_counter() - self.window
             self.profiler.__exit__(None, None, None)
 

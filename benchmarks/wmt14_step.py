@@ -28,11 +28,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity
 from transformers import TrainerCallback
 
 from benchmarks import wmt_like, write_record
-from benchmarks.training_step import TokenCount, preset_trainer
+from benchmarks.training_step import StepClock, TokenCount, preset_trainer
 from inference.bench import matmul_peak, train_flops
 from training.arguments import load_preset
 from training.compiled import compile_counts
@@ -157,32 +157,16 @@ def measure(data: Path, compiled: bool, warmup: int, steps: int, sync_steps: int
     }
 
 
-class StepProfile(TrainerCallback):
-    """``torch.profiler`` (CPU and CUDA) over the ``steps`` steps after ``warmup``: the operators' own times."""
-
-    def __init__(self, warmup: int, steps: int):
-        self.first, self.last, self.profiler = warmup, warmup + steps, None
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step == self.first:
-            self.profiler = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-            self.profiler.__enter__()
-        elif state.global_step == self.last:
-            torch.cuda.synchronize() if torch.cuda.is_available() else None
-            self.profiler.__exit__(None, None, None)
-
-
 def profile_steps(data: Path, warmup: int, steps: int) -> None:
     """Prints the operators of ``steps`` eager steps by their own CUDA time, then by their own CPU time."""
-    _, watch = train(data, False, warmup + steps, lambda _: StepProfile(warmup, steps))
+    activities = (ProfilerActivity.CPU, ProfilerActivity.CUDA)
+    _, watch = train(data, False, warmup + steps, lambda _: StepClock(warmup, steps, activities))
     averages = watch.profiler.key_averages()
     for key in ("self_cuda_time_total", "self_cpu_time_total"):
         print(averages.table(sort_by=key, row_limit=25, max_name_column_width=60))
 
 
 def run(data: Path, warmup: int, steps: int, sync_steps: int) -> dict:
-    if not torch.cuda.is_available():
-        raise SystemExit("benchmarks.wmt14_step measures a GPU's step: no CUDA device here (--prepare runs anywhere)")
     peak = matmul_peak(torch.bfloat16, n=8192, repeats=10, device="cuda")
     results = []
     for compiled in (False, True):
@@ -219,10 +203,15 @@ def arguments() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = arguments().parse_args(argv)
+    parser = arguments()
+    args = parser.parse_args(argv)
+    if args.prepare and args.profile:
+        parser.error("--profile measures on the corpus of --data; --prepare only writes one")
     if args.prepare:
         prepare(args.prepare, args.pairs)
         return {}
+    if not torch.cuda.is_available():
+        raise SystemExit("benchmarks.wmt14_step measures a GPU's step: no CUDA device here (--prepare runs anywhere)")
     if args.profile:
         profile_steps(args.data, args.warmup, args.profile)
         return {}

@@ -129,24 +129,24 @@ def test_the_training_step_measures_from_an_empty_inductor_cache(monkeypatch, tm
     assert not inside.exists() and cache_dir() == str(tmp_path)
 
 
-def test_the_gpu_step_benchmark_trains_the_preset_on_the_prepared_files_and_counts_its_batches(tmp_path, monkeypatch):
-    """benchmarks.wmt14_step without its GPU parts: the wmt14 preset's trainer built from the files and vocabulary
-    --prepare writes, every batch's shape and real tokens recorded in the order training takes them, the padded
-    shapes' FLOPs counted. (Made tiny here; the record is docs/performance.md's GPU section.)"""
-    from training_helpers import ENGLISH, GERMAN
+def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_batches(tmp_path, monkeypatch):
+    """benchmarks.wmt14_step without its GPU parts: --prepare's corpus (training pairs, then 200 held-out pairs each
+    for validation and test) and the preset's vocabulary learned on the training pairs; the wmt14 preset's trainer
+    built from them (made tiny here), every batch's shape and real tokens recorded. The record is docs/performance.md's
+    GPU section."""
+    from transformers import AutoTokenizer
 
     from benchmarks import wmt14_step
     from benchmarks.training_step import TokenCount
-    from inference.bench import train_flops
-    from training.tokenizer import train_tokenizer
 
-    for split in ("train", "valid", "test"):
-        (tmp_path / f"{split}.en").write_text("\n".join(ENGLISH * 20) + "\n")
-        (tmp_path / f"{split}.de").write_text("\n".join(GERMAN * 20) + "\n")
-    tokenizer = train_tokenizer(ENGLISH + GERMAN, 200)
-    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    wmt14_step.prepare(tmp_path, 60)
+    lines = {name: (tmp_path / name).read_text(encoding="utf-8").splitlines()
+             for name in ("train.en", "train.de", "valid.en", "valid.de", "test.en", "test.de")}  # fmt: skip
+    assert [len(lines[name]) for name in lines] == [60, 60, 200, 200, 200, 200]
+    assert not set(lines["train.en"]) & set(lines["test.en"])  # held out
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tokenizer")
     tiny = ["--d_model", "16", "--ffn_dim", "32", "--encoder_layers", "1", "--decoder_layers", "1",
-            "--num_attention_heads", "2", "--max_tokens_per_batch", "40", "--tokens_per_step", "120"]  # fmt: skip
+            "--num_attention_heads", "2", "--max_tokens_per_batch", "200", "--tokens_per_step", "600"]  # fmt: skip
     monkeypatch.setattr(wmt14_step, "data_flags", lambda data, flags=wmt14_step.data_flags: [*flags(data), *tiny])
     trainer, watch = wmt14_step.train(tmp_path, False, 2, lambda counted: TrainerCallback())
     batches = trainer.data_collator
@@ -154,8 +154,14 @@ def test_the_gpu_step_benchmark_trains_the_preset_on_the_prepared_files_and_coun
     assert trainer.args.gradient_accumulation_steps == 3 and trainer.state.global_step == 2
     assert len(batches.shapes) >= 6 and len(batches.tokens) == len(batches.shapes)
     for (pairs, source, target), tokens in zip(batches.shapes, batches.tokens, strict=True):
-        assert pairs * max(source, target) <= 40 and 0 < tokens <= pairs * (source + target)
+        assert pairs * max(source, target) <= 200 and 0 < tokens <= pairs * (source + target)
     assert trainer.processing_class.get_vocab() == tokenizer.get_vocab()  # the prepared one, not learned again
     assert trainer.model.config.encoder_layers == 1 and trainer.model.config.vocab_size == len(tokenizer)
-    flops = [train_flops(trainer.model.config, *shape) for shape in batches.shapes]
-    assert all(f > 0 for f in flops)
+
+
+def test_the_gpu_step_benchmark_refuses_a_machine_without_a_gpu(tmp_path):
+    from benchmarks import wmt14_step
+
+    for mode in ([], ["--profile", "3"]):
+        with pytest.raises(SystemExit, match="measures a GPU's step: no CUDA device here"):
+            wmt14_step.main(["--data", str(tmp_path), *mode])
