@@ -245,12 +245,13 @@ def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> lis
 
 
 def start_or_end(short: str | None, long: str | None) -> str:
-    """Whether a disagreement at the short budget is gone at the long one (a slower start) or stays (a worse end)."""
+    """Whether a disagreement at the short budget is gone at the long one (a slower start) or stays there (whichever
+    side of the paper it is on: a shallower model still ahead is no worse end)."""
     if short != "opposite":
         return ""
     if long in (None, TOO_FEW, OTHER_CODE):
         return f"undecided ({long or 'not run'} at the longer budget)"
-    return "worse at the end" if long == "opposite" else "slower to start"
+    return "stays at the end" if long == "opposite" else "slower to start"
 
 
 def longer_section(records: list[dict], short: int, long: int, rows: dict[str, str]) -> list[str]:
@@ -267,7 +268,8 @@ def longer_section(records: list[dict], short: int, long: int, rows: dict[str, s
             f"The paper trained every row for 100k steps; {short:,} steps measure how fast a row starts. The "
             f"(C) rows and the rows with a cell *opposite* at {short:,} steps also run for {long:,} (`--steps "
             f"{long} --rows longer`), with the same seeds and rule: a disagreement gone there was a *slower "
-            f"start*, one that stays is *worse at the end* of that budget ({tail})."
+            f"start*; one that *stays at the end* of that budget is not explained by the start, on whichever side of "
+            f"the paper it lies ({tail})."
         ),
         "",
         f"| row | PPL at {short:,} | PPL at {long:,} | | BLEU at {short:,} | BLEU at {long:,} | |",
