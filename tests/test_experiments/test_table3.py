@@ -133,7 +133,7 @@ def test_the_page_gives_each_cell_its_difference_interval_and_word(tmp_path):
     assert (
         "| C-layers-2 | opposite | no change found | slower to start | opposite | opposite | stays at the end |" in page
     )
-    assert "validation PPL went from 9.40 at step 2,500 to 9.20 at step 3,000" in page
+    assert "validation PPL went from 9.40 at step 2,500 to 9.20 at step 3,000" in " ".join(page.split())  # wrapped
     assert [path.name for path in table3_page.plot_curves([table3_page.normalized(r) for r in runs], tmp_path / "p")]
     assert (tmp_path / "table3-curves" / "1000-steps-C.png").stat().st_size > 5_000
 
