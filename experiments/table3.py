@@ -55,7 +55,7 @@ RESULTS = ROOT / "results" / "table3"
 PAGE = ROOT / "docs" / "table3.md"
 RECORD = "table3.json"
 STEPS = 1000  # ~8 minutes of the base row on this CPU
-LONGER = 3000  # issue 41: the (C) rows and the rows opposite at STEPS, to tell a slower start from a worse end
+LONGER = 3000  # issue 41: the (C) rows and the rows opposite at STEPS: a slower start, or stays at the end
 SEEDS = (1, 2, 3)
 CURVE_STEPS = 100
 # What every run shares: the multi30k preset, stopped after a number of steps, evaluated as §6.2 evaluated Table 3

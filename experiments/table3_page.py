@@ -1,6 +1,6 @@
 """docs/table3.md from the records of experiments.table3: each row's seeds against the base's, cell by cell with the
 rule of experiments.verdict (stated at the top of the page), the learning curves of each group against the base,
-and whether a disagreement with the paper is a slower start or a worse end."""
+and whether a disagreement with the paper is a slower start or stays at the end of a longer budget."""
 
 import statistics
 import textwrap
@@ -246,7 +246,7 @@ def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> lis
 
 def start_or_end(short: str | None, long: str | None) -> str:
     """Whether a disagreement at the short budget is gone at the long one (a slower start) or stays there (whichever
-    side of the paper it is on: a shallower model still ahead is no worse end)."""
+    side of the paper it is on: a shallower model still ahead is not worse at the end)."""
     if short != "opposite":
         return ""
     if long in (None, TOO_FEW, OTHER_CODE):
@@ -262,7 +262,7 @@ def longer_section(records: list[dict], short: int, long: int, rows: dict[str, s
     tail = (f"the base's validation PPL went from {late[0][1]:.2f} at step {late[0][0]:,} to {late[-1][1]:.2f} at "
             f"step {late[-1][0]:,}" if len(late) > 1 else "no base curve at the longer budget yet")  # fmt: skip
     lines = [
-        "## Slower to start or worse at the end?",
+        "## Slower to start, or stays at the end?",
         "",
         *paragraph(
             f"The paper trained every row for 100k steps; {short:,} steps measure how fast a row starts. The "
