@@ -160,7 +160,7 @@ def measure(data: Path, compiled: bool, warmup: int, steps: int, sync_steps: int
 def profile_steps(data: Path, warmup: int, steps: int) -> None:
     """Prints the operators of ``steps`` eager steps by their own CUDA time, then by their own CPU time."""
     activities = (ProfilerActivity.CPU, ProfilerActivity.CUDA)
-    _, watch = train(data, False, warmup + steps, lambda _: StepClock(warmup, steps, activities))
+    _, watch = train(data, False, warmup + steps, lambda _: StepClock(warmup, steps, activities, with_flops=False))
     averages = watch.profiler.key_averages()
     for key in ("self_cuda_time_total", "self_cpu_time_total"):
         print(averages.table(sort_by=key, row_limit=25, max_name_column_width=60))

@@ -28,7 +28,7 @@ NEWEST = (True, "true", "True", "auto", "last")
 # What a saved model consists of (transformers' weights and config, a CTranslate2 export's model.bin): a folder
 # holding one of these is not written into by a run or by averaging.
 MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "model.bin")
-SHARDED_MODEL = "pytorch_model_fsdp_0"  # FSDP's SHARDED_STATE_DICT checkpoint of the model (accelerate's name)
+FSDP_MODEL = "pytorch_model_fsdp"  # accelerate's name for FSDP's checkpoint of the model: a file or folder per kind
 RERUN = "rerun the same command"  # how a run goes on after it failed: the relaunch resumes it (``relaunch``)
 
 
@@ -95,11 +95,11 @@ def checkpoint_settings(folder: Path) -> dict | None:
 
 
 def verify_checkpoint(folder: Path) -> None:
-    """Raise ValueError naming the first file of a complete checkpoint that is missing or not the size it had when
+    """Raise UsageError naming the first file of a complete checkpoint that is missing or not the size it had when
     written (resuming would otherwise start a fresh optimizer or fail deep inside torch.load), or one that FSDP saved
     sharded."""
-    if (folder / SHARDED_MODEL).is_dir():
-        raise UsageError(f"cannot resume from {folder}: FSDP saved it sharded (SHARDED_STATE_DICT), which "
+    if not (folder / "model.safetensors").is_file() and any(folder.glob(f"{FSDP_MODEL}*")):
+        raise UsageError(f"cannot resume from {folder}: FSDP saved it sharded (not a FULL_STATE_DICT), which "
                          "vanilla-train no longer trains with (such a run ends without its model); "
                          "--overwrite_output_dir starts over")  # fmt: skip
     record = _marker(folder)

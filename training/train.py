@@ -51,7 +51,7 @@ from .arguments import ModelArguments, gradient_accumulation, model_fields, pars
 from .average import average_newest_into, load_average
 from .batching import TokenizedPairs, TrainingSet
 from .bpe_dropout import BPEDropoutPairs
-from .checkpoints import RERUN, checkpoint_step
+from .checkpoints import RERUN
 from .compiled import CompileReport, fit_for_compile
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
@@ -350,8 +350,10 @@ def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None, save_on_si
     """Train from ``checkpoint`` (None: from scratch), stopping with a checkpoint on a signal if ``save_on_signal``.
     A checkpoint of the run's last step (--max_steps) is the trained model as it is: transformers' loop, resumed
     there in the middle of an epoch, would train one step more than the run had."""
-    if checkpoint is not None and 0 < trainer.args.max_steps <= checkpoint_step(checkpoint):
-        trainer.state = TrainerState.load_from_json(str(checkpoint / TRAINER_STATE_NAME))
+    # the step the checkpoint holds (its folder may be named otherwise: --resume_from_checkpoint takes any)
+    saved = TrainerState.load_from_json(str(checkpoint / TRAINER_STATE_NAME)) if checkpoint is not None else None
+    if saved is not None and 0 < trainer.args.max_steps <= saved.global_step:
+        trainer.state = saved
         load_average(trainer.model, [checkpoint])  # the mean of one checkpoint: its weights
         logger.info("%s is of the last step: nothing left to train", checkpoint)
         return TrainOutput(trainer.state.global_step, 0.0, {"epoch": trainer.state.epoch})
@@ -360,7 +362,7 @@ def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None, save_on_si
         result = trainer.train(resume_from_checkpoint=resume)
     elif (result := trainer.train_until_stopped(resume)) is None:
         stopped_by_signal(trainer)
-    return launch_metrics(result, checkpoint_step(checkpoint) if checkpoint else 0, trainer.state.max_steps)
+    return launch_metrics(result, saved.global_step if saved else 0, trainer.state.max_steps)
 
 
 def launch_metrics(result: TrainOutput, first_step: int, max_steps: int,

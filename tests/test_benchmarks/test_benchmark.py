@@ -159,9 +159,10 @@ def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_b
     assert trainer.model.config.encoder_layers == 1 and trainer.model.config.vocab_size == len(tokenizer)
 
 
-def test_the_gpu_step_benchmark_refuses_a_machine_without_a_gpu(tmp_path):
+def test_the_gpu_step_benchmark_refuses_a_machine_without_a_gpu(tmp_path, monkeypatch):
     from benchmarks import wmt14_step
 
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # the same on a machine with one
     for mode in ([], ["--profile", "3"]):
         with pytest.raises(SystemExit, match="measures a GPU's step: no CUDA device here"):
             wmt14_step.main(["--data", str(tmp_path), *mode])

@@ -223,7 +223,7 @@ def checkpointed_run(corpus, tmp_path):
         (lambda c: (c / "scheduler.pt").write_bytes(b""), r"scheduler.pt has 0 bytes, \d+ when saved"),
         (  # as FSDP's SHARDED_STATE_DICT saves it: a folder of shards for the model (which its config refuses now)
             lambda c: ((c / "model.safetensors").unlink(), (c / "pytorch_model_fsdp_0").mkdir()),
-            r"cannot resume from .*checkpoint-3: FSDP saved it sharded \(SHARDED_STATE_DICT\), .* "
+            r"cannot resume from .*checkpoint-3: FSDP saved it sharded \(not a FULL_STATE_DICT\), .* "
             r"--overwrite_output_dir starts over$",
         ),
     ],  # fmt: skip

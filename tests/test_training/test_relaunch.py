@@ -5,6 +5,7 @@ nothing once the run has finished; it is refused, naming what differs, where ano
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -239,6 +240,21 @@ def test_sigterm_then_the_same_command_resumes_then_has_nothing_to_do(corpus, un
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert f"{tmp_path} holds the finished run of these settings (step 12): nothing to do" in finished.stderr
     assert "tokens per step" not in finished.stderr and model.stat().st_mtime_ns == written  # no data, no training
+
+
+def test_a_checkpoint_copied_to_a_folder_of_another_name_resumes(corpus, uninterrupted, tmp_path):
+    """--resume_from_checkpoint takes any complete checkpoint folder: the step it resumes at is the one it holds
+    (before, the step was read from the folder's name, and a copy named otherwise failed with a TypeError)."""
+    run_dir = tmp_path / "run"
+    argv = relaunch_argv(corpus, run_dir)
+    stopped = run([sys.executable, str(TESTS / "signal_probe.py"), "SIGTERM", "step", "8", *argv])
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    saved = Path(shutil.copytree(run_dir / "checkpoint-8", tmp_path / "saved-at-step-8"))
+    again = run([str(BIN / "vanilla-train"), *argv, "--resume_from_checkpoint", str(saved)])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resuming from {saved}" in again.stderr
+    assert_same_weights(uninterrupted, run_dir)
+    assert json.loads((run_dir / "train_results.json").read_text())["train_steps_per_second"] > 0
 
 
 def test_sigkill_mid_step_then_the_same_command_resumes(corpus, uninterrupted, tmp_path):
