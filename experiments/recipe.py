@@ -10,6 +10,9 @@ on the validation set alone (``--final_splits validation``: test2016 is decoded 
 in its own runs). The budget is time, so a candidate's steps depend on the machine's speed that day: each record
 keeps its steps, epochs and the fp32 matrix-product peak measured before it trained, and the page shows them.
 
+The choice follows ``RULE``, stated before the candidates ran and printed at the top of the page: one run of a
+candidate against the preset's own spread over its recorded runs (``Band``, ``chosen``).
+
 A candidate recorded with the same settings is skipped, so the command goes on where it stopped, over several
 sessions (each run is an hour of the machine alone). Records: results/recipe/NAME/ (vanilla-train's summary.json
 and learning curve, recipe.json here: the validation BLEU, steps, command, commit and machine).
@@ -18,6 +21,8 @@ and learning curve, recipe.json here: the validation BLEU, steps, command, commi
 import argparse
 import json
 import logging
+import math
+import statistics
 import subprocess
 import sys
 import time
@@ -31,11 +36,19 @@ from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.provenance import git_commit, machine
 
 from .table3 import ROOT, matching_record, shown
+from .verdict import CONFIDENCE, t_quantile
 
 logger = logging.getLogger("recipe")
 RESULTS = ROOT / "results" / "recipe"
 PAGE = ROOT / "docs" / "recipe.md"
 RECORD = "recipe.json"
+RULE = (
+    "a candidate runs once, and one run is read against the preset's own spread, the 95% prediction interval for one "
+    "more run of the preset (mean +- t * s * sqrt(1 + 1/n) over its n recorded runs: the canonical run and repeats "
+    "in [results.md](results.md), and the preset candidate here). The preset changes only for a candidate above that "
+    "band, the best of them; a candidate within it is not told apart from the preset by one run."
+)
+REPEATS = ROOT / "results"  # the preset's full runs: summary.json with role "canonical" or "seed" (results_index)
 COMMON = ["--final_splits", "validation", "--translate_examples", "0"]  # validation only; test2016 is not decoded
 
 
@@ -110,8 +123,51 @@ def train(candidate: Candidate, preset: str, runs: Path, results: Path) -> dict:
     return record
 
 
-def report(records: list[dict]) -> str:
-    """docs/recipe.md: every recorded candidate, best validation BLEU first, then those not yet recorded."""
+def preset_runs(records: list[dict], repeats: Path) -> list[float]:
+    """The validation BLEU of every recorded run of the preset: its canonical run and repeats in ``repeats``, and the
+    preset candidate. Runs of earlier code are among them: their spread is the wider for it, the rule the stricter."""
+    summaries = [json.loads(p.read_text()) for p in sorted(repeats.glob("*/summary.json"))]
+    scores = [s["validation"]["bleu"] for s in summaries if s.get("role") in ("canonical", "seed")]
+    return scores + [r["validation_bleu"] for r in records if r["candidate"] == "preset"]
+
+
+@dataclass(frozen=True)
+class Band:
+    """The 95% prediction interval for the validation BLEU of one more run of the preset."""
+
+    mean: float
+    low: float
+    high: float
+    runs: int
+
+    @classmethod
+    def of(cls, scores: list[float]) -> "Band | None":
+        """mean +- t(n - 1) * s * sqrt(1 + 1/n); None below 3 runs (no spread worth the name)."""
+        if len(scores) < 3:
+            return None
+        mean, n = statistics.mean(scores), len(scores)
+        half = t_quantile(0.5 + CONFIDENCE / 2, n - 1) * statistics.stdev(scores) * math.sqrt(1 + 1 / n)
+        return cls(mean, mean - half, mean + half, n)
+
+    def place(self, score: float) -> str:
+        return "above" if score > self.high else "below" if score < self.low else "within"
+
+
+def chosen(records: list[dict], band: Band | None) -> str:
+    """The module's rule: the best candidate above the preset's band, else the preset."""
+    above = [r for r in records if r["candidate"] != "preset" and band and band.place(r["validation_bleu"]) == "above"]
+    return max(above, key=lambda r: r["validation_bleu"])["candidate"] if above else "preset"
+
+
+def report(records: list[dict], runs: list[float]) -> str:
+    """docs/recipe.md: the rule, every recorded candidate (best validation BLEU first) against the preset's band
+    (``runs``: preset_runs), the choice so far, then the candidates not yet recorded."""
+    band = Band.of(runs)
+    spread = (
+        f"Over its {band.runs} recorded runs the preset scored {band.mean:.2f} on validation ({min(runs):.2f}-"
+        f"{max(runs):.2f}), so one more run of it falls in **{band.low:.2f}-{band.high:.2f}** (95%)."
+        if band else f"The preset has {len(runs)} recorded runs, too few for a band: nothing replaces it yet."
+    )  # fmt: skip
     lines = [
         "# The Multi30k recipe, chosen on validation",
         "",
@@ -121,16 +177,21 @@ def report(records: list[dict]) -> str:
         "validation, the preset's checkpoint averaging). The budget is 54 minutes, so the steps a candidate reached "
         "depend on the machine's speed that day (the fp32 peak measured before it).",
         "",
-        "| candidate | change | validation BLEU | lc-tok | steps | epochs | parameters | fp32 GFLOP/s | commit |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        f"**The rule**, stated before the candidates ran: {RULE} {spread}",
+        "",
+        "| candidate | change | validation BLEU | against the preset's band | lc-tok | steps | epochs | parameters "
+        "| fp32 GFLOP/s | commit |",
+        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in sorted(records, key=lambda r: -r["validation_bleu"]):
         commit = r["code"]["commit"][:7]
         lc_tok = f"{r['validation_bleu_lc_tok']:.2f}" if r.get("validation_bleu_lc_tok") is not None else ""
+        place = "one of its runs" if r["candidate"] == "preset" else band.place(r["validation_bleu"]) if band else ""
         lines.append(
-            f"| {r['candidate']} | {r['change']} | {r['validation_bleu']:.2f} | {lc_tok} | {r['steps']} "
+            f"| {r['candidate']} | {r['change']} | {r['validation_bleu']:.2f} | {place} | {lc_tok} | {r['steps']} "
             f"| {r['epochs']:.1f} | {r['parameters'] / 1e6:.1f}M | {r['fp32_gflops_before']} | {commit} |"
         )
+    lines += ["", f"Chosen so far: **{chosen(records, band)}**."]
     done = {r["candidate"] for r in records}
     waiting = [f"{c.name} ({c.change})" for c in CANDIDATES if c.name not in done]
     if waiting:
@@ -146,6 +207,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--runs", default=str(ROOT / "runs" / "recipe"), help="where the candidates' models go")
     parser.add_argument("--results", default=str(RESULTS), help="where the candidates' records go")
     parser.add_argument("--page", default=str(PAGE), help="the page generated from the records")
+    parser.add_argument("--repeats", default=str(REPEATS), help="the preset's full runs (results/DATE-SLUG folders)")
     parser.add_argument("--report", action="store_true", help="only write the page from the records")
     return parser
 
@@ -154,6 +216,7 @@ def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     results, runs, page = Path(args.results).resolve(), Path(args.runs).resolve(), Path(args.page).resolve()
+    repeats = Path(args.repeats).resolve()
     chosen = [] if args.report else [c for c in CANDIDATES if not args.candidates or c.name in args.candidates]
     for candidate in chosen:
         if recorded(candidate, args.config, results):
@@ -161,13 +224,18 @@ def run(argv: list[str] | None = None) -> None:
             continue
         record = train(candidate, args.config, runs, results)
         logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
-        page.write_text(report(read_records(results)))  # after every run: an interrupted sweep still has its page
-    page.write_text(report(read_records(results)))
+        page.write_text(written(results, repeats))  # after every run: an interrupted sweep still has its page
+    page.write_text(written(results, repeats))
     print(f"wrote {page}")
 
 
 def read_records(results: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(results.glob(f"*/{RECORD}"))]
+
+
+def written(results: Path, repeats: Path) -> str:
+    records = read_records(results)
+    return report(records, preset_runs(records, repeats))
 
 
 main = console_script(run)

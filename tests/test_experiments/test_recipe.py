@@ -27,9 +27,38 @@ def test_every_candidate_is_the_preset_scored_on_validation_only():
     assert generated(str(recipe.PAGE.relative_to(ROOT))) and generated(str(recipe.RESULTS.relative_to(ROOT)) + "/x")
 
 
+def test_the_band_is_the_prediction_interval_for_one_more_preset_run():
+    band = recipe.Band.of([39.0, 40.0, 40.0, 40.0, 41.0, 40.0])
+    # mean 40, s = sqrt(2/5), t(0.975, 5) = 2.5706: 40 -+ 2.5706 * 0.63246 * sqrt(7/6) = 40 -+ 1.7561
+    assert band.runs == 6 and band.mean == 40.0
+    assert abs(band.high - 41.7561) < 1e-3 and abs(band.low - 38.2439) < 1e-3
+    assert [band.place(x) for x in (41.75, 41.76, 38.24)] == ["within", "above", "below"]
+    assert recipe.Band.of([40.0, 41.0]) is None
+
+
+def test_the_preset_changes_only_for_the_best_candidate_above_the_band():
+    band = recipe.Band.of([40.0, 40.5, 41.0])  # 40.5 -+ 4.303 * 0.5 * sqrt(4/3): 38.02-42.98
+
+    def records(**scores):
+        return [{"candidate": name.replace("_", "-"), "validation_bleu": bleu} for name, bleu in scores.items()]
+
+    assert recipe.chosen(records(preset=40.0, a=42.9, b=42.0), band) == "preset"  # within: not told apart
+    assert recipe.chosen(records(preset=40.0, a=43.5, b=43.1, c=39.0), band) == "a"
+    assert recipe.chosen(records(preset=44.5, a=43.1), band) == "a"  # the preset's own run is not a candidate
+    assert recipe.chosen(records(a=50.0), None) == "preset"  # too few preset runs: nothing replaces it
+
+
+def preset_repeat(results, name: str, bleu: float, role: str = "seed") -> None:
+    (results / name).mkdir(parents=True)
+    (results / name / "summary.json").write_text(json.dumps({"role": role, "validation": {"bleu": bleu}}))
+
+
 def test_the_command_trains_records_skips_and_reports(tmp_path):
     """Two candidates on a tiny preset end to end: trained, recorded with their validation BLEU (the summary's),
-    steps and code, skipped on the second call; the page lists both, best first."""
+    steps and code, skipped on the second call; the page lists both, best first, against the band of the preset's
+    runs (two repeats with role canonical or seed, an ablation that is not one, and the preset candidate)."""
+    for name, bleu, role in (("canonical", 1.0, "canonical"), ("repeat", 2.0, "seed"), ("other", 90.0, "ablation")):
+        preset_repeat(tmp_path / "repeats", name, bleu, role)
     corpus = write_corpus(tmp_path / "data", pairs=60)
     preset = tmp_path / "tiny.yaml"
     preset.write_text(yaml.safe_dump({
@@ -38,7 +67,8 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
         "vocab_size": 300, "max_tokens_per_batch": 256, "warmup_steps": 4, "max_steps": 3,
         "disable_tqdm": True}))  # fmt: skip
     argv = ["--config", str(preset), "--candidates", "preset", "warmup-1200", "--runs", str(tmp_path / "runs"),
-            "--results", str(tmp_path / "results"), "--page", str(tmp_path / "recipe.md")]  # fmt: skip
+            "--results", str(tmp_path / "results"), "--page", str(tmp_path / "recipe.md"),
+            "--repeats", str(tmp_path / "repeats")]  # fmt: skip
     recipe.run(argv)
     records = {r["candidate"]: r for r in recipe.read_records(tmp_path / "results")}
     assert set(records) == {"preset", "warmup-1200"}
@@ -53,6 +83,11 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
     rows = [line for line in page if line.startswith("| preset |") or line.startswith("| warmup-1200 |")]
     best = max(records.values(), key=lambda r: r["validation_bleu"])["candidate"]
     assert len(rows) == 2 and rows[0].startswith(f"| {best} |")
+    runs = [1.0, 2.0, records["preset"]["validation_bleu"]]
+    band = recipe.Band.of(runs)
+    assert recipe.preset_runs(list(records.values()), tmp_path / "repeats") == runs
+    assert f"**{band.low:.2f}-{band.high:.2f}**" in "\n".join(page)
+    assert f"Chosen so far: **{recipe.chosen(list(records.values()), band)}**." in page
     path = tmp_path / "results" / "preset" / recipe.RECORD
     stamp = path.stat().st_mtime_ns
     recipe.run(argv)  # recorded: skipped
@@ -63,4 +98,4 @@ def test_the_page_is_generated_from_the_committed_records():
     found = subprocess.run(["git", "-C", str(ROOT), "ls-files", "results/recipe/*/recipe.json"], capture_output=True,
                            text=True, check=True).stdout.split()  # fmt: skip
     records = [json.loads((ROOT / path).read_text()) for path in found]
-    assert recipe.PAGE.read_text() == recipe.report(records)
+    assert recipe.PAGE.read_text() == recipe.report(records, recipe.preset_runs(records, recipe.REPEATS))
