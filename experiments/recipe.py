@@ -155,7 +155,9 @@ class Band:
 
 def chosen(records: list[dict], band: Band | None) -> str:
     """The module's rule: the best candidate above the preset's band, else the preset."""
-    above = [r for r in records if r["candidate"] != "preset" and band and band.place(r["validation_bleu"]) == "above"]
+    if band is None:
+        return "preset"
+    above = [r for r in records if r["candidate"] != "preset" and band.place(r["validation_bleu"]) == "above"]
     return max(above, key=lambda r: r["validation_bleu"])["candidate"] if above else "preset"
 
 
@@ -217,8 +219,8 @@ def run(argv: list[str] | None = None) -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     results, runs, page = Path(args.results).resolve(), Path(args.runs).resolve(), Path(args.page).resolve()
     repeats = Path(args.repeats).resolve()
-    chosen = [] if args.report else [c for c in CANDIDATES if not args.candidates or c.name in args.candidates]
-    for candidate in chosen:
+    todo = [] if args.report else [c for c in CANDIDATES if not args.candidates or c.name in args.candidates]
+    for candidate in todo:
         if recorded(candidate, args.config, results):
             logger.info("%s: recorded, skipped", candidate.name)
             continue
