@@ -70,6 +70,15 @@ def test_two_processes_equal_one_with_the_same_global_batch(launcher, corpus, si
     assert not torch.equal(ranks[0]["model.shared.weight"], torch.zeros_like(ranks[0]["model.shared.weight"]))
 
 
+def test_a_finished_run_leaves_no_gloo_thread_to_the_interpreters_exit(corpus, tmp_path):
+    """run() ends its process group while Python is whole: a gloo thread left running at the interpreter's exit can
+    abort a run that succeeded (SIGABRT). The probe fails if one is left."""
+    argv = train_argv(without_evaluation(corpus), tmp_path, "--max_steps", "2", "--save_strategy", "no")
+    result = run([*launch("torchrun"), str(TESTS / "ddp_probe.py"), "run", *argv])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((tmp_path / "eval_results.json").read_text())
+
+
 @pytest.fixture(scope="module")
 def trained_model(corpus, tmp_path_factory):
     """A model trained for 6 steps in one process, with its tokenizer."""
