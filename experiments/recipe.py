@@ -32,7 +32,8 @@ from pathlib import Path
 import torch
 
 from inference.bench import matmul_peak
-from vanilla_tools.cli import UsageError, console_script
+from training.plot_curve import curve_columns
+from vanilla_tools.cli import UsageError, console_script, require
 from vanilla_tools.provenance import git_commit, machine
 
 from .table3 import ROOT, matching_record, shown
@@ -41,6 +42,7 @@ from .verdict import CONFIDENCE, t_quantile
 logger = logging.getLogger("recipe")
 RESULTS = ROOT / "results" / "recipe"
 PAGE = ROOT / "docs" / "recipe.md"
+CURVES = "recipe-curves.png"  # beside the page: every candidate's validation check against training minutes
 RECORD = "recipe.json"
 RULE = (
     "a candidate runs once, and one run is read against the preset's own spread, the 95% prediction interval for one "
@@ -194,6 +196,11 @@ def report(records: list[dict], runs: list[float]) -> str:
             f"| {r['epochs']:.1f} | {r['parameters'] / 1e6:.1f}M | {r['fp32_gflops_before']} | {commit} |"
         )
     lines += ["", f"Chosen so far: **{chosen(records, band)}**."]
+    if records:
+        lines += ["", "Each candidate's validation check while it trained (greedy decoding of the preset's 200 "
+                  "validation sentences at each evaluation; the table's scores are the whole validation set, beam 4, "
+                  "after averaging), against training minutes:", "",
+                  f"![The validation check of every candidate against training minutes]({CURVES})"]  # fmt: skip
     done = {r["candidate"] for r in records}
     waiting = [f"{c.name} ({c.change})" for c in CANDIDATES if c.name not in done]
     if waiting:
@@ -226,8 +233,8 @@ def run(argv: list[str] | None = None) -> None:
             continue
         record = train(candidate, args.config, runs, results)
         logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
-        page.write_text(written(results, repeats))  # after every run: an interrupted sweep still has its page
-    page.write_text(written(results, repeats))
+        write_page(results, repeats, page)  # after every run: an interrupted sweep still has its page
+    write_page(results, repeats, page)
     print(f"wrote {page}")
 
 
@@ -235,9 +242,33 @@ def read_records(results: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(results.glob(f"*/{RECORD}"))]
 
 
-def written(results: Path, repeats: Path) -> str:
+def write_page(results: Path, repeats: Path, page: Path) -> None:
+    """The page and, beside it, its figure of the candidates' curves."""
     records = read_records(results)
-    return report(records, preset_runs(records, repeats))
+    page.write_text(report(records, preset_runs(records, repeats)))
+    if records:
+        plot_curves(records, results, page.parent / CURVES)
+
+
+def plot_curves(records: list[dict], results: Path, path: Path) -> None:
+    """Each candidate's validation check (eval_bleu of its learning_curve.csv) against training minutes, the preset
+    in black, the legend in the table's order."""
+    matplotlib = require("matplotlib", "plot", "python -m experiments.recipe")
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for record in sorted(records, key=lambda r: -r["validation_bleu"]):
+        name = record["candidate"]
+        columns = curve_columns(results / name / "learning_curve.csv")
+        style = {"color": "black", "linewidth": 2.5} if name == "preset" else {}
+        axis.plot(columns["minutes"], columns["eval_bleu"], marker=".", label=name, **style)
+    axis.set(xlabel="training minutes", ylabel="validation check: sacreBLEU, greedy, 200 sentences",
+             title="Multi30k recipe candidates")  # fmt: skip
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize="small")
+    figure.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(figure)
 
 
 main = console_script(run)

@@ -56,7 +56,8 @@ def preset_repeat(results, name: str, bleu: float, role: str = "seed") -> None:
 def test_the_command_trains_records_skips_and_reports(tmp_path):
     """Two candidates on a tiny preset end to end: trained, recorded with their validation BLEU (the summary's),
     steps and code, skipped on the second call; the page lists both, best first, against the band of the preset's
-    runs (two repeats with role canonical or seed, an ablation that is not one, and the preset candidate)."""
+    runs (two repeats with role canonical or seed, an ablation that is not one, and the preset candidate), and the
+    figure of their learning curves beside it."""
     for name, bleu, role in (("canonical", 1.0, "canonical"), ("repeat", 2.0, "seed"), ("other", 90.0, "ablation")):
         preset_repeat(tmp_path / "repeats", name, bleu, role)
     corpus = write_corpus(tmp_path / "data", pairs=60)
@@ -88,6 +89,8 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
     assert recipe.preset_runs(list(records.values()), tmp_path / "repeats") == runs
     assert f"**{band.low:.2f}-{band.high:.2f}**" in "\n".join(page)
     assert f"Chosen so far: **{recipe.chosen(list(records.values()), band)}**." in page
+    assert f"![The validation check of every candidate against training minutes]({recipe.CURVES})" in page
+    assert (tmp_path / recipe.CURVES).read_bytes().startswith(b"\x89PNG")
     path = tmp_path / "results" / "preset" / recipe.RECORD
     stamp = path.stat().st_mtime_ns
     recipe.run(argv)  # recorded: skipped
