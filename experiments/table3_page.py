@@ -8,6 +8,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from vanilla_tools.cli import pyplot
+
 from .verdict import MIN_SEEDS, NO_CHANGE, TOO_FEW, Difference, difference, paper_direction, verdict, verdict_rate
 
 PAPER_BASE = {"ppl": 4.92, "bleu": 25.8}
@@ -152,11 +154,7 @@ def curve_groups(base: list[dict], comparisons: dict[str, Comparison]) -> dict[s
 
 def plot_curves(records: list[dict], folder: Path) -> list[Path]:
     """One figure per budget and group: validation PPL against steps, the base against each of the group's rows."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
+    plt = pyplot("python -m experiments.table3")
     written = []
     for steps in sorted({r["steps"] for r in records}):
         for group, curves in curve_groups(*budget(records, steps)).items():

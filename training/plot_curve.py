@@ -4,15 +4,12 @@ import argparse
 import csv
 from pathlib import Path
 
-from vanilla_tools.cli import UsageError, console_script, figure_path, require
+from vanilla_tools.cli import UsageError, console_script, figure_path, pyplot
 
 
 def plot_curve(csv_path: str | Path, output: str | Path | None = None) -> Path:
     """Draw the learning curve written by vanilla-train (learning_curve.csv) as a PNG; needs matplotlib."""
-    matplotlib = require("matplotlib", "plot", "vanilla-plot-curve")
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot("vanilla-plot-curve")
     csv_path = Path(csv_path)
     beside = csv_path.with_suffix(".png")
     output = figure_path(output or beside, beside.name)

@@ -42,6 +42,13 @@ def require(module: str, extra: str, needed_by: str) -> ModuleType:
         raise UsageError(f'{needed_by} needs {package}: pip install "vanilla-transformer[{extra}]"') from None
 
 
+def pyplot(needed_by: str) -> ModuleType:
+    """matplotlib.pyplot on the Agg backend (figures to files; no display needed), or one line naming the plot extra
+    where matplotlib is not installed."""
+    require("matplotlib", "plot", needed_by).use("Agg")
+    return importlib.import_module("matplotlib.pyplot")
+
+
 def user_error(error: Exception) -> bool:
     """Whether ``error`` is a user's mistake to print as one line rather than a bug to print with its traceback:
     a ``UsageError``, an OSError (a missing, unreadable or full file), or a ValueError raised by the model's own

@@ -2,12 +2,15 @@
 with its records and learning curves, and the page generated from them under the verdict rule."""
 
 import json
+import sys
 
+import pytest
 import yaml
 from training_helpers import write_corpus
 
 from experiments import table3, table3_page
 from experiments.verdict import difference
+from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT, generated
 
 PAPER = {"C-layers-2": {"change": "N = 4", "ppl": 5.19, "bleu": 25.3}, "B-dk-16": {"change": "d_k = 16", "ppl": 5.16,
@@ -145,3 +148,10 @@ def test_the_page_is_the_generators_output_and_an_output_not_code():
     for path in (table3.PAGE, table3.RESULTS / "1000-steps/base/seed-1/table3.json",
                  table3.PAGE.parent / table3_page.CURVES / "1000-steps-A.png"):  # fmt: skip
         assert generated(str(path.relative_to(ROOT))), path
+
+
+def test_the_curves_without_matplotlib_name_the_plot_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    with pytest.raises(UsageError, match=r'^python -m experiments.table3 needs matplotlib: pip install '
+                       r'"vanilla-transformer\[plot\]"$'):  # fmt: skip
+        table3_page.plot_curves([], tmp_path / "table3.md")
