@@ -1,7 +1,7 @@
 """`python -m experiments.recipe`: the Multi30k preset's recipe chosen on the validation set, candidate by candidate.
 
     python -m experiments.recipe                                     # every candidate not yet recorded, in order
-    python -m experiments.recipe --candidates preset warmup-1200     # some of them
+    python -m experiments.recipe --candidates bpe-dropout-0.2         # some of them
     python -m experiments.recipe --report                            # docs/recipe.md from the records
 
 Each candidate is the multi30k preset (``vanilla-train --config multi30k``: its 54-minute budget, checkpoint
@@ -11,11 +11,13 @@ in its own runs). The budget is time, so a candidate's steps depend on the machi
 keeps its steps, epochs and the fp32 matrix-product peak measured before it trained, and the page shows them.
 
 The choice follows ``RULE``, stated before the candidates ran and printed at the top of the page: one run of a
-candidate against the preset's own spread over its recorded runs (``Band``, ``chosen``).
+candidate against the preset's own spread over its recorded runs (``Band``, ``chosen``). Candidates come in
+``ROUNDS``: a round's choice goes into training/configs/multi30k.yaml and the next round's candidates change that
+preset, read against its own runs; a round whose preset is no longer the YAML's trains nothing more.
 
 A candidate recorded with the same settings is skipped, so the command goes on where it stopped, over several
-sessions (each run is an hour of the machine alone). Records: results/recipe/NAME/ (vanilla-train's summary.json
-and learning curve, recipe.json here: the validation BLEU, steps, command, commit and machine).
+sessions (each run is an hour of the machine alone). Records: results/recipe/[ROUND/]NAME/ (vanilla-train's
+summary.json and learning curve, recipe.json here: the validation BLEU, steps, command, commit and machine).
 """
 
 import argparse
@@ -32,8 +34,9 @@ from pathlib import Path
 import torch
 
 from inference.bench import matmul_peak
+from training.arguments import parse_args
 from training.plot_curve import curve_columns
-from vanilla_tools.cli import UsageError, console_script, require
+from vanilla_tools.cli import UsageError, console_script, pyplot
 from vanilla_tools.provenance import git_commit, machine
 
 from .table3 import ROOT, matching_record, shown
@@ -42,7 +45,7 @@ from .verdict import CONFIDENCE, t_quantile
 logger = logging.getLogger("recipe")
 RESULTS = ROOT / "results" / "recipe"
 PAGE = ROOT / "docs" / "recipe.md"
-CURVES = "recipe-curves.png"  # beside the page: every candidate's validation check against training minutes
+CURVES = "recipe-curves-round-{}.png"  # beside the page, one per round: validation checks against training minutes
 RECORD = "recipe.json"
 RULE = (
     "a candidate runs once, and one run is read against the preset's own spread, the 95% prediction interval for one "
@@ -65,34 +68,54 @@ class Candidate:
         return ["--config", preset, *COMMON, *self.flags]
 
 
-# The order: the preset as it is (the steps it reaches with the compiled step), a published small-model recipe for
-# this corpus, then size and depth with the regularization they need (the paper's big model: dropout 0.3), then
-# warmup, segmentation and averaging. Tried at the eager step and not repeated here: 4,096-token batches, dropout 0.2
-# alone, half the learning rate, a 5k vocabulary (docs/results.md, "Ablations that chose the preset").
-CANDIDATES = (
-    Candidate("preset", "the preset as it is"),
-    # Wu et al. (ACL 2021)'s text-only Transformer-Tiny, 41.02 BLEU on their tokenized test2016 (the authors' repo,
-    # LividWo/Revisit-MMT, README-baseline.md): 4+4 layers, d_model 128, 4 heads, d_ff 256, dropout 0.3, peak
-    # learning rate 0.005 after 2,000 warmup steps (lr_scale = 0.005 * (128 * 2000)^0.5), 8,192-token steps (4,096
-    # on each of 2 GPUs) for 8,000 updates, the last 10 epochs averaged (here 75-step checkpoints, ~73 steps an epoch).
-    # Not the same as the smaller, deeper model that did not help (37.44): that one kept the preset's lr and dropout.
-    Candidate("tiny-wu2021", "Wu et al. 2021's Transformer-Tiny: 4+4 layers, d_model 128, d_ff 256, dropout 0.3, "
-              "peak lr 0.005 at step 2,000, 8,192-token steps, 8,000 steps at most, about 10 epochs averaged",
-              ("--encoder_layers", "4", "--decoder_layers", "4", "--d_model", "128", "--num_attention_heads", "4",
-               "--ffn_dim", "256", "--dropout", "0.3", "--warmup_steps", "2000", "--lr_scale", "2.53",
-               "--max_tokens_per_batch", "8192", "--max_steps", "8000", "--eval_strategy", "steps",
-               "--eval_steps", "375", "--save_steps", "75", "--save_total_limit", "10", "--average_last", "10")),
-    Candidate("layers-4-dropout-0.2", "4+4 layers, dropout 0.2", ("--encoder_layers", "4", "--decoder_layers", "4",
-                                                                 "--dropout", "0.2")),
-    Candidate("dmodel-384-dropout-0.3", "d_model 384, 6 heads, d_ff 1536, dropout 0.3",
-              ("--d_model", "384", "--num_attention_heads", "6", "--ffn_dim", "1536", "--dropout", "0.3")),
-    Candidate("dmodel-384-dropout-0.2", "d_model 384, 6 heads, d_ff 1536, dropout 0.2",
-              ("--d_model", "384", "--num_attention_heads", "6", "--ffn_dim", "1536", "--dropout", "0.2")),
-    Candidate("warmup-1200", "warmup 1,200 steps: a lower, later peak", ("--warmup_steps", "1200")),
-    Candidate("bpe-dropout-0.2", "BPE-dropout 0.2", ("--bpe_dropout", "0.2")),
-    Candidate("average-20", "the last 20 checkpoints averaged, about 8 epochs",
-              ("--average_last", "20", "--save_total_limit", "20")),
+@dataclass(frozen=True)
+class Round:
+    """The candidates tried against one preset. ``preset``: the values that set that preset apart (as
+    training/configs/multi30k.yaml resolves them while the round is open); ``reference``: the candidate record that is
+    a run of it (a round's choice is the next round's preset); ``folder``: its records' place under results/recipe/."""
+
+    number: int
+    title: str
+    preset: dict[str, int | float]
+    reference: str
+    folder: str
+    candidates: tuple[Candidate, ...]
+
+
+# Round 1, the order: the preset as it is (the steps it reaches with the compiled step), a published small-model
+# recipe for this corpus, then size and depth with the regularization they need (the paper's big model: dropout
+# 0.3), then warmup. Tried at the eager step and not repeated here: 4,096-token batches, dropout 0.2 alone, half the
+# learning rate, a 5k vocabulary (docs/results.md, "Ablations that chose the preset"). Round 2: segmentation and
+# averaging on the preset round 1 chose (d_model 384 at dropout 0.2 waits for the larger models' stall to be
+# understood: its sibling at 0.3 stalled, as did 4+4 layers, docs/recipe.md).
+ROUNDS = (
+    Round(1, "the preset of 2026-11-24 (warmup 600)", {"warmup_steps": 600}, "preset", "", (
+        Candidate("preset", "the preset as it is"),
+        # Wu et al. (ACL 2021)'s text-only Transformer-Tiny, 41.02 BLEU on their tokenized test2016 (the authors'
+        # repo, LividWo/Revisit-MMT, README-baseline.md): 4+4 layers, d_model 128, 4 heads, d_ff 256, dropout 0.3,
+        # peak learning rate 0.005 after 2,000 warmup steps (lr_scale = 0.005 * (128 * 2000)^0.5), 8,192-token steps
+        # (4,096 on each of 2 GPUs) for 8,000 updates, the last 10 epochs averaged (here 75-step checkpoints, ~73
+        # steps an epoch). Not the same as the smaller, deeper model that did not help (37.44): that one kept the
+        # preset's lr and dropout.
+        Candidate("tiny-wu2021", "Wu et al. 2021's Transformer-Tiny: 4+4 layers, d_model 128, d_ff 256, dropout 0.3, "
+                  "peak lr 0.005 at step 2,000, 8,192-token steps, 8,000 steps at most, about 10 epochs averaged",
+                  ("--encoder_layers", "4", "--decoder_layers", "4", "--d_model", "128", "--num_attention_heads",
+                   "4", "--ffn_dim", "256", "--dropout", "0.3", "--warmup_steps", "2000", "--lr_scale", "2.53",
+                   "--max_tokens_per_batch", "8192", "--max_steps", "8000", "--eval_strategy", "steps",
+                   "--eval_steps", "375", "--save_steps", "75", "--save_total_limit", "10", "--average_last", "10")),
+        Candidate("layers-4-dropout-0.2", "4+4 layers, dropout 0.2", ("--encoder_layers", "4", "--decoder_layers",
+                                                                     "4", "--dropout", "0.2")),
+        Candidate("dmodel-384-dropout-0.3", "d_model 384, 6 heads, d_ff 1536, dropout 0.3",
+                  ("--d_model", "384", "--num_attention_heads", "6", "--ffn_dim", "1536", "--dropout", "0.3")),
+        Candidate("warmup-1200", "warmup 1,200 steps: a lower, later peak", ("--warmup_steps", "1200")),
+    )),
+    Round(2, "warmup 1,200 (round 1's choice)", {"warmup_steps": 1200}, "warmup-1200", "round-2", (
+        Candidate("bpe-dropout-0.2", "BPE-dropout 0.2", ("--bpe_dropout", "0.2")),
+        Candidate("average-20", "the last 20 checkpoints averaged, about 8 epochs",
+                  ("--average_last", "20", "--save_total_limit", "20")),
+    )),
 )  # fmt: skip
+CANDIDATES = tuple(candidate for one in ROUNDS for candidate in one.candidates)
 NAMES = [candidate.name for candidate in CANDIDATES]
 
 
@@ -125,12 +148,21 @@ def train(candidate: Candidate, preset: str, runs: Path, results: Path) -> dict:
     return record
 
 
-def preset_runs(records: list[dict], repeats: Path) -> list[float]:
-    """The validation BLEU of every recorded run of the preset: its canonical run and repeats in ``repeats``, and the
-    preset candidate. Runs of earlier code are among them: their spread is the wider for it, the rule the stricter."""
-    summaries = [json.loads(p.read_text()) for p in sorted(repeats.glob("*/summary.json"))]
-    scores = [s["validation"]["bleu"] for s in summaries if s.get("role") in ("canonical", "seed")]
-    return scores + [r["validation_bleu"] for r in records if r["candidate"] == "preset"]
+def of_preset(arguments: dict, preset: dict) -> bool:
+    """Whether a run's resolved arguments hold a round's preset values."""
+    return all(arguments.get(key) == value for key, value in preset.items())
+
+
+def preset_runs(round_: Round, records: dict[int, list[dict]], summaries: list[dict]) -> list[float]:
+    """The validation BLEU of every recorded run of the round's preset: the full runs among ``summaries`` (role
+    canonical or seed, results_index) that hold its values, and its reference candidate. Runs of earlier code are
+    among them: their spread is the wider for it, the rule the stricter."""
+    full = [s["validation"]["bleu"] for s in summaries
+            if s.get("role") in ("canonical", "seed") and of_preset(s.get("arguments", {}), round_.preset)]  # fmt: skip
+    reference = [
+        r["validation_bleu"] for found in records.values() for r in found if r["candidate"] == round_.reference
+    ]
+    return full + reference
 
 
 @dataclass(frozen=True)
@@ -155,57 +187,89 @@ class Band:
         return "above" if score > self.high else "below" if score < self.low else "within"
 
 
-def chosen(records: list[dict], band: Band | None) -> str:
-    """The module's rule: the best candidate above the preset's band, else the preset."""
+def chosen(round_: Round, records: list[dict], band: Band | None) -> str:
+    """The module's rule: the round's best candidate above its preset's band, else its preset (``reference``)."""
     if band is None:
-        return "preset"
-    above = [r for r in records if r["candidate"] != "preset" and band.place(r["validation_bleu"]) == "above"]
-    return max(above, key=lambda r: r["validation_bleu"])["candidate"] if above else "preset"
+        return round_.reference
+    above = [r for r in records if r["candidate"] != round_.reference and band.place(r["validation_bleu"]) == "above"]
+    return max(above, key=lambda r: r["validation_bleu"])["candidate"] if above else round_.reference
 
 
-def report(records: list[dict], runs: list[float]) -> str:
-    """docs/recipe.md: the rule, every recorded candidate (best validation BLEU first) against the preset's band
-    (``runs``: preset_runs), the choice so far, then the candidates not yet recorded."""
+def round_section(round_: Round, records: list[dict], runs: list[float]) -> list[str]:
+    """One round: its preset's band (``runs``: preset_runs), every recorded candidate against it (best validation
+    BLEU first), the choice so far, the figure of their curves and the candidates not yet recorded."""
     band = Band.of(runs)
     spread = (
         f"Over its {band.runs} recorded runs the preset scored {band.mean:.2f} on validation ({min(runs):.2f}-"
         f"{max(runs):.2f}), so one more run of it falls in **{band.low:.2f}-{band.high:.2f}** (95%)."
-        if band else f"The preset has {len(runs)} recorded runs, too few for a band: nothing replaces it yet."
+        if band else f"The preset has {len(runs)} recorded run{'' if len(runs) == 1 else 's'}, too few for a band: "
+        "nothing replaces it yet."
     )  # fmt: skip
     lines = [
-        "# The Multi30k recipe, chosen on validation",
+        f"## Round {round_.number}: {round_.title}",
         "",
-        "Generated by `python -m experiments.recipe --report` from the records in `results/recipe/NAME/recipe.json` "
-        "([experiments/recipe.py](../experiments/recipe.py) trains them). Every candidate is `vanilla-train --config "
-        "multi30k` with a few flags changed, scored on the validation set only (beam 4, the length penalty chosen on "
-        "validation, the preset's checkpoint averaging). The budget is 54 minutes, so the steps a candidate reached "
-        "depend on the machine's speed that day (the fp32 peak measured before it).",
+        f"The preset: training/configs/multi30k.yaml with {settings_text(round_.preset)}. Its runs: the full runs in "
+        f"[results.md](results.md) (canonical, seed) with those values, and the record of `{round_.reference}`. "
+        + spread,
         "",
-        f"**The rule**, stated before the candidates ran: {RULE} {spread}",
-        "",
-        "| candidate | change | validation BLEU | against the preset's band | lc-tok | steps | epochs | parameters "
-        "| fp32 GFLOP/s | commit |",
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
+    if records:
+        lines += ["| candidate | change | validation BLEU | against the preset's band | lc-tok | steps | epochs | "
+                  "parameters | fp32 GFLOP/s | commit |",
+                  "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
     for r in sorted(records, key=lambda r: -r["validation_bleu"]):
         commit = r["code"]["commit"][:7]
         lc_tok = f"{r['validation_bleu_lc_tok']:.2f}" if r.get("validation_bleu_lc_tok") is not None else ""
-        place = "one of its runs" if r["candidate"] == "preset" else band.place(r["validation_bleu"]) if band else ""
+        place = band.place(r["validation_bleu"]) if band else ""
+        if r["candidate"] == round_.reference:
+            place = "one of its runs"
         lines.append(
             f"| {r['candidate']} | {r['change']} | {r['validation_bleu']:.2f} | {place} | {lc_tok} | {r['steps']} "
             f"| {r['epochs']:.1f} | {r['parameters'] / 1e6:.1f}M | {r['fp32_gflops_before']} | {commit} |"
         )
-    lines += ["", f"Chosen so far: **{chosen(records, band)}**."]
+    lines += ["", f"Chosen in this round so far: **{chosen(round_, records, band)}**."]
     if records:
         lines += ["", "Each candidate's validation check while it trained (greedy decoding of the preset's 200 "
                   "validation sentences at each evaluation; the table's scores are the whole validation set, beam 4, "
                   "after averaging), against training minutes:", "",
-                  f"![The validation check of every candidate against training minutes]({CURVES})"]  # fmt: skip
+                  f"![Round {round_.number}: the validation check of every candidate against training minutes]"
+                  f"({curves_file(round_)})"]  # fmt: skip
     done = {r["candidate"] for r in records}
-    waiting = [f"{c.name} ({c.change})" for c in CANDIDATES if c.name not in done]
+    waiting = [f"{c.name} ({c.change})" for c in round_.candidates if c.name not in done]
     if waiting:
         lines += ["", "Not yet recorded: " + "; ".join(waiting) + "."]
-    return "\n".join(lines) + "\n"
+    return [*lines, ""]
+
+
+def settings_text(preset: dict) -> str:
+    return ", ".join(f"`{key}: {value}`" for key, value in preset.items())
+
+
+def curves_file(round_: Round) -> str:
+    return CURVES.format(round_.number)
+
+
+def report(records: dict[int, list[dict]], summaries: list[dict]) -> str:
+    """docs/recipe.md: the rule, then each round (round_section) over its records; ``summaries`` are the full runs'
+    (the preset's repeats)."""
+    lines = [
+        "# The Multi30k recipe, chosen on validation",
+        "",
+        "Generated by `python -m experiments.recipe --report` from the records in "
+        "`results/recipe/[ROUND/]NAME/recipe.json` ([experiments/recipe.py](../experiments/recipe.py) trains them). "
+        "Every candidate is `vanilla-train --config multi30k` with a few flags changed, scored on the validation set "
+        "only (beam 4, the length penalty chosen on validation, the preset's checkpoint averaging). The budget is 54 "
+        "minutes, so the steps a candidate reached depend on the machine's speed that day (the fp32 peak measured "
+        "before it). A round's choice goes into "
+        "[training/configs/multi30k.yaml](../training/configs/multi30k.yaml), and the next round's candidates "
+        "change that preset.",
+        "",
+        f"**The rule**, stated before the candidates ran: {RULE}",
+        "",
+    ]
+    for one in ROUNDS:
+        lines += round_section(one, records.get(one.number, []), preset_runs(one, records, summaries))
+    return "\n".join(lines)
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -221,50 +285,78 @@ def arguments() -> argparse.ArgumentParser:
     return parser
 
 
+def open_round(round_: Round, preset: str) -> None:
+    """Refuses to train a round's candidate unless ``preset`` is the round's (a closed round's candidates would
+    change another preset than the one their band was measured on)."""
+    resolved = parse_args(["--config", preset, "--output_dir", "unused"])
+    value = {key: next(getattr(a, key) for a in resolved if hasattr(a, key)) for key in round_.preset}
+    if not of_preset(value, round_.preset):
+        now = settings_text(value)
+        raise UsageError(f"round {round_.number} ({round_.title}) is closed: its candidates change the preset "
+                         f"with {settings_text(round_.preset)}, and --config {preset} now has {now}")  # fmt: skip
+
+
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     results, runs, page = Path(args.results).resolve(), Path(args.runs).resolve(), Path(args.page).resolve()
     repeats = Path(args.repeats).resolve()
-    todo = [] if args.report else [c for c in CANDIDATES if not args.candidates or c.name in args.candidates]
-    for candidate in todo:
-        if recorded(candidate, args.config, results):
-            logger.info("%s: recorded, skipped", candidate.name)
-            continue
-        record = train(candidate, args.config, runs, results)
-        logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
-        write_page(results, repeats, page)  # after every run: an interrupted sweep still has its page
-    write_page(results, repeats, page)
+    trained = False
+    for one in [] if args.report else ROUNDS:
+        todo = [c for c in one.candidates if not args.candidates or c.name in args.candidates]
+        for candidate in todo:
+            if recorded(candidate, args.config, results / one.folder):
+                logger.info("%s: recorded, skipped", candidate.name)
+                continue
+            open_round(one, args.config)
+            record = train(candidate, args.config, runs / one.folder, results / one.folder)
+            logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
+            write_page(results, repeats, page)  # after every run: an interrupted sweep still has its page
+            trained = True
+    if not trained:
+        write_page(results, repeats, page)
     print(f"wrote {page}")
 
 
-def read_records(results: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(results.glob(f"*/{RECORD}"))]
+def read_records(results: Path, kept: set[Path] | None = None) -> dict[int, list[dict]]:
+    """Each round's candidate records (those among ``kept`` where given), in the round's order."""
+    found = {}
+    for one in ROUNDS:
+        paths = [results / one.folder / c.name / RECORD for c in one.candidates]
+        found[one.number] = [json.loads(p.read_text()) for p in paths if p.is_file() and (kept is None or p in kept)]
+    return found
+
+
+def full_runs(repeats: Path) -> list[dict]:
+    """The summary.json of every run folder in ``repeats`` (results/DATE-SLUG)."""
+    return [json.loads(p.read_text()) for p in sorted(repeats.glob("*/summary.json"))]
 
 
 def write_page(results: Path, repeats: Path, page: Path) -> None:
-    """The page and, beside it, its figure of the candidates' curves."""
+    """The page and, beside it, each round's figure of its candidates' curves (its preset's run in black)."""
     records = read_records(results)
-    page.write_text(report(records, preset_runs(records, repeats)))
-    if records:
-        plot_curves(records, results, page.parent / CURVES)
+    page.write_text(report(records, full_runs(repeats)))
+    for one in ROUNDS:
+        if records[one.number]:
+            plot_curves(one, records, results, page.parent / curves_file(one))
 
 
-def plot_curves(records: list[dict], results: Path, path: Path) -> None:
-    """Each candidate's validation check (eval_bleu of its learning_curve.csv) against training minutes, the preset
-    in black, the legend in the table's order."""
-    matplotlib = require("matplotlib", "plot", "python -m experiments.recipe")
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
+def plot_curves(round_: Round, records: dict[int, list[dict]], results: Path, path: Path) -> None:
+    """The round's candidates' validation checks (eval_bleu of each learning_curve.csv) against training minutes, in
+    the table's order, and its preset's run (the reference record, whichever round made it) in black."""
+    plt = pyplot("python -m experiments.recipe")
+    ranked = sorted(records[round_.number], key=lambda r: -r["validation_bleu"])
+    curves = [(r["candidate"], results / round_.folder) for r in ranked]
+    if round_.reference not in {name for name, _ in curves}:
+        curves += [(round_.reference, results / other.folder) for other in ROUNDS
+                   if any(r["candidate"] == round_.reference for r in records[other.number])]  # fmt: skip
     figure, axis = plt.subplots(figsize=(7, 4))
-    for record in sorted(records, key=lambda r: -r["validation_bleu"]):
-        name = record["candidate"]
-        columns = curve_columns(results / name / "learning_curve.csv")
-        style = {"color": "black", "linewidth": 2.5} if name == "preset" else {}
+    for name, folder in curves:
+        columns = curve_columns(folder / name / "learning_curve.csv")
+        style = {"color": "black", "linewidth": 2.5} if name == round_.reference else {}
         axis.plot(columns["minutes"], columns["eval_bleu"], marker=".", label=name, **style)
     axis.set(xlabel="training minutes", ylabel="validation check: sacreBLEU, greedy, 200 sentences",
-             title="Multi30k recipe candidates")  # fmt: skip
+             title=f"Multi30k recipe, round {round_.number}: {round_.title}")  # fmt: skip
     axis.grid(alpha=0.3)
     axis.legend(fontsize="small")
     figure.savefig(path, dpi=100, bbox_inches="tight")
