@@ -14,6 +14,9 @@ loses at most the run in progress and the sweep goes on over several days. A ver
 only (``code_tree``, vanilla_tools/provenance.py): ``--rerun_other_code`` trains again the runs recorded at other
 code than the checkout's.
 
+Beside the paper's rows, the schedule rows halve the §5.3 learning rate (``--lr_scale 0.5``) of the base and of
+N = 4: whether the (C) rows that lag the base lag for their size or for the preset's peak learning rate.
+
 The base row is the multi30k preset (d_model 256, N = 3, h = 4, d_k = 64, d_ff 1024, P_drop 0.1, eps_ls 0.1,
 BPE-dropout 0.1), trained for ``--steps`` steps instead of its 54 minutes. Each variation changes what its row of
 the paper changes, scaled by the same factor where the paper's value is a size (N, d_model, d_ff: the paper's base
@@ -116,10 +119,15 @@ ROWS = (
         _paper("positional embedding instead of sinusoids", 4.92, 25.7)),
     Row("restricted-r-4", "restricted", "self-attention restricted to r = 4", ("--attention_window", "4")),
     Row("restricted-r-8", "restricted", "self-attention restricted to r = 8", ("--attention_window", "8")),
+    # not in the paper: whether the deeper and wider (C) rows lag the base for their size or for the preset's peak
+    # learning rate (2.55e-3, 3.6x the paper's base; post-LN tolerates less the deeper it is: Xiong et al. 2020)
+    Row("schedule-layers-4-lr-half", "schedule", "N = 4, learning rate x 0.5",
+        ("--encoder_layers", "4", "--decoder_layers", "4", "--lr_scale", "0.5")),
+    Row("schedule-lr-half", "schedule", "learning rate x 0.5", ("--lr_scale", "0.5")),
 )  # fmt: skip
 
 GROUP_OF = {row.name: row.group for row in ROWS}
-GROUPS = sorted({group.strip("()") for group in GROUP_OF.values()} - {"base"})  # A ... E, restricted: --rows
+GROUPS = sorted({group.strip("()") for group in GROUP_OF.values()} - {"base"})  # A ... E, restricted, schedule
 
 
 @dataclass(frozen=True)
@@ -275,8 +283,8 @@ def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m experiments.table3", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--rows", nargs="+", choices=[*(row.name for row in ROWS), *GROUPS, "longer"],
-                        help="rows, group letters (A ... E, restricted), or longer (base, (C), the rows opposite at "
-                        f"{STEPS} steps); default: every row")  # fmt: skip
+                        help="rows, group letters (A ... E, restricted, schedule), or longer (base, (C), the rows "
+                        f"opposite at {STEPS} steps); default: every row")  # fmt: skip
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS), help="the seeds of every row")
     parser.add_argument("--steps", type=int, default=STEPS, help=f"training steps of every run (longer: {LONGER})")
     parser.add_argument("--curve_steps", type=int, default=CURVE_STEPS, help="validation PPL every this many steps")

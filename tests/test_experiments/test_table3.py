@@ -19,16 +19,17 @@ PAPER = {"C-layers-2": {"change": "N = 4", "ppl": 5.19, "bleu": 25.3}, "B-dk-16"
 
 def test_the_sweep_runs_the_base_then_the_decided_rows_then_the_rest():
     runs = table3.plan(table3.select(None, []), [1, 2, 3], 1000)
-    assert len(runs) == 3 * 22 and len({run.folder for run in runs}) == len(runs)
+    assert len(runs) == 3 * 24 and len({run.folder for run in runs}) == len(runs)
     names = list(dict.fromkeys(run.row.name for run in runs))
     assert names[0] == "base" and names[1 : 1 + len(table3.PRIORITY)] == list(table3.PRIORITY)
-    assert names[-2:] == ["restricted-r-4", "restricted-r-8"]
+    assert names[-4:] == ["restricted-r-4", "restricted-r-8", "schedule-layers-4-lr-half", "schedule-lr-half"]
     assert [run.seed for run in runs[:6]] == [1, 2, 3, 1, 2, 3]  # a row's seeds together: its cell decides sooner
     assert runs[3].folder == "1000-steps/A-heads-1/seed-1"
 
 
 def test_rows_are_chosen_by_name_group_or_the_longer_budgets_rule():
     assert [row.name for row in table3.select(["A"], [])] == ["A-heads-1", "A-heads-2", "A-heads-8", "A-heads-16"]
+    assert [row.name for row in table3.select(["schedule"], [])] == ["schedule-layers-4-lr-half", "schedule-lr-half"]
     longer = [row.name for row in table3.select(["longer"], [])]  # no verdict yet: the base and the (C) rows
     assert longer[0] == "base" and {row.group for row in table3.select(["longer"], [])} == {"base", "(C)"}
     opposite = [record("base", seed, 16.0 + seed / 10, 21.0) for seed in (1, 2, 3)]
