@@ -1,8 +1,9 @@
 """`python -m experiments.results_index`: docs/results.md, generated from the run records in results/ (never edited by
 hand). Each run folder, results/DATE-SLUG/, holds the summary.json that ``vanilla-train --summary_dir`` writes: the
 scores, the command and every argument it resolved to, the git commit and the machine; and the learning curve.
-A record's ``role`` says what the run is for: the canonical run of a preset, its repeats (seeds, other hours), the
-ablations that chose the preset, or history (runs of earlier presets and code)."""
+A record's ``role`` says what the run is for: the canonical run of the preset, its repeats (seeds, other hours), the
+canonical run and repeats of a preset since replaced (superseded: still the band its replacement was chosen against,
+experiments/recipe.py), the ablations that chose the preset, or history (runs of earlier presets and code)."""
 
 import argparse
 import json
@@ -13,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ROLES = {
     "canonical": "The canonical run",
     "seed": "Repeats of the canonical recipe",
+    "superseded": "The runs of earlier presets, before a recipe candidate replaced them",
     "ablation": "Ablations that chose the preset",
     "history": "History: earlier presets and code",
     None: "Other runs",
@@ -94,6 +96,8 @@ def index(results: Path, kept: set[Path] | None = None) -> str:
         if role == "seed":
             canonical = [r for _, r in records if r.get("role") == "canonical"]
             lines.append(mean_row(canonical + [r for _, r in chosen]))
+        elif role == "superseded":
+            lines.append(mean_row([r for _, r in chosen]))
         lines.append("")
         for folder, record in chosen:
             lines.append(f"- **{folder.name}**: {record.get('note', '')} Command: `{record.get('command', '?')}`.")

@@ -29,6 +29,8 @@ def test_every_candidate_is_the_preset_scored_on_validation_only():
     flags = {c.name: dict(zip(c.flags[::2], c.flags[1::2], strict=True)) for c in recipe.CANDIDATES}
     big = flags["dmodel-384-dropout-0.3"]
     assert int(big["--d_model"]) // int(big["--num_attention_heads"]) == 64  # d_k as the preset's
+    deep = flags["layers-4-lr-0.7"]  # half the peak of round 1's preset, 256^-0.5 * 600^-0.5 = 2.55e-3
+    assert abs(float(deep["--lr_scale"]) * (256 * 1200) ** -0.5 - 0.5 * (256 * 600) ** -0.5) < 2e-5
     tiny = flags["tiny-wu2021"]  # its published peak learning rate, 0.005 at the end of warmup (§5.3's formula)
     peak = float(tiny["--lr_scale"]) * (int(tiny["--d_model"]) * int(tiny["--warmup_steps"])) ** -0.5
     assert abs(peak - 0.005) < 1e-5
@@ -60,7 +62,7 @@ def test_the_preset_changes_only_for_the_best_candidate_above_the_band():
 
 def test_a_rounds_preset_runs_are_the_full_runs_with_its_values_and_its_reference():
     summaries = [{"role": role, "validation": {"bleu": bleu}, "arguments": {"warmup_steps": warmup}}
-                 for role, bleu, warmup in (("canonical", 40.0, 600), ("seed", 41.0, 600), ("seed", 42.0, 1200),
+                 for role, bleu, warmup in (("superseded", 40.0, 600), ("seed", 41.0, 600), ("seed", 42.0, 1200),
                                             ("ablation", 30.0, 1200), ("history", 31.0, 600))]  # fmt: skip
     records = {
         1: [{"candidate": "preset", "validation_bleu": 39.0}, {"candidate": "warmup-1200", "validation_bleu": 43.0}]
