@@ -36,6 +36,7 @@ import torch
 from inference.bench import matmul_peak
 from training.arguments import parse_args
 from training.plot_curve import curve_columns
+from training.record import resolved_arguments
 from vanilla_tools.cli import UsageError, console_script, pyplot
 from vanilla_tools.provenance import git_commit, machine
 
@@ -292,10 +293,11 @@ def arguments() -> argparse.ArgumentParser:
 def open_round(round_: Round, preset: str) -> None:
     """Refuses to train a round's candidate unless ``preset`` is the round's (a closed round's candidates would
     change another preset than the one their band was measured on)."""
-    resolved = parse_args(["--config", preset, "--output_dir", "unused"])
-    value = {key: next(getattr(a, key) for a in resolved if hasattr(a, key)) for key in round_.preset}
-    if not of_preset(value, round_.preset):
-        now = settings_text(value)
+    resolved = resolved_arguments(
+        *parse_args(["--config", preset, "--output_dir", "unused"])
+    )  # as summary.json has them
+    if not of_preset(resolved, round_.preset):
+        now = settings_text({key: resolved.get(key) for key in round_.preset})
         raise UsageError(f"round {round_.number} ({round_.title}) is closed: its candidates change the preset "
                          f"with {settings_text(round_.preset)}, and --config {preset} now has {now}")  # fmt: skip
 
