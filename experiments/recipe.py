@@ -158,16 +158,24 @@ def of_preset(arguments: dict, preset: dict) -> bool:
     return all(arguments.get(key) == value for key, value in preset.items())
 
 
+def reference_record(round_: Round, records: dict[int, list[dict]]) -> tuple[Round, dict] | None:
+    """The record that ran the round's preset, and the round that made it (a round's choice is the next one's
+    preset); None where it is not recorded."""
+    for other in ROUNDS:
+        for record in records.get(other.number, []):
+            if record["candidate"] == round_.reference:
+                return other, record
+    return None
+
+
 def preset_runs(round_: Round, records: dict[int, list[dict]], summaries: list[dict]) -> list[float]:
     """The validation BLEU of every recorded run of the round's preset: the full runs among ``summaries`` (role
     canonical, seed or superseded, results_index) that hold its values, and its reference candidate. Runs of earlier
     code are among them: their spread is the wider for it, the rule the stricter."""
     full = [s["validation"]["bleu"] for s in summaries if s.get("role") in PRESET_ROLES
             and of_preset(s.get("arguments", {}), round_.preset)]  # fmt: skip
-    reference = [
-        r["validation_bleu"] for found in records.values() for r in found if r["candidate"] == round_.reference
-    ]
-    return full + reference
+    reference = reference_record(round_, records)
+    return full + ([reference[1]["validation_bleu"]] if reference else [])
 
 
 @dataclass(frozen=True)
@@ -353,9 +361,9 @@ def plot_curves(round_: Round, records: dict[int, list[dict]], results: Path, pa
     plt = pyplot("python -m experiments.recipe")
     ranked = sorted(records[round_.number], key=lambda r: -r["validation_bleu"])
     curves = [(r["candidate"], results / round_.folder) for r in ranked]
-    if round_.reference not in {name for name, _ in curves}:
-        curves += [(round_.reference, results / other.folder) for other in ROUNDS
-                   if any(r["candidate"] == round_.reference for r in records[other.number])]  # fmt: skip
+    reference = reference_record(round_, records)
+    if reference and reference[0] is not round_:  # made by an earlier round: drawn beside this round's candidates
+        curves.append((round_.reference, results / reference[0].folder))
     figure, axis = plt.subplots(figsize=(7, 4))
     for name, folder in curves:
         columns = curve_columns(folder / name / "learning_curve.csv")
