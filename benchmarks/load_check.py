@@ -18,7 +18,7 @@ import time
 import torch
 
 from benchmarks import write_record
-from benchmarks.restricted_attention import matmul_gflops
+from inference.bench import fp32_gflops
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq, checks
 from modeling_vanilla import modeling_vanilla as modeling
 from vanilla_tools.provenance import provenance
@@ -82,9 +82,9 @@ def arguments() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = arguments().parse_args(argv)
-    before = matmul_gflops()
+    before = fp32_gflops()
     measurement = measure(VanillaTransformerConfig.base(vocab_size=args.vocab_size), args.repeats)
-    machine_speed = {"fp32_gflops_before": round(before, 1), "fp32_gflops_after": round(matmul_gflops(), 1)}
+    machine_speed = {"fp32_gflops_before": before, "fp32_gflops_after": fp32_gflops()}
     record = {**provenance(), "arguments": vars(args), "machine_speed": machine_speed, "measurement": measurement}
     print(json.dumps({**measurement, **machine_speed}, indent=1))
     write_record(record, args.json)

@@ -25,6 +25,7 @@ import psutil
 import torch
 
 from benchmarks import write_record
+from inference.bench import fp32_gflops
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from vanilla_tools.provenance import provenance
 
@@ -67,20 +68,6 @@ def measure(n: int, window: int | None, implementation: str, repeats: int, timeo
     if done.returncode:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def matmul_gflops(size: int = 1024, repeats: int = 10) -> float:
-    """The machine's fp32 speed today: a size^3 matrix product, best of ``repeats``."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
-    a @ b
-    best = min(timed(lambda: a @ b) for _ in range(repeats))
-    return round(2 * size**3 / best / 1e9, 1)
-
-
-def timed(work) -> float:
-    start = time.perf_counter()
-    work()
-    return time.perf_counter() - start
 
 
 def by_setting(rows: list[dict]) -> dict[tuple, dict]:
@@ -182,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict:
         figures = worker(int(n), int(window) or None, implementation, args.repeats)
         print(json.dumps(figures))
         return figures
-    record = {**provenance(), "encoder": ENCODER, "window": WINDOW, "matmul_gflops_fp32": matmul_gflops(),
+    record = {**provenance(), "encoder": ENCODER, "window": WINDOW, "matmul_gflops_fp32": fp32_gflops(),
               "threads": torch.get_num_threads(), "rows": []}  # fmt: skip
     for implementation in args.implementations:
         for n in args.lengths:
@@ -192,7 +179,7 @@ def main(argv: list[str] | None = None) -> dict:
                 print(json.dumps(row), flush=True)
                 record["rows"].append(row)
     record["crossover"] = {impl: crossover(record["rows"], impl) for impl in args.implementations}
-    record["matmul_gflops_fp32_after"] = matmul_gflops()
+    record["matmul_gflops_fp32_after"] = fp32_gflops()
     write_record(record, args.json)
     print(table(record))
     if args.plot:

@@ -31,9 +31,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from inference.bench import matmul_peak
 from training.arguments import parse_args
 from training.plot_curve import curve_columns
 from training.record import resolved_arguments
@@ -134,8 +131,7 @@ def train(candidate: Candidate, preset: str, runs: Path, results: Path) -> dict:
     output_dir, record_dir = runs / candidate.name, results / candidate.name
     argv = [*candidate.settings(preset), "--overwrite_output_dir", "--output_dir", shown(output_dir),
             "--summary_dir", shown(record_dir)]  # fmt: skip
-    peak = matmul_peak(torch.float32)
-    logger.info("%s: vanilla-train %s (fp32 peak %.0f GFLOP/s)", candidate.name, " ".join(argv), peak / 1e9)
+    logger.info("%s: vanilla-train %s", candidate.name, " ".join(argv))
     done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
     if done.returncode:
         raise UsageError(f"{candidate.name}: vanilla-train exited with status {done.returncode} (command above)")
@@ -145,7 +141,7 @@ def train(candidate: Candidate, preset: str, runs: Path, results: Path) -> dict:
         "settings": candidate.settings(preset), "validation_bleu": summary["validation"]["bleu"],
         "validation_bleu_lc_tok": summary["validation"].get("bleu_lc_tok"), "beam": summary.get("beam"),
         "steps": summary["steps"], "epochs": summary["epochs"], "parameters": summary["parameters"],
-        "train_minutes": summary["train_minutes"], "fp32_gflops_before": round(peak / 1e9, 1),
+        "train_minutes": summary["train_minutes"], **summary["machine_speed"],
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "python -m training.train " + " ".join(argv),
         "code": git_commit(), "machine": machine(),
     }  # fmt: skip

@@ -20,8 +20,8 @@ ROLES = {
     None: "Other runs",
 }
 HEADER = (
-    "| run | date | commit | minutes (training / command) | epochs | validation BLEU (alpha) | test BLEU | chrF "
-    "| length ratio | test BLEU, lowercased and tokenized |"
+    "| run | date | commit | minutes (training / command) | fp32 GFLOP/s (before / after) | epochs "
+    "| validation BLEU (alpha) | test BLEU | chrF | length ratio | test BLEU, lowercased and tokenized |"
 )
 
 
@@ -45,9 +45,11 @@ def row(folder: Path, record: dict) -> str:
     link = f"[{folder.name}]({Path('..') / folder.relative_to(ROOT)})"  # docs/results.md links up to results/
     commit = (record.get("code") or {}).get("commit") or "?"
     minutes = f"{record.get('train_minutes', '?')} / {record.get('wall_clock_minutes', '?')}"
+    speed = record.get("machine_speed") or {}  # recorded since 2026-11-26
+    gflops = f"{speed['fp32_gflops_before']} / {speed['fp32_gflops_after']}" if speed else "-"
     scores = (f"**{test.get('bleu', '?')}** | {test.get('chrf', '?')} | {test.get('length_ratio', '?')} | "
               f"{test.get('bleu_lc_tok', '-')}")  # fmt: skip
-    return (f"| {link} | {folder.name[:10]} | `{commit[:7]}` | {minutes} | {epochs(folder) or '?'} | "
+    return (f"| {link} | {folder.name[:10]} | `{commit[:7]}` | {minutes} | {gflops} | {epochs(folder) or '?'} | "
             f"{validation.get('bleu', '?')} ({alpha}) | {scores} |")  # fmt: skip
 
 
@@ -59,7 +61,7 @@ def mean_row(records: list[dict]) -> str:
         return f"{statistics.mean(values):.2f}" if values and known else "-"
 
     tests = [test_scores(r) for r in records]
-    return (f"| **mean of {len(records)}** | | | | | {mean(r.get('validation', {}).get('bleu') for r in records)} | "
+    return (f"| **mean of {len(records)}** | | | | | | {mean(r.get('validation', {}).get('bleu') for r in records)} | "
             f"**{mean(t.get('bleu') for t in tests)}** | {mean(t.get('chrf') for t in tests)} | "
             f"{mean(t.get('length_ratio') for t in tests)} | "
             f"{mean(t.get('bleu_lc_tok') for t in tests)} |")  # fmt: skip
@@ -83,6 +85,8 @@ def index(results: Path, kept: set[Path] | None = None) -> str:
         "sacreBLEU on cased, detokenized text; the length ratio is output over reference length on the test set.",
         "The last column is the BLEU the Multi30k literature reports (`vanilla_tools.metrics.tokenized_bleu`: both",
         "sides lowercased, Moses-normalized and Moses-tokenized, BLEU on those tokens), recorded since 2026-11-24.",
+        "The machine's speed, a 1024^3 fp32 matrix product just before and just after training, is recorded since",
+        "2026-11-26: a run bounded by minutes reaches more steps on a faster day.",
         "Choices were made on the validation set; each run decoded its test set once, at its end. A record's commit",
         "comes with every file the tree differed in; the records and this page are outputs, not code, and do not count",
         "(`vanilla_tools/provenance.py`): a page regenerated before a run does not mark that run's tree as changed.",

@@ -134,6 +134,12 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5, device: str
     return 2 * n**3 / seconds
 
 
+def fp32_gflops() -> float:
+    """The machine's fp32 speed now, as records give it: GFLOP/s of a 1024^3 matrix product (median of 10). The
+    same machine type measures 57 to 332 on different days, so a time-bounded run's steps depend on it."""
+    return round(matmul_peak(torch.float32, n=1024, repeats=10) / 1e9, 1)
+
+
 def peak_step_memory(model, batch) -> float:
     """MiB allocated at the peak of one fp32 training step, from the profiler's allocation record (CPU tensors have
     no allocator counter): running sum of every operator's allocations and frees, in order."""

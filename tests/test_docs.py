@@ -130,7 +130,19 @@ def test_results_mean_is_left_out_where_a_run_lacks_the_score():
             "test2016": {"bleu": 39.0, "chrf": 64.0, "length_ratio": 1.02, "bleu_lc_tok": 39.5},
         },
     ]
-    assert results_index.mean_row(runs) == "| **mean of 2** | | | | | 40.50 | **38.50** | 63.50 | 1.01 | - |"
+    assert results_index.mean_row(runs) == "| **mean of 2** | | | | | | 40.50 | **38.50** | 63.50 | 1.01 | - |"
+
+
+def test_results_row_gives_the_machine_speed_where_recorded():
+    folder = ROOT / "results" / "2026-11-26-example"  # row() links to results/ from docs/
+    run = {"code": {"commit": "abcdef0123"}, "train_minutes": 54.0, "wall_clock_minutes": 55.5,
+           "validation": {"bleu": 41.0}, "beam": {"length_penalty": 2.0}, "test2016": {"bleu": 39.0}}  # fmt: skip
+    cells = [cell.strip() for cell in results_index.row(folder, run).split("|")]
+    assert cells[4:6] == ["54.0 / 55.5", "-"]  # before 2026-11-26 runs did not record it
+    run["machine_speed"] = {"fp32_gflops_before": 182.3, "fp32_gflops_after": 180.1}
+    cells = [cell.strip() for cell in results_index.row(folder, run).split("|")]
+    assert cells[5] == "182.3 / 180.1" and cells[7:9] == ["41.0 (2.0)", "**39.0**"]
+    assert len(cells) - 2 == results_index.HEADER.count("|") - 1  # one cell per column
 
 
 def page_text(page: str) -> str:

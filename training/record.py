@@ -23,10 +23,11 @@ def resolved_arguments(model_args: ModelArguments, data_args: DataArguments, tra
 
 def write_summary(
     folder: Path, results: dict, train_minutes: float, wall_minutes: float, model, output_dir: Path, argv,
-    arguments: tuple,
+    arguments: tuple, speed: dict,
 ) -> None:  # fmt: skip
     """summary.json, the record of the run: its test and validation scores, minutes, parameters, the command and
-    every argument it resolved to, the git commit and the machine; and the learning curve."""
+    every argument it resolved to, the git commit, the machine and its speed (``speed``: fp32 GFLOP/s before and
+    after training); and the learning curve."""
     folder.mkdir(parents=True, exist_ok=True)
     model_args, data_args, training_args = arguments
 
@@ -61,6 +62,7 @@ def write_summary(
         "arguments": resolved_arguments(model_args, data_args, training_args),
         "code": git_commit(),
         "machine": machine(),
+        "machine_speed": speed,
     }
     for name in ("learning_curve.csv", "learning_curve.json"):
         if (output_dir / name).is_file():

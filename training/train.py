@@ -39,6 +39,7 @@ from transformers.trainer_utils import IntervalStrategy, TrainOutput
 from transformers.utils import SAFE_WEIGHTS_NAME
 
 from hub_card import write_model_card
+from inference.bench import fp32_gflops
 from inference.ct2 import cached_export
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
@@ -318,8 +319,16 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
     if begin.checkpoint:
         check_batches(trainer, begin)
         trainer.training_set.resume(begin.checkpoint)
+    # a record keeps the machine's speed around training: a time-bounded run's steps depend on it, and a drop
+    # from before to after says other work shared the cores
+    speed = {}
+    if model_args.summary_dir and trainer.is_world_process_zero():
+        speed["fp32_gflops_before"] = fp32_gflops()
+        logger.info("the machine before training: %.1f GFLOP/s fp32 (1024^3 matrix product)", *speed.values())
     start = time.monotonic()
     train_result = train_from(trainer, begin.checkpoint, model_args.save_on_signal)
+    if speed:
+        speed["fp32_gflops_after"] = fp32_gflops()
     results = {"train": {**train_result.metrics, "steps": train_result.global_step}}
     if model_args.average_last:  # §6.1
         # FSDP 1's wrapper, not its inner module of flat parameters (FSDP 2 shards the model itself)
@@ -338,7 +347,7 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
                                     data_args.target_lang))  # fmt: skip
     if trainer.is_world_process_zero():
         write_run_files(trainer, results, (model_args, data_args, training_args), argv,
-                        (train_minutes, (time.monotonic() - run_start) / 60))  # fmt: skip
+                        (train_minutes, (time.monotonic() - run_start) / 60), speed)  # fmt: skip
     if training_args.push_to_hub:
         trainer.push_to_hub(commit_message="vanilla-train: final model, tokenizer, results and card")
     if trainer.is_world_process_zero():  # last: a rerun of the same command now has nothing to do
@@ -394,9 +403,10 @@ def check_batches(trainer: PaperSeq2SeqTrainer, begin: Start) -> None:
 
 
 def write_run_files(trainer: PaperSeq2SeqTrainer, results: dict, arguments: tuple, argv,
-                    minutes: tuple[float, float]) -> None:  # fmt: skip
+                    minutes: tuple[float, float], speed: dict) -> None:  # fmt: skip
     """The first process's files of a trained run: the CTranslate2 export, eval_results.json, training_recipe.json,
-    the model card, and with --summary_dir the run's summary (``minutes``: of training, of the whole command)."""
+    the model card, and with --summary_dir the run's summary (``minutes``: of training, of the whole command;
+    ``speed``: the machine's fp32 GFLOP/s before and after training)."""
     model_args, data_args, training_args = arguments
     output_dir = Path(training_args.output_dir)
     if model_args.export_ct2:
@@ -409,7 +419,7 @@ def write_run_files(trainer: PaperSeq2SeqTrainer, results: dict, arguments: tupl
     if model_args.summary_dir:
         folder = Path(model_args.summary_dir.format(date=time.strftime("%Y-%m-%d")))
         with output_guard(folder, "the run's summary"):
-            write_summary(folder, results, *minutes, trainer.model, output_dir, argv, arguments)
+            write_summary(folder, results, *minutes, trainer.model, output_dir, argv, arguments, speed)
         record = f"; the record: {folder / 'summary.json'}"
     state = trainer.state
     print(
