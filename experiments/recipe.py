@@ -8,7 +8,8 @@ Each candidate is the multi30k preset (``vanilla-train --config multi30k``: its 
 averaging, the length penalty chosen on validation) with a few flags changed, trained in its own process and scored
 on the validation set alone (``--final_splits validation``: test2016 is decoded once, by the preset that is chosen,
 in its own runs). The budget is time, so a candidate's steps depend on the machine's speed that day: each record
-keeps its steps, epochs and the fp32 matrix-product peak measured before it trained, and the page shows them.
+keeps its steps, epochs and the fp32 matrix-product peak measured before it trained, and the page shows them; a
+candidate is refused where that peak is under ``SPEED_FLOOR`` of its preset's runs' (``check_speed``).
 
 The choice follows ``RULE``, stated before the candidates ran and printed at the top of the page: one run of a
 candidate against the preset's own spread over its recorded runs (``Band``, ``chosen``). Candidates come in
@@ -31,6 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from inference.bench import fp32_gflops
 from training.arguments import parse_args
 from training.plot_curve import curve_columns
 from training.record import resolved_arguments
@@ -53,6 +55,7 @@ RULE = (
 )
 REPEATS = ROOT / "results"  # the presets' full runs: summary.json with a role in PRESET_ROLES (results_index)
 PRESET_ROLES = ("canonical", "seed", "superseded")
+SPEED_FLOOR = 0.8  # a candidate trains on a machine with at least this share of its preset's runs' speed
 COMMON = ["--final_splits", "validation", "--translate_examples", "0"]  # validation only; test2016 is not decoded
 
 
@@ -164,14 +167,41 @@ def reference_record(round_: Round, records: dict[int, list[dict]]) -> tuple[Rou
     return None
 
 
+def preset_summaries(round_: Round, summaries: list[dict]) -> list[dict]:
+    """The full runs among ``summaries`` (role canonical, seed or superseded, results_index) with the round's preset
+    values."""
+    return [s for s in summaries if s.get("role") in PRESET_ROLES and of_preset(s.get("arguments", {}), round_.preset)]
+
+
 def preset_runs(round_: Round, records: dict[int, list[dict]], summaries: list[dict]) -> list[float]:
-    """The validation BLEU of every recorded run of the round's preset: the full runs among ``summaries`` (role
-    canonical, seed or superseded, results_index) that hold its values, and its reference candidate. Runs of earlier
-    code are among them: their spread is the wider for it, the rule the stricter."""
-    full = [s["validation"]["bleu"] for s in summaries if s.get("role") in PRESET_ROLES
-            and of_preset(s.get("arguments", {}), round_.preset)]  # fmt: skip
+    """The validation BLEU of every recorded run of the round's preset: its full runs among ``summaries`` and its
+    reference candidate. Runs of earlier code are among them: their spread is the wider for it, the rule the
+    stricter."""
     reference = reference_record(round_, records)
+    full = [s["validation"]["bleu"] for s in preset_summaries(round_, summaries)]
     return full + ([reference[1]["validation_bleu"]] if reference else [])
+
+
+def preset_speeds(round_: Round, records: dict[int, list[dict]], summaries: list[dict]) -> list[float]:
+    """The machine's fp32 GFLOP/s before each run of the round's preset that recorded it (its reference candidate;
+    full runs since 2026-11-26, summary.json's machine_speed)."""
+    reference = reference_record(round_, records)
+    full = [s["machine_speed"]["fp32_gflops_before"] for s in preset_summaries(round_, summaries)
+            if s.get("machine_speed")]  # fmt: skip
+    return full + ([reference[1]["fp32_gflops_before"]] if reference else [])
+
+
+def check_speed(round_: Round, speeds: list[float], today: float) -> None:
+    """Refuses to train a candidate on a machine much slower than its preset's runs had (``speeds``): in the same
+    minutes it would reach fewer steps, and its one run would be read against a band it cannot be compared with."""
+    usual = statistics.median(speeds) if speeds else 0.0
+    if today < SPEED_FLOOR * usual:
+        raise UsageError(
+            f"round {round_.number}: the machine runs a 1024^3 fp32 matrix product at {today:.0f} GFLOP/s, under "
+            f"{SPEED_FLOOR:.0%} of the {usual:.0f} its preset's runs had (median of {len(speeds)}): in the preset's "
+            "time budget a candidate would reach fewer steps than they did; train it on a faster day, or pass "
+            "--any_speed to record it anyway"
+        )
 
 
 @dataclass(frozen=True)
@@ -269,7 +299,8 @@ def report(records: dict[int, list[dict]], summaries: list[dict]) -> str:
         "Every candidate is `vanilla-train --config multi30k` with a few flags changed, scored on the validation set "
         "only (beam 4, the length penalty chosen on validation, the preset's checkpoint averaging). The budget is 54 "
         "minutes, so the steps a candidate reached depend on the machine's speed that day (the fp32 peak measured "
-        "before it). A round's choice goes into "
+        f"before it); a candidate does not train on a machine under {SPEED_FLOOR:.0%} of the speed its preset's runs "
+        "had (their median, where recorded). A round's choice goes into "
         "[training/configs/multi30k.yaml](../training/configs/multi30k.yaml), and the next round's candidates "
         "change that preset.",
         "",
@@ -291,6 +322,11 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--page", default=str(PAGE), help="the page generated from the records")
     parser.add_argument("--repeats", default=str(REPEATS), help="the preset's full runs (results/DATE-SLUG folders)")
     parser.add_argument("--report", action="store_true", help="only write the page from the records")
+    parser.add_argument(
+        "--any_speed",
+        action="store_true",
+        help=f"train even where the machine is under {SPEED_FLOOR * 100:.0f}%% of its preset's runs' speed",
+    )
     return parser
 
 
@@ -319,6 +355,8 @@ def run(argv: list[str] | None = None) -> None:
                 logger.info("%s: recorded, skipped", candidate.name)
                 continue
             open_round(one, args.config)
+            if not args.any_speed:
+                check_speed(one, preset_speeds(one, read_records(results), full_runs(repeats)), fp32_gflops())
             record = train(candidate, args.config, runs / one.folder, results / one.folder)
             logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
             write_page(results, repeats, page)  # after every run: an interrupted sweep still has its page

@@ -72,6 +72,33 @@ def test_a_rounds_preset_runs_are_the_full_runs_with_its_values_and_its_referenc
     assert recipe.preset_runs(second, records, summaries) == [42.0, 43.0]
 
 
+def test_a_rounds_speed_is_its_preset_runs_that_recorded_it():
+    summaries = [{"role": "seed", "validation": {"bleu": 41.0}, "arguments": {"warmup_steps": 1200}},  # before 11-26
+                 {"role": "seed", "validation": {"bleu": 42.0}, "arguments": {"warmup_steps": 1200},
+                  "machine_speed": {"fp32_gflops_before": 180.0, "fp32_gflops_after": 178.0}},
+                 {"role": "superseded", "validation": {"bleu": 40.0}, "arguments": {"warmup_steps": 600},
+                  "machine_speed": {"fp32_gflops_before": 90.0, "fp32_gflops_after": 91.0}}]  # fmt: skip
+    records = {1: [{"candidate": "warmup-1200", "validation_bleu": 43.0, "fp32_gflops_before": 160.0}]}
+    first, second = recipe.ROUNDS
+    speeds = recipe.preset_speeds(second, records, summaries)
+    assert speeds == [180.0, 160.0] and recipe.preset_speeds(first, records, summaries) == [90.0]
+    recipe.check_speed(second, speeds, 136.0)  # 80% of the median 170 is 136: comparable
+    recipe.check_speed(second, [], 1.0)  # nothing recorded: nothing to compare with
+    with pytest.raises(UsageError, match=r"^round 2: the machine runs a 1024\^3 fp32 matrix product at 135 GFLOP/s, "
+                       r"under 80% of the 170 its preset's runs had \(median of 2\): .* pass --any_speed"):  # fmt: skip
+        recipe.check_speed(second, speeds, 135.0)
+
+
+def test_a_slow_machine_trains_nothing(tmp_path):
+    """Today's speed against a preset run recorded far faster than any machine: refused before it trains."""
+    preset_repeat(tmp_path / "repeats", "fast", 41.0, speed=1e9)
+    argv = ["--config", "multi30k", "--candidates", "bpe-dropout-0.2", "--results", str(tmp_path / "results"),
+            "--runs", str(tmp_path / "runs"), "--repeats", str(tmp_path / "repeats")]  # fmt: skip
+    with pytest.raises(UsageError, match=r"^round 2: the machine runs .* under 80% of the 1000000000 "):
+        recipe.run(argv)
+    assert not (tmp_path / "results").exists() and not (tmp_path / "runs").exists()
+
+
 def test_a_closed_round_trains_nothing(tmp_path):
     """Round 1's candidates changed the preset with warmup 600; the YAML now has 1,200: training one would read it
     against a band measured on another preset."""
@@ -82,9 +109,11 @@ def test_a_closed_round_trains_nothing(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def preset_repeat(results, name: str, bleu: float, role: str = "seed", warmup: int = 1200) -> None:
+def preset_repeat(results, name: str, bleu: float, role: str = "seed", warmup: int = 1200, speed: float = 0) -> None:
     (results / name).mkdir(parents=True)
     summary = {"role": role, "validation": {"bleu": bleu}, "arguments": {"warmup_steps": warmup}}
+    if speed:
+        summary["machine_speed"] = {"fp32_gflops_before": speed, "fp32_gflops_after": speed}
     (results / name / "summary.json").write_text(json.dumps(summary))
 
 
