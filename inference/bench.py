@@ -134,10 +134,10 @@ def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5, device: str
     return 2 * n**3 / seconds
 
 
-def fp32_gflops() -> float:
-    """The machine's fp32 speed now, as records give it: GFLOP/s of a 1024^3 matrix product (median of 10). The
-    same machine type measures 57 to 332 on different days, so a time-bounded run's steps depend on it."""
-    return round(matmul_peak(torch.float32, n=1024, repeats=10) / 1e9, 1)
+def fp32_gflops(device: str = "cpu") -> float:
+    """The machine's fp32 speed now, as records give it: GFLOP/s of a 1024^3 matrix product on ``device`` (median
+    of 10). The same CPU type measures 57 to 332 on different days, so a time-bounded run's steps depend on it."""
+    return round(matmul_peak(torch.float32, n=1024, repeats=10, device=device) / 1e9, 1)
 
 
 def peak_step_memory(model, batch) -> float:

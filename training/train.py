@@ -323,12 +323,13 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
     # from before to after says other work shared the cores
     speed = {}
     if model_args.summary_dir and trainer.is_world_process_zero():
-        speed["fp32_gflops_before"] = fp32_gflops()
-        logger.info("the machine before training: %.1f GFLOP/s fp32 (1024^3 matrix product)", *speed.values())
+        speed["fp32_gflops_before"] = fp32_gflops(str(training_args.device))
+        logger.info("%s before training: %.1f GFLOP/s fp32 (1024^3 matrix product)", training_args.device,
+                    *speed.values())  # fmt: skip
     start = time.monotonic()
     train_result = train_from(trainer, begin.checkpoint, model_args.save_on_signal)
     if speed:
-        speed["fp32_gflops_after"] = fp32_gflops()
+        speed["fp32_gflops_after"] = fp32_gflops(str(training_args.device))
     results = {"train": {**train_result.metrics, "steps": train_result.global_step}}
     if model_args.average_last:  # §6.1
         # FSDP 1's wrapper, not its inner module of flat parameters (FSDP 2 shards the model itself)
