@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 
 from benchmarks import write_record
@@ -25,12 +24,6 @@ from vanilla_tools.provenance import provenance
 
 FIRST_STEP = re.compile(r"first training step done")
 STOPPED = re.compile(r"stopped by SIGTERM at step (\d+)")
-STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
-
-
-def stamp(line: str) -> float | None:
-    match = STAMP.match(line)
-    return datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp() if match else None
 
 
 def measure(extra: list[str], timeout: float) -> dict:
