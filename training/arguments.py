@@ -161,6 +161,11 @@ def bf16_supported() -> bool:
     return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
 
+def precision(bf16: bool | None) -> str:
+    """How a run trains (``--bf16``), in the words of its records and model card."""
+    return "bf16 autocast" if bf16 else "fp32"
+
+
 def parse_args(argv: list[str] | None = None):
     """(ModelArguments, DataArguments, Seq2SeqTrainingArguments); a ``--config`` preset gives the defaults, and
     bf16 autocast is on where the hardware runs it fast and safely."""

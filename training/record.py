@@ -12,7 +12,7 @@ from vanilla_tools.decoding import Decoding
 from vanilla_tools.provenance import git_commit, machine
 from vanilla_tools.run_files import TrainingRecipe, write_json
 
-from .arguments import ModelArguments
+from .arguments import ModelArguments, precision
 from .data import DataArguments
 
 
@@ -102,7 +102,7 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model) 
             "length": (f"{training_args.max_steps} steps" if training_args.max_steps > 0
                        else f"{training_args.num_train_epochs} epochs")
             + (f", at most {model_args.max_train_minutes} minutes" if model_args.max_train_minutes else ""),
-            "precision": "bf16 autocast" if training_args.bf16 else "fp32",
+            "precision": precision(training_args.bf16),
             "seed": training_args.seed,
         },
     ).write(output_dir)  # fmt: skip

@@ -71,10 +71,25 @@ def processor() -> str:
     return platform.processor() or platform.machine()
 
 
+# The CPU features that decide how fast a run is and how it computes: vanilla-train trains in bf16 autocast only on
+# a CPU with AVX512-BF16 or AMX (training.arguments.bf16_supported), and a model name alone ("AMD EPYC") does not say.
+CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
+def cpu_features() -> list[str]:
+    """Which of ``CPU_FEATURES`` the CPU has (Linux's /proc/cpuinfo flags; [] where it cannot be read)."""
+    try:
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return []
+    present = set(flags.split(":", 1)[1].split())
+    return [name for name in CPU_FEATURES if name in present]
+
+
 def machine() -> dict:
     """What the run ran on."""
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return {"processor": processor(), "cpu_cores": os.cpu_count(), "gpus": gpus,
+    return {"processor": processor(), "cpu_features": cpu_features(), "cpu_cores": os.cpu_count(), "gpus": gpus,
             "python": platform.python_version(), "torch": torch.__version__,
             "transformers": transformers.__version__}  # fmt: skip
 

@@ -82,6 +82,7 @@ def test_learning_curve_summary_and_averaging(trained_run):
     assert summary["code"]["commit"] == head and isinstance(summary["code"]["uncommitted_changes"], bool)
     assert summary["code"]["uncommitted_changes"] == bool(summary["code"]["changed_files"])
     assert summary["machine"]["cpu_cores"] >= 1 and summary["machine"]["torch"] == torch.__version__
+    assert set(summary["machine"]["cpu_features"]) <= {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}
     assert set(summary["machine_speed"]) == {"fp32_gflops_before", "fp32_gflops_after"}  # fp32 GFLOP/s
     assert min(summary["machine_speed"].values()) > 0
     assert summary["validation"]["chrf"] == results["validation"]["validation_chrf"]
