@@ -12,7 +12,9 @@ the first sweep's single-seed rule (``PRIORITY``), then the rest, each row's see
 vanilla-train process; a run recorded with the same settings is skipped, so stopping the command (or the machine)
 loses at most the run in progress and the sweep goes on over several days. A verdict compares runs of one code
 only (``code_tree``, vanilla_tools/provenance.py): ``--rerun_other_code`` trains again the runs recorded at other
-code than the checkout's.
+code than the checkout's. It compares runs of one precision only, too (``precision``: bf16 autocast, or fp32 on a CPU
+without AVX512-BF16 and AMX), and refuses to train on a machine that trains in another precision than the base's
+runs at that budget (``check_precision``).
 
 Beside the paper's rows, the schedule rows halve the §5.3 learning rate (``--lr_scale 0.5``) of the base and of
 N = 4: whether the (C) rows that lag the base lag for their size or for the preset's peak learning rate.
@@ -44,7 +46,7 @@ import torch
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
 
-from training.arguments import parse_args
+from training.arguments import bf16_supported, parse_args, precision
 from training.checkpoints import checkpoint_step, complete_checkpoints
 from training.data import load_parallel_data, tokenize_splits
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
@@ -256,7 +258,8 @@ def train(run: Run, preset: str, runs: Path, results: Path) -> dict:
         "row": row.name, "group": row.group, "change": row.change, "seed": run.seed, "flags": list(row.flags),
         "steps": run.steps, "settings": run.settings(preset), "paper": row.paper, "validation_ppl": round(ppl, 3),
         "validation_tokens": tokens, "validation_bleu": summary["validation"]["bleu"], "curve": curve,
-        "parameters": summary["parameters"], "train_minutes": summary["train_minutes"],
+        "parameters": summary["parameters"], "precision": precision(summary["arguments"]["bf16"]),
+        "train_minutes": summary["train_minutes"],
         "row_minutes": round((time.monotonic() - start) / 60, 2), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": "python -m training.train " + " ".join(argv), "code": git_commit(), "machine": machine(),
     }  # fmt: skip
@@ -264,9 +267,30 @@ def train(run: Run, preset: str, runs: Path, results: Path) -> dict:
     return record
 
 
+def with_precision(path: Path) -> dict:
+    """A run's record; one made before records named their precision takes it from the summary.json beside it."""
+    record = json.loads(path.read_text())
+    if "precision" not in record:
+        record["precision"] = precision(json.loads((path.parent / "summary.json").read_text())["arguments"]["bf16"])
+    return record
+
+
 def records(results: Path) -> list[dict]:
     """Every run's record: this sweep's (STEPS-steps/ROW/seed-SEED/) and the first sweep's (ROW/)."""
-    return [json.loads(p.read_text()) for p in sorted(results.rglob(RECORD))]
+    return [with_precision(p) for p in sorted(results.rglob(RECORD))]
+
+
+def check_precision(found: list[dict], steps: int) -> None:
+    """Refuse runs that no base run would be compared with: vanilla-train's default ``--bf16`` follows the hardware
+    (a CPU without AVX512-BF16 and AMX trains in fp32), and a row counts only against base runs of its precision."""
+    here = precision(bf16_supported())
+    base = {r["precision"] for r in map(table3_page.normalized, found) if r["steps"] == steps and r["row"] == "base"}
+    if base and here not in base:
+        raise UsageError(
+            f"this machine trains in {here}, the base's runs at {steps} steps in {' and '.join(sorted(base))}: no "
+            "row run here would be compared with them. Run on a machine that trains as the base did, or keep this "
+            "sweep apart (--results, --page)"
+        )
 
 
 def report(found: list[dict]) -> str:
@@ -307,7 +331,10 @@ def run(argv: list[str] | None = None) -> None:
         raise UsageError(
             f"--rerun_other_code: the checkout's code differs from its commit ({code.get('changed_files')})"
         )
-    todo = [] if args.report else plan(select(args.rows, records(results)), args.seeds, args.steps, args.curve_steps)
+    found = records(results)
+    todo = [] if args.report else plan(select(args.rows, found), args.seeds, args.steps, args.curve_steps)
+    if todo:
+        check_precision(found, args.steps)
     for one in todo:
         if recorded(one, args.config, results, code["code_tree"] if args.rerun_other_code else None):
             logger.info("%s: recorded, skipped", one.folder)

@@ -15,6 +15,7 @@ from .verdict import MIN_SEEDS, NO_CHANGE, TOO_FEW, Difference, difference, pape
 PAPER_BASE = {"ppl": 4.92, "bleu": 25.8}
 METRICS = {"ppl": "validation_ppl", "bleu": "validation_bleu"}
 OTHER_CODE = "base at other code"
+OTHER_PRECISION = "base at other precision"
 CURVES = "table3-curves"  # beside the page: one plot per budget and group
 
 
@@ -32,20 +33,21 @@ def normalized(record: dict) -> dict:
     at the preset's seed, 1."""
     flags = record.get("flags", [])
     seed = record.get("seed") or (int(flags[flags.index("--seed") + 1]) if "--seed" in flags else 1)
-    base = record["group"] == "base"
+    base, code = record["group"] == "base", code_key(record)
     return {**record, "row": "base" if base else record["row"], "change": "the preset" if base else record["change"],
-            "seed": seed, "code_key": code_key(record)}  # fmt: skip
+            "seed": seed, "code_key": code, "setup": (code, record.get("precision"))}  # fmt: skip
 
 
 def newest(runs: list[dict]) -> str:
     return max(run.get("date", "") for run in runs)
 
 
-def at_one_code(runs: list[dict], preferred: str | None = None) -> list[dict]:
-    """The runs of one code: ``preferred`` where there are any, else the code with most seeds (the newest of a tie)."""
+def at_one_code(runs: list[dict], preferred: tuple | None = None) -> list[dict]:
+    """The runs of one code and precision (``setup``): ``preferred`` where there are any, else the setup with most
+    seeds (the newest of a tie)."""
     codes = defaultdict(list)
     for run in runs:
-        codes[run["code_key"]].append(run)
+        codes[run["setup"]].append(run)
     if preferred in codes:
         return codes[preferred]
     return max(codes.values(), key=lambda same: (len(same), newest(same)))
@@ -70,6 +72,8 @@ def compare(runs: list[dict], base: list[dict]) -> Comparison:
         word = verdict(diff, paper_delta, metric)
         if word != TOO_FEW and runs[0]["code_key"] != base[0]["code_key"]:
             word = OTHER_CODE
+        elif word != TOO_FEW and runs[0]["setup"] != base[0]["setup"]:  # the same code: the precision differs
+            word = OTHER_PRECISION
         differences[metric], words[metric] = diff, word
     return Comparison(runs, base, differences, words)
 
@@ -83,7 +87,7 @@ def budget(records: list[dict], steps: int) -> tuple[list[dict], dict[str, Compa
     if "base" not in rows:
         return [], {}
     base = at_one_code(rows.pop("base"))
-    return base, {name: compare(at_one_code(runs, base[0]["code_key"]), base) for name, runs in rows.items()}
+    return base, {name: compare(at_one_code(runs, base[0]["setup"]), base) for name, runs in rows.items()}
 
 
 def longer_rows(records: list[dict], steps: int, rows: dict[str, str]) -> list[str]:
@@ -184,8 +188,11 @@ def rule(cells: int) -> list[str]:
     items = [
         f"A word needs at least {MIN_SEEDS} seeds of the row and {MIN_SEEDS} of the base, run on the same code: the "
         "same git trees of the installed packages and `data/` (`code_tree` in each record, which commits of records "
-        "or docs alone keep; the first sweep's records, made before it was recorded, count by commit). Otherwise the "
-        f"cell says *{TOO_FEW}* or *{OTHER_CODE}*, with the difference, and its interval where each side has two.",
+        "or docs alone keep; the first sweep's records, made before it was recorded, count by commit), and in the "
+        "same precision (`precision`: bf16 autocast, or fp32 where vanilla-train's default `--bf16` finds a CPU "
+        "without AVX512-BF16 and AMX). Otherwise the cell says "
+        f"*{TOO_FEW}*, *{OTHER_CODE}* or *{OTHER_PRECISION}*, with the difference, and its interval where each side "
+        "has two.",
         "*holds* / *opposite*: the interval excludes zero, in the paper's direction or against it. *no change found*: "
         "the interval holds zero (which does not show that there is no difference). *differs (paper: no change)*, "
         "and *higher* / *lower* on rows the paper does not have.",
@@ -223,7 +230,8 @@ def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> lis
     cells = ", ".join(f"{count} *{word}*" for word, count in sorted(words.items(), key=lambda w: (-w[1], w[0])))
     lines += [
         f"{counted(len(runs), 'run')} recorded, {sum(r['row_minutes'] for r in runs):.0f} minutes in all. The base: "
-        f"{counted(len(base), 'seed')} at commit {commits(base)}." + (f" Cells: {cells}." if cells else ""),
+        f"{counted(len(base), 'seed')} at commit {commits(base)}, {base[0]['setup'][1] or 'precision not recorded'}."
+        + (f" Cells: {cells}." if cells else ""),
         "",
         "| row | change | params | seeds | commit | val PPL | val BLEU | paper's row | paper PPL | paper BLEU |"
         " PPL: row less base [95%] | BLEU: row less base [95%] |",
@@ -247,7 +255,7 @@ def start_or_end(short: str | None, long: str | None) -> str:
     side of the paper it is on: a shallower model still ahead is not worse at the end)."""
     if short != "opposite":
         return ""
-    if long in (None, TOO_FEW, OTHER_CODE):
+    if long in (None, TOO_FEW, OTHER_CODE, OTHER_PRECISION):
         return f"undecided ({long or 'not run'} at the longer budget)"
     return "stays at the end" if long == "opposite" else "slower to start"
 

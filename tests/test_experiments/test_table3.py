@@ -72,6 +72,8 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
     assert record["validation_tokens"] > 20 * 5 and 0 <= record["validation_bleu"] <= 100
     assert record["paper"] == {"change": "d_k = 32", "ppl": 5.01, "bleu": 25.4, "params_m": 60}
     assert record["code"]["commit"] and "code_tree" in record["code"] and record["date"]
+    summary = json.loads((path.parent / "summary.json").read_text())
+    assert record["precision"] == ("bf16 autocast" if summary["arguments"]["bf16"] else "fp32")
     assert record["command"].startswith("python -m training.train --config") and "--seed 1" in record["command"]
     page = (tmp_path / "t.md").read_text()
     assert "2 runs recorded" in page and "| (B) B-dk-32 | d_k = 32 |" in page and ": too few seeds |" in page
@@ -84,10 +86,12 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
     assert [point["step"] for point in json.loads(path.read_text())["curve"]] == [2]  # other settings: trained again
 
 
-def record(row, seed, ppl, bleu, steps=1000, code="new", curve=(), date="2026-12-01", group=None):
+def record(row, seed, ppl, bleu, steps=1000, code="new", curve=(), date="2026-12-01", group=None,
+           precision="bf16 autocast"):  # fmt: skip
     """A synthetic run record (``code`` None: one of the first sweep's, which named a commit only)."""
     return {
         "row": row, "group": group or ("base" if row == "base" else f"({row[0]})"), "change": row, "seed": seed,
+        "precision": precision,
         "flags": [], "steps": steps, "paper": PAPER.get(row, {}), "validation_ppl": ppl, "validation_bleu": bleu,
         "parameters": 7.6e6, "row_minutes": 8.0, "curve": [{"step": s, "validation_ppl": p} for s, p in curve],
         "code": {"commit": f"{code or 'bc03505'}0000000"[:40], **({"code_tree": code} if code else {})},
@@ -97,7 +101,8 @@ def record(row, seed, ppl, bleu, steps=1000, code="new", curve=(), date="2026-12
 
 def synthetic_sweep() -> list[dict]:
     """The first sweep's base (three seeds at bc03505) and one row beside a new sweep at code "new": its base and
-    C-layers-2 opposite the paper at 1,000 steps, at 3,000 the same in BLEU and gone in PPL; B-dk-16 at other code."""
+    C-layers-2 opposite the paper at 1,000 steps, at 3,000 the same in BLEU and gone in PPL; B-dk-16 at other code,
+    B-dk-32 in fp32 (a CPU without bf16) against the base's bf16 autocast."""
     runs = [record("base", seed, ppl, bleu, code=None) for seed, ppl, bleu in ((1, 16.41, 20.96), (2, 16.44, 22.35),
                                                                              (3, 15.66, 21.83))]  # fmt: skip
     runs.append(record("A-heads-1", 1, 17.46, 19.77, code=None))
@@ -108,6 +113,7 @@ def synthetic_sweep() -> list[dict]:
         runs.append(record("C-layers-2", seed, ppl, bleu, curve=((100, 50.0), (200, 25.0))))
         runs.append(record("C-layers-2", seed, ppl - 3.6, bleu + 5.8, steps=3000))
         runs.append(record("B-dk-16", seed, ppl + 4, bleu - 4, code="older", date="2026-11-30"))
+        runs.append(record("B-dk-32", seed, ppl - 3, bleu + 3, precision="fp32"))
     return runs
 
 
@@ -132,7 +138,9 @@ def test_the_page_gives_each_cell_its_difference_interval_and_word(tmp_path):
     # one seed of the first sweep, against the new base (16.20, 21.70): a difference, no interval, no word
     assert line(page, "| (A) A-heads-1 |").endswith("| +1.26: too few seeds | -1.93: too few seeds |")
     assert ": base at other code |" in line(page, "| (B) B-dk-16 |")
-    assert "Cells: 2 *base at other code*, 2 *opposite*, 2 *too few seeds*." in page
+    assert line(page, "| (B) B-dk-32 |").endswith(": base at other precision |")  # 3 seeds a side, no word
+    assert "Cells: 2 *base at other code*, 2 *base at other precision*, 2 *opposite*, 2 *too few seeds*." in page
+    assert "The base: 3 seeds at commit new0000, bf16 autocast." in page
     assert "![(C), 1,000 steps](table3-curves/1000-steps-C.png)" in page  # base and row both have curves
     assert (
         "| C-layers-2 | opposite | no change found | slower to start | opposite | opposite | stays at the end |" in page
@@ -140,6 +148,17 @@ def test_the_page_gives_each_cell_its_difference_interval_and_word(tmp_path):
     assert "validation PPL went from 9.40 at step 2,500 to 9.20 at step 3,000" in " ".join(page.split())  # wrapped
     assert [path.name for path in table3_page.plot_curves([table3_page.normalized(r) for r in runs], tmp_path / "p")]
     assert (tmp_path / "table3-curves" / "1000-steps-C.png").stat().st_size > 5_000
+
+
+def test_a_machine_that_trains_in_another_precision_than_the_base_is_refused(monkeypatch):
+    base = [record("base", seed, 16.0, 21.0) for seed in (1, 2, 3)]
+    monkeypatch.setattr(table3, "bf16_supported", lambda: False)
+    with pytest.raises(UsageError, match=r"^this machine trains in fp32, the base's runs at 1000 steps in bf16 "
+                       r"autocast: no row run here would be compared"):  # fmt: skip
+        table3.check_precision(base, 1000)
+    table3.check_precision(base, 3000)  # no base at that budget yet: the first runs set it
+    monkeypatch.setattr(table3, "bf16_supported", lambda: True)
+    table3.check_precision(base, 1000)
 
 
 def test_the_page_is_the_generators_output_and_an_output_not_code():
