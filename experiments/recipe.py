@@ -9,7 +9,8 @@ averaging, the length penalty chosen on validation) with a few flags changed, tr
 on the validation set alone (``--final_splits validation``: test2016 is decoded once, by the preset that is chosen,
 in its own runs). The budget is time, so a candidate's steps depend on the machine's speed that day: each record
 keeps its steps, epochs and the fp32 matrix-product peak measured before it trained, and the page shows them; a
-candidate is refused where that peak is under ``SPEED_FLOOR`` of its preset's runs' (``check_speed``).
+candidate is refused where that peak is under ``SPEED_FLOOR`` of its preset's runs' (``check_speed``), or where it
+would train in another precision than they did (``check_precision``).
 
 The choice follows ``RULE``, stated before the candidates ran and printed at the top of the page: one run of a
 candidate against the preset's own spread over its recorded runs (``Band``, ``chosen``). Candidates come in
@@ -33,13 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inference.bench import fp32_gflops
-from training.arguments import parse_args
+from training.arguments import bf16_supported, parse_args, precision
 from training.plot_curve import curve_columns
 from training.record import resolved_arguments
 from vanilla_tools.cli import UsageError, console_script, pyplot
 from vanilla_tools.provenance import git_commit, machine
 
-from .table3 import ROOT, matching_record, shown
+from .table3 import ROOT, matching_record, shown, with_precision
 from .verdict import CONFIDENCE, t_quantile
 
 logger = logging.getLogger("recipe")
@@ -144,7 +145,8 @@ def train(candidate: Candidate, preset: str, runs: Path, results: Path) -> dict:
         "settings": candidate.settings(preset), "validation_bleu": summary["validation"]["bleu"],
         "validation_bleu_lc_tok": summary["validation"].get("bleu_lc_tok"), "beam": summary.get("beam"),
         "steps": summary["steps"], "epochs": summary["epochs"], "parameters": summary["parameters"],
-        "train_minutes": summary["train_minutes"], **summary["machine_speed"],
+        "train_minutes": summary["train_minutes"], "precision": precision(summary["arguments"]["bf16"]),
+        **summary["machine_speed"],
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "python -m training.train " + " ".join(argv),
         "code": git_commit(), "machine": machine(),
     }  # fmt: skip
@@ -189,6 +191,26 @@ def preset_speeds(round_: Round, records: dict[int, list[dict]], summaries: list
     full = [s["machine_speed"]["fp32_gflops_before"] for s in preset_summaries(round_, summaries)
             if s.get("machine_speed")]  # fmt: skip
     return full + ([reference[1]["fp32_gflops_before"]] if reference else [])
+
+
+def preset_precisions(round_: Round, records: dict[int, list[dict]], summaries: list[dict]) -> set[str]:
+    """How the round's preset runs trained (bf16 autocast or fp32), those that recorded it: its full runs and its
+    reference candidate."""
+    reference = reference_record(round_, records)
+    full = {precision(s["arguments"]["bf16"]) for s in preset_summaries(round_, summaries) if "bf16" in s["arguments"]}
+    return full | ({reference[1]["precision"]} if reference and "precision" in reference[1] else set())
+
+
+def check_precision(round_: Round, precisions: set[str], here: str) -> None:
+    """Refuses to train a candidate in another precision than its preset's runs (vanilla-train's default ``--bf16``
+    follows the hardware: a CPU without AVX512-BF16 and AMX trains in fp32): its one run would be read against a
+    band of runs that computed otherwise, at another speed."""
+    if precisions and here not in precisions:
+        raise UsageError(
+            f"round {round_.number}: this machine trains in {here}, its preset's runs trained in "
+            f"{' and '.join(sorted(precisions))}: a candidate run here could not be read against their band; train "
+            "it on a machine that trains as they did"
+        )
 
 
 def check_speed(round_: Round, speeds: list[float], today: float) -> None:
@@ -300,7 +322,8 @@ def report(records: dict[int, list[dict]], summaries: list[dict]) -> str:
         "only (beam 4, the length penalty chosen on validation, the preset's checkpoint averaging). The budget is 54 "
         "minutes, so the steps a candidate reached depend on the machine's speed that day (the fp32 peak measured "
         f"before it); a candidate does not train on a machine under {SPEED_FLOOR:.0%} of the speed its preset's runs "
-        "had (their median, where recorded). A round's choice goes into "
+        "had (their median, where recorded), nor in another precision than they trained in (bf16 autocast, or fp32 on "
+        "a CPU without AVX512-BF16 and AMX). A round's choice goes into "
         "[training/configs/multi30k.yaml](../training/configs/multi30k.yaml), and the next round's candidates "
         "change that preset.",
         "",
@@ -355,8 +378,10 @@ def run(argv: list[str] | None = None) -> None:
                 logger.info("%s: recorded, skipped", candidate.name)
                 continue
             open_round(one, args.config)
+            summaries = full_runs(repeats)
+            check_precision(one, preset_precisions(one, read_records(results), summaries), precision(bf16_supported()))
             if not args.any_speed:
-                check_speed(one, preset_speeds(one, read_records(results), full_runs(repeats)), fp32_gflops())
+                check_speed(one, preset_speeds(one, read_records(results), summaries), fp32_gflops())
             record = train(candidate, args.config, runs / one.folder, results / one.folder)
             logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
             write_page(results, repeats, page)  # after every run: an interrupted sweep still has its page
@@ -371,7 +396,7 @@ def read_records(results: Path, kept: set[Path] | None = None) -> dict[int, list
     found = {}
     for one in ROUNDS:
         paths = [results / one.folder / c.name / RECORD for c in one.candidates]
-        found[one.number] = [json.loads(p.read_text()) for p in paths if p.is_file() and (kept is None or p in kept)]
+        found[one.number] = [with_precision(p) for p in paths if p.is_file() and (kept is None or p in kept)]
     return found
 
 

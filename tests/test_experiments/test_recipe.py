@@ -89,6 +89,23 @@ def test_a_rounds_speed_is_its_preset_runs_that_recorded_it():
         recipe.check_speed(second, speeds, 135.0)
 
 
+def test_a_candidate_trains_in_the_precision_of_its_presets_runs():
+    summaries = [
+        {"role": "seed", "validation": {"bleu": 42.0}, "arguments": {"warmup_steps": 1200, "bf16": True}},
+        {"role": "seed", "validation": {"bleu": 41.0}, "arguments": {"warmup_steps": 1200}},  # not recorded
+        {"role": "seed", "validation": {"bleu": 40.0}, "arguments": {"warmup_steps": 600, "bf16": False}},
+    ]
+    records = {1: [{"candidate": "warmup-1200", "validation_bleu": 43.0, "precision": "bf16 autocast"}]}
+    first, second = recipe.ROUNDS
+    assert recipe.preset_precisions(second, records, summaries) == {"bf16 autocast"}
+    assert recipe.preset_precisions(first, records, summaries) == {"fp32"}
+    recipe.check_precision(second, {"bf16 autocast"}, "bf16 autocast")
+    recipe.check_precision(second, set(), "fp32")  # nothing recorded: nothing to compare with
+    with pytest.raises(UsageError, match=r"^round 2: this machine trains in fp32, its preset's runs trained in bf16 "
+                       r"autocast: a candidate run here could not be read against their band"):  # fmt: skip
+        recipe.check_precision(second, {"bf16 autocast"}, "fp32")
+
+
 def test_a_slow_machine_trains_nothing(tmp_path):
     """Today's speed against a preset run recorded far faster than any machine: refused before it trains."""
     preset_repeat(tmp_path / "repeats", "fast", 41.0, speed=1e9)
