@@ -34,10 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from inference.bench import fp32_gflops
-from training.arguments import bf16_supported, parse_args, precision
+from training.arguments import parse_args
 from training.plot_curve import curve_columns
 from training.record import resolved_arguments
 from vanilla_tools.cli import UsageError, console_script, pyplot
+from vanilla_tools.hardware import bf16_supported, precision
 from vanilla_tools.provenance import git_commit, machine
 
 from .table3 import ROOT, matching_record, shown, with_precision

@@ -46,10 +46,11 @@ import torch
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
 
-from training.arguments import bf16_supported, parse_args, precision
+from training.arguments import parse_args
 from training.checkpoints import checkpoint_step, complete_checkpoints
 from training.data import load_parallel_data, tokenize_splits
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
+from vanilla_tools.hardware import bf16_supported, precision
 from vanilla_tools.provenance import git_commit, machine
 
 from . import table3_page

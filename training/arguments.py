@@ -13,6 +13,7 @@ from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
 from modeling_vanilla import VanillaTransformerConfig
 from vanilla_tools.cli import UsageError
+from vanilla_tools.hardware import bf16_supported
 
 from .data import DataArguments
 
@@ -152,18 +153,6 @@ def gradient_accumulation(data_args: DataArguments, training_args) -> int:
     if not data_args.tokens_per_step:
         return training_args.gradient_accumulation_steps
     return max(1, round(data_args.tokens_per_step / (data_args.max_tokens_per_batch * training_args.world_size)))
-
-
-def bf16_supported() -> bool:
-    """bf16 autocast is fast and safe here: CUDA with bf16, or a CPU with AVX512-BF16 / AMX."""
-    if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported()
-    return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
-
-
-def precision(bf16: bool | None) -> str:
-    """How a run trains (``--bf16``), in the words of its records and model card."""
-    return "bf16 autocast" if bf16 else "fp32"
 
 
 def parse_args(argv: list[str] | None = None):

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from vanilla_tools.corpora import test_set_name
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.hardware import precision
 from vanilla_tools.provenance import git_commit, machine
 from vanilla_tools.run_files import TrainingRecipe, write_json
 
-from .arguments import ModelArguments, precision
+from .arguments import ModelArguments
 from .data import DataArguments
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import torch
 import transformers
 
+from .hardware import cpu_features
+
 ROOT = Path(__file__).resolve().parent.parent
 # What the repository's tools write from the records, not code: the records themselves and the pages generated
 # from them (experiments/). A record written while they differ from the commit still names clean code; regenerating
@@ -69,21 +71,6 @@ def processor() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-# The CPU features that decide how fast a run is and how it computes: vanilla-train trains in bf16 autocast only on
-# a CPU with AVX512-BF16 or AMX (training.arguments.bf16_supported), and a model name alone ("AMD EPYC") does not say.
-CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
-
-
-def cpu_features() -> list[str]:
-    """Which of ``CPU_FEATURES`` the CPU has (Linux's /proc/cpuinfo flags; [] where it cannot be read)."""
-    try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return []
-    present = set(flags.split(":", 1)[1].split())
-    return [name for name in CPU_FEATURES if name in present]
 
 
 def machine() -> dict:
