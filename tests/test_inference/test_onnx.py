@@ -83,14 +83,21 @@ def until_end(rows: list[list[int]]) -> list[list[int]]:
     return [row[: row.index(2) + 1] if 2 in row else row for row in rows]
 
 
+@pytest.fixture(scope="module")
+def copy_onnx(copy_model, tmp_path_factory):
+    """The copy model's graphs, exported once for the searches below (two dynamo exports each time otherwise)."""
+    folder = tmp_path_factory.mktemp("copy-onnx")
+    export_onnx(copy_model, folder)
+    return folder
+
+
 @pytest.mark.parametrize(("num_beams", "early_stopping"), [(1, True), (4, True), (3, False), (4, "never")])
-def test_the_search_ends_as_generate_does(copy_model, tmp_path, num_beams, early_stopping):
+def test_the_search_ends_as_generate_does(copy_model, copy_onnx, num_beams, early_stopping):
     """On a model whose outputs end (trained to copy), at different lengths in one padded batch: the finished
     hypotheses, their order and the stopping rules of each early_stopping setting are generate()'s."""
     src, mask, _ = copy_task_batch(torch.Generator().manual_seed(11), batch=6)
-    export_onnx(copy_model, tmp_path)
     decoding = Decoding(num_beams, 0.6, early_stopping, nbest=num_beams)
-    found = OnnxEngine(tmp_path, None, decoding, copy_model.config).search(src.numpy(), mask.numpy())
+    found = OnnxEngine(copy_onnx, None, decoding, copy_model.config).search(src.numpy(), mask.numpy())
     out = copy_model.generate(src, attention_mask=mask, num_beams=num_beams, num_return_sequences=num_beams,
                               length_penalty=0.6, early_stopping=early_stopping, max_new_tokens=8 + 50,
                               return_dict_in_generate=True, output_scores=True)  # fmt: skip
