@@ -51,6 +51,7 @@ from training.allocator import keep_freed_memory
 from training.arguments import load_preset, parse_args
 from training.compiled import compile_counts
 from training.train import build_trainer
+from vanilla_tools.hardware import bf16_supported
 from vanilla_tools.provenance import ROOT, provenance
 
 PRESET = "multi30k"
@@ -368,7 +369,7 @@ def compare(rev: str, rounds: int, steps: int, warmup: int, extra: list[str]) ->
                 tree, flags = trees[name]
                 runs[name].append(run_worker(tree, steps, warmup, flags))
                 print(name, json.dumps(runs[name][-1]), flush=True)
-    peak = matmul_peak(torch.bfloat16)
+    peak = matmul_peak(torch.bfloat16 if bf16_supported() else torch.float32)  # the precision the preset trains in
     median = {key: {name: statistics.median(run[key] for run in results) for name, results in runs.items()}
               for key in ("tokens_per_s", "first_steps_s", "first_steps_tokens")}  # fmt: skip
     budget = 60 * load_preset(PRESET)["max_train_minutes"]
