@@ -380,9 +380,10 @@ def run(argv: list[str] | None = None) -> None:
                 continue
             open_round(one, args.config)
             summaries = full_runs(repeats)
-            check_precision(one, preset_precisions(one, read_records(results), summaries), precision(bf16_supported()))
+            records = read_records(results)
+            check_precision(one, preset_precisions(one, records, summaries), precision(bf16_supported()))
             if not args.any_speed:
-                check_speed(one, preset_speeds(one, read_records(results), summaries), fp32_gflops())
+                check_speed(one, preset_speeds(one, records, summaries), fp32_gflops())
             record = train(candidate, args.config, runs / one.folder, results / one.folder)
             logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
             write_page(results, repeats, page)  # after every run: an interrupted sweep still has its page

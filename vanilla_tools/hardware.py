@@ -10,13 +10,18 @@ import torch
 CPU_FEATURES = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
 
 
-def cpu_features() -> list[str]:
-    """Which of ``CPU_FEATURES`` the CPU has (Linux's /proc/cpuinfo flags; [] where it cannot be read)."""
+def cpuinfo(field: str) -> str | None:
+    """The first ``field`` of Linux's /proc/cpuinfo ("model name", "flags"); None where it cannot be read."""
     try:
-        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return []
-    present = set(flags.split(":", 1)[1].split())
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return None
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith(field)), None)
+
+
+def cpu_features() -> list[str]:
+    """Which of ``CPU_FEATURES`` the CPU has (the cpuinfo flags; [] where they cannot be read)."""
+    present = set((cpuinfo("flags") or "").split())
     return [name for name in CPU_FEATURES if name in present]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import transformers
 
-from .hardware import cpu_features
+from .hardware import cpu_features, cpuinfo
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the repository's tools write from the records, not code: the records themselves and the pages generated
@@ -64,13 +64,8 @@ def git_commit(root: Path = ROOT) -> dict:
 
 def processor() -> str:
     """The CPU's model name (Linux lists it in /proc/cpuinfo; platform.processor() is often empty there)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()} ({platform.machine()})"
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    name = cpuinfo("model name")
+    return f"{name} ({platform.machine()})" if name else platform.processor() or platform.machine()
 
 
 def machine() -> dict:
