@@ -35,7 +35,13 @@ def normalized(record: dict) -> dict:
     seed = record.get("seed") or (int(flags[flags.index("--seed") + 1]) if "--seed" in flags else 1)
     base, code = record["group"] == "base", code_key(record)
     return {**record, "row": "base" if base else record["row"], "change": "the preset" if base else record["change"],
-            "seed": seed, "code_key": code, "setup": (code, record.get("precision"))}  # fmt: skip
+            "seed": seed, "code_key": code}  # fmt: skip
+
+
+def setup(run: dict) -> tuple[str, str | None]:
+    """What a row is compared on besides its change: the code it ran and its precision (None in records made before
+    precision was recorded)."""
+    return run["code_key"], run.get("precision")
 
 
 def newest(runs: list[dict]) -> str:
@@ -47,7 +53,7 @@ def at_one_code(runs: list[dict], preferred: tuple | None = None) -> list[dict]:
     seeds (the newest of a tie)."""
     codes = defaultdict(list)
     for run in runs:
-        codes[run["setup"]].append(run)
+        codes[setup(run)].append(run)
     if preferred in codes:
         return codes[preferred]
     return max(codes.values(), key=lambda same: (len(same), newest(same)))
@@ -72,7 +78,7 @@ def compare(runs: list[dict], base: list[dict]) -> Comparison:
         word = verdict(diff, paper_delta, metric)
         if word != TOO_FEW and runs[0]["code_key"] != base[0]["code_key"]:
             word = OTHER_CODE
-        elif word != TOO_FEW and runs[0]["setup"] != base[0]["setup"]:  # the same code: the precision differs
+        elif word != TOO_FEW and setup(runs[0]) != setup(base[0]):  # the same code: the precision differs
             word = OTHER_PRECISION
         differences[metric], words[metric] = diff, word
     return Comparison(runs, base, differences, words)
@@ -87,7 +93,7 @@ def budget(records: list[dict], steps: int) -> tuple[list[dict], dict[str, Compa
     if "base" not in rows:
         return [], {}
     base = at_one_code(rows.pop("base"))
-    return base, {name: compare(at_one_code(runs, base[0]["setup"]), base) for name, runs in rows.items()}
+    return base, {name: compare(at_one_code(runs, setup(base[0])), base) for name, runs in rows.items()}
 
 
 def longer_rows(records: list[dict], steps: int, rows: dict[str, str]) -> list[str]:
@@ -228,9 +234,10 @@ def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> lis
     runs = [r for r in records if r["steps"] == steps]
     words = Counter(word for c in comparisons.values() for word in c.words.values())
     cells = ", ".join(f"{count} *{word}*" for word, count in sorted(words.items(), key=lambda w: (-w[1], w[0])))
+    precision = base[0].get("precision") or "precision not recorded"
     lines += [
         f"{counted(len(runs), 'run')} recorded, {sum(r['row_minutes'] for r in runs):.0f} minutes in all. The base: "
-        f"{counted(len(base), 'seed')} at commit {commits(base)}, {base[0]['setup'][1] or 'precision not recorded'}."
+        f"{counted(len(base), 'seed')} at commit {commits(base)}, {precision}."
         + (f" Cells: {cells}." if cells else ""),
         "",
         "| row | change | params | seeds | commit | val PPL | val BLEU | paper's row | paper PPL | paper BLEU |"
