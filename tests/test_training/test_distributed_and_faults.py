@@ -4,6 +4,7 @@ after SIGKILL at every point of a run that writes and rotates checkpoints."""
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -212,13 +213,25 @@ def test_a_signal_saves_a_checkpoint_then_resume_gives_the_uninterrupted_weights
     assert sorted(p.name for p in tmp_path.glob("checkpoint-*")) == ["checkpoint-12"]
 
 
+def checkpointed_argv(corpus, output: Path) -> list[str]:
+    return train_argv(without_evaluation(corpus), output, "--max_steps", "6", "--save_steps", "3")
+
+
+@pytest.fixture(scope="module")
+def stopped_run(corpus, tmp_path_factory) -> Path:
+    """A run killed after its checkpoint at step 3 (complete, with every file listed in its marker)."""
+    output = tmp_path_factory.mktemp("stopped")
+    result = run([sys.executable, str(TESTS / "kill_probe.py"), "step", "5", *checkpointed_argv(corpus, output)])
+    assert result.returncode == -signal.SIGKILL, result.stderr[-3000:]
+    return output
+
+
 @pytest.fixture
-def checkpointed_run(corpus, tmp_path):
-    """A run stopped after its checkpoint at step 3 (complete, with every file listed in its marker)."""
-    argv = train_argv(without_evaluation(corpus), tmp_path, "--max_steps", "6", "--save_steps", "3")
-    result = run([sys.executable, str(TESTS / "kill_probe.py"), "step", "5", *argv])
-    assert result.returncode == -signal.SIGKILL
-    return argv, tmp_path / "checkpoint-3"
+def checkpointed_run(corpus, stopped_run, tmp_path):
+    """A copy of the stopped run for one test to damage, and the command that resumes it."""
+    output = tmp_path / "run"
+    shutil.copytree(stopped_run, output)
+    return checkpointed_argv(corpus, output), output / "checkpoint-3"
 
 
 @pytest.mark.parametrize(

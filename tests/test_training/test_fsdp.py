@@ -47,22 +47,23 @@ def full(model, version):
     return {name: p.full_tensor() for name, p in model.named_parameters()}
 
 
-def rank(index, folder, port, version, compiled):
+def rank(index, folder, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
     dist.init_process_group("gloo", rank=index, world_size=2)
     saved = [VanillaTransformerForSeq2Seq.from_pretrained(folder / f"checkpoint-{seed}") for seed in (1, 2)]
-    torch.manual_seed(3)
-    model = shard(VanillaTransformerForSeq2Seq(tiny_config()), version)
-    # as a --torch_compile run hands it over: accelerate compiles the model it wrapped (compiled lazily: unrun here)
-    load_average(torch.compile(model) if compiled else model, [folder / "checkpoint-1", folder / "checkpoint-2"])
-    weights = full(model, version)
-    for name, a in saved[0].named_parameters():
-        expected = ((a.double() + dict(saved[1].named_parameters())[name].double()) / 2).float()
-        assert torch.equal(weights[name], expected), (version, name)
-    if version == 2:  # each rank holds half of each weight, loaded from its part of the average
-        local = model.model.shared.weight.to_local()
-        assert torch.equal(local, weights["model.shared.weight"].chunk(2)[index]) and local.shape[0] < 61
-        assert model.lm_head.weight is model.model.shared.weight
+    for version, compiled in ((1, False), (2, False), (1, True), (2, True)):
+        torch.manual_seed(3)
+        model = shard(VanillaTransformerForSeq2Seq(tiny_config()), version)
+        # as a --torch_compile run hands it over: accelerate compiles the model it wrapped (compiled lazily: unrun)
+        load_average(torch.compile(model) if compiled else model, [folder / "checkpoint-1", folder / "checkpoint-2"])
+        weights = full(model, version)
+        for name, a in saved[0].named_parameters():
+            expected = ((a.double() + dict(saved[1].named_parameters())[name].double()) / 2).float()
+            assert torch.equal(weights[name], expected), (version, compiled, name)
+        if version == 2:  # each rank holds half of each weight, loaded from its part of the average
+            local = model.model.shared.weight.to_local()
+            assert torch.equal(local, weights["model.shared.weight"].chunk(2)[index]) and local.shape[0] < 61
+            assert model.lm_head.weight is model.model.shared.weight
     dist.destroy_process_group()
 
 
@@ -71,24 +72,23 @@ if __name__ == "__main__":
     for seed in (1, 2):
         torch.manual_seed(seed)
         VanillaTransformerForSeq2Seq(tiny_config()).save_pretrained(folder / f"checkpoint-{seed}")
-    torch.multiprocessing.spawn(rank, args=(folder, sys.argv[3], int(sys.argv[4]), sys.argv[5] == "compiled"), nprocs=2)
-    print("averaged into the shards of 2 ranks")
+    torch.multiprocessing.spawn(rank, args=(folder, sys.argv[3]), nprocs=2)
+    print("averaged into the shards of 2 ranks: FSDP 1 and 2, each eager and compiled")
 """
 
 
-@pytest.mark.parametrize(("version", "compiled"), [(1, False), (2, False), (1, True), (2, True)])
-def test_checkpoints_are_averaged_into_a_model_sharded_by_fsdp(tmp_path, version, compiled):
-    """Two gloo processes, each loading its shards of the mean. Before, on an H200 with fsdp.yaml (FSDP 2),
-    load_state_dict failed on the first DTensor parameter ("got mixed torch.Tensor and DTensor") after the whole run
-    had trained; with FSDP 1 the inner module's flat parameters took none of the checkpoints' names, and compiled
-    the wrapper's ``_orig_mod.`` names took none either."""
+def test_checkpoints_are_averaged_into_a_model_sharded_by_fsdp(tmp_path):
+    """Two gloo processes, each loading its shards of the mean, with FSDP 1 and 2, each eager and compiled (one pair
+    of processes for the four: a pair costs ~15 s of imports and process-group setup). Before, on an H200 with
+    fsdp.yaml (FSDP 2), load_state_dict failed on the first DTensor parameter ("got mixed torch.Tensor and DTensor")
+    after the whole run had trained; with FSDP 1 the inner module's flat parameters took none of the checkpoints'
+    names, and compiled the wrapper's ``_orig_mod.`` names took none either."""
     script = tmp_path / "average_into_shards.py"  # a file: spawn's children import __main__ from it
     script.write_text(AVERAGE_INTO_SHARDS)
-    done = subprocess.run([sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port()),
-                           str(version), "compiled" if compiled else "eager"], capture_output=True, text=True,
-                          timeout=180)  # fmt: skip
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port())],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "averaged into the shards of 2 ranks" in done.stdout
+    assert "averaged into the shards of 2 ranks: FSDP 1 and 2, each eager and compiled" in done.stdout
 
 
 def fsdp_trainer(state_dict_type: StateDictType):
