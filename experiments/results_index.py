@@ -10,17 +10,20 @@ import json
 import statistics
 from pathlib import Path
 
+from vanilla_tools.hardware import precision
+
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = {
     "canonical": "The canonical run",
     "seed": "Repeats of the canonical recipe",
+    "hardware": "The canonical recipe on other hardware (another precision or speed: not comparable with its repeats)",
     "superseded": "The runs of earlier presets, before a recipe candidate replaced them",
     "ablation": "Ablations that chose the preset",
     "history": "History: earlier presets and code",
     None: "Other runs",
 }
 HEADER = (
-    "| run | date | commit | minutes (training / command) | fp32 GFLOP/s (before / after) | epochs "
+    "| run | date | commit | minutes (training / command) | fp32 GFLOP/s (before / after) | precision | epochs "
     "| validation BLEU (alpha) | test BLEU | chrF | length ratio | test BLEU, lowercased and tokenized |"
 )
 
@@ -39,6 +42,12 @@ def epochs(folder: Path) -> float | None:
     return round(rows[-1]["epoch"], 1) if rows else None
 
 
+def run_precision(record: dict) -> str:
+    """bf16 autocast or fp32 (``--bf16``); "-" for runs made before it was recorded (2026-11-24)."""
+    bf16 = (record.get("arguments") or {}).get("bf16")
+    return "-" if bf16 is None else precision(bf16)
+
+
 def row(folder: Path, record: dict) -> str:
     test, validation = test_scores(record), record.get("validation", {})
     alpha = record.get("beam", {}).get("length_penalty")
@@ -49,7 +58,8 @@ def row(folder: Path, record: dict) -> str:
     gflops = f"{speed['fp32_gflops_before']} / {speed['fp32_gflops_after']}" if speed else "-"
     scores = (f"**{test.get('bleu', '?')}** | {test.get('chrf', '?')} | {test.get('length_ratio', '?')} | "
               f"{test.get('bleu_lc_tok', '-')}")  # fmt: skip
-    return (f"| {link} | {folder.name[:10]} | `{commit[:7]}` | {minutes} | {gflops} | {epochs(folder) or '?'} | "
+    return (f"| {link} | {folder.name[:10]} | `{commit[:7]}` | {minutes} | {gflops} | {run_precision(record)} | "
+            f"{epochs(folder) or '?'} | "
             f"{validation.get('bleu', '?')} ({alpha}) | {scores} |")  # fmt: skip
 
 
@@ -60,8 +70,8 @@ def mean_row(records: list[dict]) -> str:
         known = all(isinstance(v, (int, float)) for v in values)
         return f"{statistics.mean(values):.2f}" if values and known else "-"
 
-    tests = [test_scores(r) for r in records]
-    return (f"| **mean of {len(records)}** | | | | | | {mean(r.get('validation', {}).get('bleu') for r in records)} | "
+    tests, validation = [test_scores(r) for r in records], [r.get("validation", {}) for r in records]
+    return (f"| **mean of {len(records)}** | | | | | | | {mean(v.get('bleu') for v in validation)} | "
             f"**{mean(t.get('bleu') for t in tests)}** | {mean(t.get('chrf') for t in tests)} | "
             f"{mean(t.get('length_ratio') for t in tests)} | "
             f"{mean(t.get('bleu_lc_tok') for t in tests)} |")  # fmt: skip
@@ -86,7 +96,8 @@ def index(results: Path, kept: set[Path] | None = None) -> str:
         "The last column is the BLEU the Multi30k literature reports (`vanilla_tools.metrics.tokenized_bleu`: both",
         "sides lowercased, Moses-normalized and Moses-tokenized, BLEU on those tokens), recorded since 2026-11-24.",
         "The machine's speed, a 1024^3 fp32 matrix product just before and just after training, is recorded since",
-        "2026-11-26: a run bounded by minutes reaches more steps on a faster day.",
+        "2026-11-26: a run bounded by minutes reaches more steps on a faster day; so does one in bf16 autocast, which",
+        "`vanilla-train` uses where the CPU has AVX512-BF16 or AMX (fp32 elsewhere; recorded since 2026-11-24).",
         "Choices were made on the validation set; each run decoded its test set once, at its end. A record's commit",
         "comes with every file the tree differed in; the records and this page are outputs, not code, and do not count",
         "(`vanilla_tools/provenance.py`): a page regenerated before a run does not mark that run's tree as changed.",

@@ -130,7 +130,7 @@ def test_results_mean_is_left_out_where_a_run_lacks_the_score():
             "test2016": {"bleu": 39.0, "chrf": 64.0, "length_ratio": 1.02, "bleu_lc_tok": 39.5},
         },
     ]
-    assert results_index.mean_row(runs) == "| **mean of 2** | | | | | | 40.50 | **38.50** | 63.50 | 1.01 | - |"
+    assert results_index.mean_row(runs) == "| **mean of 2** | | | | | | | 40.50 | **38.50** | 63.50 | 1.01 | - |"
 
 
 def test_results_row_gives_the_machine_speed_where_recorded():
@@ -138,11 +138,25 @@ def test_results_row_gives_the_machine_speed_where_recorded():
     run = {"code": {"commit": "abcdef0123"}, "train_minutes": 54.0, "wall_clock_minutes": 55.5,
            "validation": {"bleu": 41.0}, "beam": {"length_penalty": 2.0}, "test2016": {"bleu": 39.0}}  # fmt: skip
     cells = [cell.strip() for cell in results_index.row(folder, run).split("|")]
-    assert cells[4:6] == ["54.0 / 55.5", "-"]  # before 2026-11-26 runs did not record it
+    assert cells[4:7] == ["54.0 / 55.5", "-", "-"]  # before 2026-11-26 runs did not record their speed
     run["machine_speed"] = {"fp32_gflops_before": 182.3, "fp32_gflops_after": 180.1}
     cells = [cell.strip() for cell in results_index.row(folder, run).split("|")]
-    assert cells[5] == "182.3 / 180.1" and cells[7:9] == ["41.0 (2.0)", "**39.0**"]
+    assert cells[5] == "182.3 / 180.1" and cells[8:10] == ["41.0 (2.0)", "**39.0**"]
     assert len(cells) - 2 == results_index.HEADER.count("|") - 1  # one cell per column
+
+
+@pytest.mark.parametrize(
+    ("record", "shown"),
+    [
+        ({}, "-"),
+        ({"arguments": {"bf16": True}}, "bf16 autocast"),
+        ({"arguments": {"bf16": False}}, "fp32"),
+    ],  # fmt: skip
+)
+def test_results_row_gives_the_precision_where_recorded(record, shown):
+    """From ``--bf16``, recorded since 2026-11-24; "-" before that."""
+    cells = [cell.strip() for cell in results_index.row(ROOT / "results" / "2026-11-26-example", record).split("|")]
+    assert cells[6] == shown
 
 
 def page_text(page: str) -> str:
@@ -195,16 +209,26 @@ def headline_figures() -> list[tuple[str, str]]:
         ("README.md", f"test2016 BLEU {demo['test2016']['bleu']:.2f}, chrF {demo['test2016']['chrf']:.2f}"),
         ("README.md", f"{compare['speedup']:.2f}x"),
         *serving_figures(),
-        preset_figure(),
+        *preset_figures(),
     ]
 
 
-def preset_figure() -> tuple[str, str]:
-    """The README's headline: the mean test2016 BLEU of the committed runs of the Multi30k preset."""
-    bleu = [json.loads(path.read_text())["test2016"]["bleu"] for path in tracked("results/*-multi30k*/summary.json")]
-    count = "one two three four five six seven eight nine ten".split()[len(bleu) - 1]
-    mean = sum(bleu) / len(bleu)
-    return "README.md", f"to {mean:.1f} BLEU in an hour on two CPU cores (test2016, mean of {count} runs"
+def in_words(count: int) -> str:
+    return "one two three four five six seven eight nine ten".split()[count - 1]
+
+
+def preset_figures() -> list[tuple[str, str]]:
+    """The README's headline: the mean test2016 BLEU of the committed runs of the Multi30k preset, and beside it the
+    runs of the preset on other hardware (role "hardware": a CPU without bf16, in fp32)."""
+    runs = [json.loads(path.read_text()) for path in tracked("results/*-multi30k*/summary.json")]
+    bleu = [run["test2016"]["bleu"] for run in runs if run.get("role") != "hardware"]
+    other = [run["test2016"]["bleu"] for run in runs if run.get("role") == "hardware"]
+    return [
+        ("README.md", f"to {sum(bleu) / len(bleu):.1f} BLEU in an hour on two CPU cores with bf16 (test2016, mean of "
+         f"{in_words(len(bleu))} runs"),
+        ("README.md", f"{sum(other) / len(other):.1f} in {in_words(len(other))} run{'s' * (len(other) > 1)} on a CPU "
+         "without bf16"),
+    ]  # fmt: skip
 
 
 def curve_figures(page: str) -> list[tuple[str, str]]:
