@@ -1,17 +1,19 @@
 # The two commands of the README: `make demo` (the main job) and `make test` (the test suite). `make compat` runs the
-# model's tests on another transformers release, in a side environment (docs/hub.md#compatibility).
+# model's tests on another transformers (or torch) release, in a side environment (docs/hub.md#compatibility).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # The oldest transformers release tested (pyproject's floor, modeling_vanilla/compat.py's TESTED_RELEASES); any other
 # release by name: make compat TRANSFORMERS=5.25.0
 TRANSFORMERS ?= 5.17.0
-COMPAT := .venv-transformers-$(TRANSFORMERS)
-# torch goes in first, pinned, so that the package's range is met and pip pulls no other build. PyPI's Linux wheel of
-# torch is the CUDA build; where no CPU wheel is at hand (this project's machine has one on its disk), the CPU build
-# comes from PyTorch's index: make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# torch goes in first, pinned, so that the package's range is met and pip pulls no other build: the release CI tests,
+# or another by name (make compat TRANSFORMERS=5.24.0 TORCH_RELEASE=2.15.0). PyPI's Linux wheel of torch is the CUDA
+# build; where no CPU wheel is at hand (this project's machine has one on its disk), the CPU build comes from
+# PyTorch's index: make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_RELEASE ?= 2.13.0
 TORCH_INDEX ?=
-TORCH := torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+TORCH := torch==$(TORCH_RELEASE) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+COMPAT := .venv-transformers-$(TRANSFORMERS)-torch-$(TORCH_RELEASE)
 # What a Hub user of the model meets on a release: the model, generate() and its caches, transformers' common tests,
 # the pipeline, loading from the Hub with remote code, PEFT, the ONNX and CTranslate2 exports, Trainer training, and
 # a run resumed (its train_loss: transformers before 5.19 divides it otherwise)
@@ -47,7 +49,8 @@ $(COMPAT)/bin/python:
 	$(COMPAT)/bin/pip install -q -e ".[dev,ct2,ecosystem]" "transformers==$(TRANSFORMERS)"
 
 compat: $(COMPAT)/bin/python
-	$(COMPAT)/bin/python -c "import transformers; assert transformers.__version__ == '$(TRANSFORMERS)', transformers.__version__"
+	$(COMPAT)/bin/python -c "import torch, transformers; assert transformers.__version__ == '$(TRANSFORMERS)', \
+		transformers.__version__; assert torch.__version__.split('+')[0] == '$(TORCH_RELEASE)', torch.__version__"
 	$(COMPAT)/bin/python -m pytest $(COMPAT_TESTS)
 
 clean:
