@@ -1,7 +1,8 @@
 """`python -m experiments.results_index`: docs/results.md, generated from the run records in results/ (never edited by
 hand). Each run folder, results/DATE-SLUG/, holds the summary.json that ``vanilla-train --summary_dir`` writes: the
 scores, the command and every argument it resolved to, the git commit and the machine; and the learning curve.
-A record's ``role`` says what the run is for: the canonical run of the preset, its repeats (seeds, other hours), the
+A record's ``role`` says what the run is for: the canonical run of the preset, its repeats (seeds, other hours), its
+runs on other hardware (a CPU without bf16: fp32, fewer steps in the hour; kept out of the repeats' mean), the
 canonical run and repeats of a preset since replaced (superseded: still the band its replacement was chosen against,
 experiments/recipe.py), the ablations that chose the preset, or history (runs of earlier presets and code)."""
 
