@@ -230,7 +230,8 @@ def test_no_repeat_ngram_size_and_max_new_tokens():
         assert len(bigrams) == len(set(bigrams))
 
 
-# generate() as users call it (docs/ecosystem.md#generate): each of transformers' documented tools once.
+# generate() as users call it (docs/ecosystem.md#generate-as-users-call-it): each of transformers' documented tools
+# once.
 
 
 def test_text_iterator_streamer_yields_the_generated_text(tokenizer):
