@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from benchmarks import (
     data_scale,
@@ -114,6 +115,17 @@ def test_readme_is_a_front_page():
     assert len((ROOT / "README.md").read_bytes()) <= 8 * 1024
     text = page_text("README.md")
     assert "make demo" in text and "make test" in text
+
+
+def test_the_torch_floor_is_the_oldest_release_the_compatibility_table_passes():
+    """pyproject's torch requirement is the oldest release that docs/hub.md#compatibility shows passing the tests of
+    `make compat` with nothing failed: raising or lowering it needs a run in the table."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    floor = next(r.removeprefix("torch>=") for r in requirements if r.startswith("torch>="))
+    rows = re.findall(r"^\| (\d+\.\d+\.\d+)[^|]*\| [\d.]+ \| \w+ \| \d+ \| (.+) \|$", page_text("docs/hub.md"), re.M)
+    passing = [Version(torch) for torch, failures in rows if failures == "none"]
+    assert len(rows) >= 2 and Version(floor) == min(passing), (floor, rows)
 
 
 def test_results_page_is_generated_from_the_records():
