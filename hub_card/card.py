@@ -1,15 +1,22 @@
 """Build the model card (README.md) of a trained model directory with huggingface_hub's ModelCard API."""
 
 import json
+from importlib.metadata import requires
 from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from modeling_vanilla.compat import TESTED_RELEASES
 from vanilla_tools.corpora import DISPLAY, test_set_name
 from vanilla_tools.run_files import EvalResults, TrainingRecipe
 
 TEMPLATE = Path(__file__).resolve().parent / "template.md"
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "ro": "Romanian"}
+
+
+def torch_floor() -> str:
+    """The oldest torch release the installed package declares (pyproject's ``torch>=``): ``"2.10"``."""
+    return next(r.removeprefix("torch>=") for r in requires("vanilla-transformer") or [] if r.startswith("torch>="))
 
 
 def build_model_card(model_dir: str | Path, repo_id: str | None = None, license: str = "cc-by-nc-4.0") -> ModelCard:
@@ -82,6 +89,8 @@ def build_model_card(model_dir: str | Path, repo_id: str | None = None, license:
         parameters=f"{recipe.parameters:,}" if recipe.parameters is not None else "n/a",
         positions=f"{config['position_embedding_type']} ({config.get('sinusoidal_layout', '')})",
         recipe=recipe.recipe,
+        transformers_releases=" to ".join(TESTED_RELEASES),
+        torch_floor=torch_floor(),
     )
 
 

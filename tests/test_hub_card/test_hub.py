@@ -4,6 +4,7 @@ server in hub_server.py (127.0.0.1, no network); the model card; the token never
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import modeling_vanilla  # noqa: F401  (registers the model with the Auto classes)
 from hub_card import build_model_card
+from modeling_vanilla.compat import TESTED_RELEASES
 
 TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
 ALICE, BOB = "hf_alice_0123456789abcdefSECRET", "hf_bob_0123456789abcdefSECRET"
@@ -74,6 +76,10 @@ def test_model_card_round_trips(trained_run, tmp_path):
     assert f"{recipe['parameters']:,}" in text and "1 encoder + 1 decoder" in text and "32 / 2 / 64" in text
     assert "Adam(beta1=0.9, beta2=0.999" in text and "| label smoothing | 0.1 |" in text
     assert "trust_remote_code=True" in text and 'revision="<commit sha>"' in text
+    # pyproject as it stands: the card reads the installed metadata, which an editable install keeps until reinstalled
+    floor = re.search(r'"torch>=([\d.]+)"', (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[1]
+    oldest, newest = TESTED_RELEASES
+    assert f"tested on transformers {oldest} to {newest} and needs torch {floor} or newer" in " ".join(text.split())
     assert "@inproceedings{vaswani2017attention" in text and "@inproceedings{elliott-etal-2016-multi30k" in text
     assert (trained_run["output"] / "README.md").is_file()  # vanilla-train writes the card next to the final model
 
