@@ -1,6 +1,7 @@
 """Build the model card (README.md) of a trained model directory with huggingface_hub's ModelCard API."""
 
 import json
+import re
 from importlib.metadata import requires
 from pathlib import Path
 
@@ -15,8 +16,15 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"
 
 
 def torch_floor() -> str:
-    """The oldest torch release the installed package declares (pyproject's ``torch>=``): ``"2.10"``."""
-    return next(r.removeprefix("torch>=") for r in requires("vanilla-transformer") or [] if r.startswith("torch>="))
+    """The oldest torch release the package declares (pyproject's ``torch>=``): ``"2.10"``. In a checkout, its
+    pyproject.toml as it stands (the package may run uninstalled, or an editable install's metadata be older);
+    otherwise the installed package's metadata."""
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    if pyproject.is_file():
+        requirements = re.findall(r'"(torch>=[^"]+)"', pyproject.read_text())
+    else:
+        requirements = requires("vanilla-transformer") or []
+    return next(r.removeprefix("torch>=") for r in requirements if r.startswith("torch>="))
 
 
 def build_model_card(model_dir: str | Path, repo_id: str | None = None, license: str = "cc-by-nc-4.0") -> ModelCard:

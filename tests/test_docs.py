@@ -23,7 +23,7 @@ from benchmarks import (
     wmt14_step,
 )
 from experiments import recipe, results_index, table3
-from hub_card import push
+from hub_card import card, push
 from inference import attention, bench, bench_engines, ct2, demo, onnx_runtime, translate
 from training import average, plot_curve
 from training.arguments import parse_args
@@ -120,9 +120,7 @@ def test_readme_is_a_front_page():
 def test_the_torch_floor_is_the_oldest_release_the_compatibility_table_passes():
     """pyproject's torch requirement is the oldest release that docs/hub.md#compatibility shows passing the tests of
     `make compat` with nothing failed: raising or lowering it needs a run in the table."""
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    requirements = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    floor = next(r.removeprefix("torch>=") for r in requirements if r.startswith("torch>="))
+    floor = card.torch_floor()
     rows = re.findall(r"^\| (\d+\.\d+\.\d+)[^|]*\| [\d.]+ \| \w+ \| \d+ \| (.+) \|$", page_text("docs/hub.md"), re.M)
     passing = [Version(torch) for torch, failures in rows if failures == "none"]
     assert len(rows) >= 2 and Version(floor) == min(passing), (floor, rows)

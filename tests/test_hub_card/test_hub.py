@@ -22,6 +22,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import modeling_vanilla  # noqa: F401  (registers the model with the Auto classes)
 from hub_card import build_model_card
+from hub_card import card as card_module
 from modeling_vanilla.compat import TESTED_RELEASES
 
 TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
@@ -47,6 +48,17 @@ def run(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
     result = subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
+
+
+def declared_torch_floor() -> str:
+    return re.search(r'"torch>=([\d.]+)"', (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[1]
+
+
+def test_the_card_takes_the_torch_floor_from_the_checkout_or_the_installed_package(monkeypatch, tmp_path):
+    assert card_module.torch_floor() == declared_torch_floor()
+    # installed from a wheel: no pyproject.toml beside the package, the metadata of make's fresh install
+    monkeypatch.setattr(card_module, "__file__", str(tmp_path / "hub_card" / "card.py"))
+    assert card_module.torch_floor() == declared_torch_floor()
 
 
 def test_model_card_round_trips(trained_run, tmp_path):
@@ -76,10 +88,10 @@ def test_model_card_round_trips(trained_run, tmp_path):
     assert f"{recipe['parameters']:,}" in text and "1 encoder + 1 decoder" in text and "32 / 2 / 64" in text
     assert "Adam(beta1=0.9, beta2=0.999" in text and "| label smoothing | 0.1 |" in text
     assert "trust_remote_code=True" in text and 'revision="<commit sha>"' in text
-    # pyproject as it stands: the card reads the installed metadata, which an editable install keeps until reinstalled
-    floor = re.search(r'"torch>=([\d.]+)"', (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())[1]
     oldest, newest = TESTED_RELEASES
-    assert f"tested on transformers {oldest} to {newest} and needs torch {floor} or newer" in " ".join(text.split())
+    assert f"tested on transformers {oldest} to {newest} and needs torch {declared_torch_floor()} or newer" in " ".join(
+        text.split()
+    )
     assert "@inproceedings{vaswani2017attention" in text and "@inproceedings{elliott-etal-2016-multi30k" in text
     assert (trained_run["output"] / "README.md").is_file()  # vanilla-train writes the card next to the final model
 
