@@ -4,13 +4,14 @@
     python -m experiments.recipe --candidates bpe-dropout-0.2         # some of them
     python -m experiments.recipe --report                            # docs/recipe.md from the records
 
-Each candidate is the multi30k preset (``vanilla-train --config multi30k``: its 54-minute budget, checkpoint
-averaging, the length penalty chosen on validation) with a few flags changed, trained in its own process and scored
-on the validation set alone (``--final_splits validation``: test2016 is decoded once, by the preset that is chosen,
-in its own runs). The budget is time, so a candidate's steps depend on the machine's speed that day: each record
-keeps its steps, epochs and the fp32 matrix-product peak measured before it trained, and the page shows them; a
-candidate is refused where that peak is under ``SPEED_FLOOR`` of its preset's runs' (``check_speed``), or where it
-would train in another precision than they did (``check_precision``).
+Each candidate is the multi30k preset (``vanilla-train --config multi30k``: its budget, checkpoint averaging, the
+length penalty chosen on validation) with a few flags changed, trained in its own process in the experiment's
+precision (experiments/comparable.py's ``experiment_precision``, a recorded setting) and scored on the validation set
+alone (``--final_splits validation``: test2016 is decoded once, by the preset that is chosen, in its own runs). Rounds
+1 and 2 ran when the preset's budget was 54 minutes, so their candidates' steps depended on the machine's speed
+that day (each record keeps its steps, epochs and the fp32 matrix-product peak measured before it trained). A
+candidate trains only where its run could be read against its preset's runs (``check_comparable``: the same budget,
+kind of device and precision; experiments/comparable.py).
 
 The choice follows ``RULE``, stated before the candidates ran and printed at the top of the page: one run of a
 candidate against the preset's own spread over its recorded runs (``Band``, ``chosen``). Candidates come in
@@ -33,15 +34,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from inference.bench import fp32_gflops
-from training.arguments import parse_args
+from training.arguments import on_cpu, parse_args
 from training.plot_curve import curve_columns
-from training.record import resolved_arguments
+from training.record import resolved_arguments, run_record
 from vanilla_tools.cli import UsageError, console_script, pyplot
-from vanilla_tools.hardware import bf16_supported, precision
-from vanilla_tools.provenance import git_commit, machine
 
-from .table3 import ROOT, matching_record, shown, with_precision
+from .comparable import experiment_precision, precision_flags, why_not
+from .table3 import ROOT, matching_record, shown
 from .verdict import CONFIDENCE, t_quantile
 
 logger = logging.getLogger("recipe")
@@ -57,7 +56,6 @@ RULE = (
 )
 REPEATS = ROOT / "results"  # the presets' full runs: summary.json with a role in PRESET_ROLES (results_index)
 PRESET_ROLES = ("canonical", "seed", "superseded")
-SPEED_FLOOR = 0.8  # a candidate trains on a machine with at least this share of its preset's runs' speed
 COMMON = ["--final_splits", "validation", "--translate_examples", "0"]  # validation only; test2016 is not decoded
 
 
@@ -67,9 +65,9 @@ class Candidate:
     change: str  # what differs from the preset, and why it is worth an hour
     flags: tuple[str, ...] = ()
 
-    def settings(self, preset: str) -> list[str]:
+    def settings(self, preset: str, precision: str) -> list[str]:
         """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
-        return ["--config", preset, *COMMON, *self.flags]
+        return ["--config", preset, *COMMON, *precision_flags(precision), *self.flags]
 
 
 @dataclass(frozen=True)
@@ -126,15 +124,15 @@ CANDIDATES = tuple(candidate for one in ROUNDS for candidate in one.candidates)
 NAMES = [candidate.name for candidate in CANDIDATES]
 
 
-def recorded(candidate: Candidate, preset: str, results: Path) -> dict | None:
+def recorded(candidate: Candidate, preset: str, precision: str, results: Path) -> dict | None:
     """The candidate's record if it was trained with the settings it has now; else None (trained again)."""
-    return matching_record(results / candidate.name / RECORD, candidate.settings(preset), candidate.name)
+    return matching_record(results / candidate.name / RECORD, candidate.settings(preset, precision), candidate.name)
 
 
-def train(candidate: Candidate, preset: str, runs: Path, results: Path) -> dict:
+def train(candidate: Candidate, preset: str, precision: str, runs: Path, results: Path) -> dict:
     """One candidate: vanilla-train in its own process, then its record."""
     output_dir, record_dir = runs / candidate.name, results / candidate.name
-    argv = [*candidate.settings(preset), "--overwrite_output_dir", "--output_dir", shown(output_dir),
+    argv = [*candidate.settings(preset, precision), "--overwrite_output_dir", "--output_dir", shown(output_dir),
             "--summary_dir", shown(record_dir)]  # fmt: skip
     logger.info("%s: vanilla-train %s", candidate.name, " ".join(argv))
     done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
@@ -143,13 +141,12 @@ def train(candidate: Candidate, preset: str, runs: Path, results: Path) -> dict:
     summary = json.loads((record_dir / "summary.json").read_text())
     record = {
         "candidate": candidate.name, "change": candidate.change, "flags": list(candidate.flags),
-        "settings": candidate.settings(preset), "validation_bleu": summary["validation"]["bleu"],
+        "settings": candidate.settings(preset, precision), "validation_bleu": summary["validation"]["bleu"],
         "validation_bleu_lc_tok": summary["validation"].get("bleu_lc_tok"), "beam": summary.get("beam"),
-        "steps": summary["steps"], "epochs": summary["epochs"], "parameters": summary["parameters"],
-        "train_minutes": summary["train_minutes"], "precision": precision(summary["arguments"]["bf16"]),
-        **summary["machine_speed"],
+        "steps": summary["run"]["steps"], "epochs": summary["epochs"], "parameters": summary["parameters"],
+        "train_minutes": summary["train_minutes"], **summary["machine_speed"],
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "python -m training.train " + " ".join(argv),
-        "code": git_commit(), "machine": machine(),
+        "run": summary["run"],
     }  # fmt: skip
     (record_dir / RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return record
@@ -185,46 +182,29 @@ def preset_runs(round_: Round, records: dict[int, list[dict]], summaries: list[d
     return full + ([reference[1]["validation_bleu"]] if reference else [])
 
 
-def preset_speeds(round_: Round, records: dict[int, list[dict]], summaries: list[dict]) -> list[float]:
-    """The machine's fp32 GFLOP/s before each run of the round's preset that recorded it (its reference candidate;
-    full runs since 2026-11-26, summary.json's machine_speed)."""
+def preset_run_records(round_: Round, records: dict[int, list[dict]], summaries: list[dict]) -> list[dict]:
+    """The run records (training/record.py) of the round's preset runs: its full runs and its reference candidate."""
     reference = reference_record(round_, records)
-    full = [s["machine_speed"]["fp32_gflops_before"] for s in preset_summaries(round_, summaries)
-            if s.get("machine_speed")]  # fmt: skip
-    return full + ([reference[1]["fp32_gflops_before"]] if reference else [])
+    return [s["run"] for s in preset_summaries(round_, summaries)] + ([reference[1]["run"]] if reference else [])
 
 
-def preset_precisions(round_: Round, records: dict[int, list[dict]], summaries: list[dict]) -> set[str]:
-    """How the round's preset runs trained (bf16 autocast or fp32), those that recorded it: its full runs and its
-    reference candidate."""
-    reference = reference_record(round_, records)
-    full = {precision(s["arguments"]["bf16"]) for s in preset_summaries(round_, summaries) if "bf16" in s["arguments"]}
-    return full | ({reference[1]["precision"]} if reference and "precision" in reference[1] else set())
+def planned_run(settings: list[str]) -> dict:
+    """The run record a candidate trained with ``settings`` here would have, but its code and steps (unknown until
+    it runs)."""
+    model_args, data_args, training_args = parse_args([*settings, "--output_dir", "unused"])
+    resolved = resolved_arguments(model_args, data_args, training_args)
+    return run_record(resolved, None, "cpu" if on_cpu(training_args) else "cuda", training_args.world_size, code={})
 
 
-def check_precision(round_: Round, precisions: set[str], here: str) -> None:
-    """Refuses to train a candidate in another precision than its preset's runs (vanilla-train's default ``--bf16``
-    follows the hardware: a CPU without AVX512-BF16 and AMX trains in fp32): its one run would be read against a
-    band of runs that computed otherwise, at another speed."""
-    if precisions and here not in precisions:
-        raise UsageError(
-            f"round {round_.number}: this machine trains in {here}, its preset's runs trained in "
-            f"{' and '.join(sorted(precisions))}: a candidate run here could not be read against their band; train "
-            "it on a machine that trains as they did"
-        )
-
-
-def check_speed(round_: Round, speeds: list[float], today: float) -> None:
-    """Refuses to train a candidate on a machine much slower than its preset's runs had (``speeds``): in the same
-    minutes it would reach fewer steps, and its one run would be read against a band it cannot be compared with."""
-    usual = statistics.median(speeds) if speeds else 0.0
-    if today < SPEED_FLOOR * usual:
-        raise UsageError(
-            f"round {round_.number}: the machine runs a 1024^3 fp32 matrix product at {today:.0f} GFLOP/s, under "
-            f"{SPEED_FLOOR:.0%} of the {usual:.0f} its preset's runs had (median of {len(speeds)}): in the preset's "
-            "time budget a candidate would reach fewer steps than they did; train it on a faster day, or pass "
-            "--any_speed to record it anyway"
-        )
+def check_comparable(round_: Round, planned: dict, preset_runs_: list[dict]) -> None:
+    """Refuses to train a candidate whose run could not be read against its preset's runs (experiments/comparable.py;
+    their code aside: the band holds runs of earlier code on purpose, ``preset_runs``): its one run would be read
+    against a band of runs that trained otherwise."""
+    for preset_run in preset_runs_:
+        apart = why_not(planned, preset_run, ignoring=("code",))
+        if apart:
+            raise UsageError(f"round {round_.number}: a candidate run here could not be read against its preset's "
+                             f"runs: {'; '.join(map(str, apart))}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -280,7 +260,7 @@ def round_section(round_: Round, records: list[dict], runs: list[float]) -> list
                   "parameters | fp32 GFLOP/s | commit |",
                   "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
     for r in sorted(records, key=lambda r: -r["validation_bleu"]):
-        commit = r["code"]["commit"][:7]
+        commit = r["run"]["code"]["commit"][:7]
         lc_tok = f"{r['validation_bleu_lc_tok']:.2f}" if r.get("validation_bleu_lc_tok") is not None else ""
         place = band.place(r["validation_bleu"]) if band else ""
         if r["candidate"] == round_.reference:
@@ -320,11 +300,11 @@ def report(records: dict[int, list[dict]], summaries: list[dict]) -> str:
         "Generated by `python -m experiments.recipe --report` from the records in "
         "`results/recipe/[ROUND/]NAME/recipe.json` ([experiments/recipe.py](../experiments/recipe.py) trains them). "
         "Every candidate is `vanilla-train --config multi30k` with a few flags changed, scored on the validation set "
-        "only (beam 4, the length penalty chosen on validation, the preset's checkpoint averaging). The budget is 54 "
-        "minutes, so the steps a candidate reached depend on the machine's speed that day (the fp32 peak measured "
-        f"before it); a candidate does not train on a machine under {SPEED_FLOOR:.0%} of the speed its preset's runs "
-        "had (their median, where recorded), nor in another precision than they trained in (bf16 autocast, or fp32 on "
-        "a CPU without AVX512-BF16 and AMX). A round's choice goes into "
+        "only (beam 4, the length penalty chosen on validation, the preset's checkpoint averaging). Rounds 1 and 2 "
+        "ran when the preset's budget was 54 minutes, so the steps a candidate reached depended on the machine's "
+        "speed that day (the fp32 peak measured before it); the preset's budget is steps since. A candidate trains "
+        "only where its run could be read against its preset's runs: the same budget, kind of device and precision "
+        "(experiments/comparable.py). A round's choice goes into "
         "[training/configs/multi30k.yaml](../training/configs/multi30k.yaml), and the next round's candidates "
         "change that preset.",
         "",
@@ -346,11 +326,6 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--page", default=str(PAGE), help="the page generated from the records")
     parser.add_argument("--repeats", default=str(REPEATS), help="the preset's full runs (results/DATE-SLUG folders)")
     parser.add_argument("--report", action="store_true", help="only write the page from the records")
-    parser.add_argument(
-        "--any_speed",
-        action="store_true",
-        help=f"train even where the machine is under {SPEED_FLOOR * 100:.0f}%% of its preset's runs' speed",
-    )
     return parser
 
 
@@ -371,20 +346,20 @@ def run(argv: list[str] | None = None) -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     results, runs, page = Path(args.results).resolve(), Path(args.runs).resolve(), Path(args.page).resolve()
     repeats = Path(args.repeats).resolve()
+    precision = experiment_precision()
     trained = False
     for one in [] if args.report else ROUNDS:
         todo = [c for c in one.candidates if not args.candidates or c.name in args.candidates]
         for candidate in todo:
-            if recorded(candidate, args.config, results / one.folder):
+            if recorded(candidate, args.config, precision, results / one.folder):
                 logger.info("%s: recorded, skipped", candidate.name)
                 continue
             open_round(one, args.config)
             summaries = full_runs(repeats)
             records = read_records(results)
-            check_precision(one, preset_precisions(one, records, summaries), precision(bf16_supported()))
-            if not args.any_speed:
-                check_speed(one, preset_speeds(one, records, summaries), fp32_gflops())
-            record = train(candidate, args.config, runs / one.folder, results / one.folder)
+            planned = planned_run(candidate.settings(args.config, precision))
+            check_comparable(one, planned, preset_run_records(one, records, summaries))
+            record = train(candidate, args.config, precision, runs / one.folder, results / one.folder)
             logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
             write_page(results, repeats, page)  # after every run: an interrupted sweep still has its page
             trained = True
@@ -398,7 +373,7 @@ def read_records(results: Path, kept: set[Path] | None = None) -> dict[int, list
     found = {}
     for one in ROUNDS:
         paths = [results / one.folder / c.name / RECORD for c in one.candidates]
-        found[one.number] = [with_precision(p) for p in paths if p.is_file() and (kept is None or p in kept)]
+        found[one.number] = [json.loads(p.read_text()) for p in paths if p.is_file() and (kept is None or p in kept)]
     return found
 
 

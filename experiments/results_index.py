@@ -1,6 +1,7 @@
 """`python -m experiments.results_index`: docs/results.md, generated from the run records in results/ (never edited by
 hand). Each run folder, results/DATE-SLUG/, holds the summary.json that ``vanilla-train --summary_dir`` writes: the
-scores, the command and every argument it resolved to, the git commit and the machine; and the learning curve.
+scores, the command and every argument it resolved to, and its run record (training/record.py: the code, machine,
+device, precision, budget, seed and steps reached; held to its schema here); and the learning curve.
 A record's ``role`` says what the run is for: the canonical run of the preset, its repeats (seeds, other hours), its
 runs on other hardware (a CPU without bf16: fp32, fewer steps in the hour; kept out of the repeats' mean), the
 canonical run and repeats of a preset since replaced (superseded: still the band its replacement was chosen against,
@@ -11,7 +12,7 @@ import json
 import statistics
 from pathlib import Path
 
-from vanilla_tools.hardware import precision
+from training.record import check_run_record
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES = {
@@ -24,7 +25,8 @@ ROLES = {
     None: "Other runs",
 }
 HEADER = (
-    "| run | date | commit | minutes (training / command) | fp32 GFLOP/s (before / after) | precision | epochs "
+    "| run | date | commit | minutes (training / command) | fp32 GFLOP/s (before / after) | precision | steps (budget) "
+    "| epochs "
     "| validation BLEU (alpha) | test BLEU | chrF | length ratio | test BLEU, lowercased and tokenized |"
 )
 
@@ -43,24 +45,29 @@ def epochs(folder: Path) -> float | None:
     return round(rows[-1]["epoch"], 1) if rows else None
 
 
-def run_precision(record: dict) -> str:
-    """bf16 autocast or fp32 (``--bf16``); "-" for runs made before it was recorded (2026-11-24)."""
-    bf16 = (record.get("arguments") or {}).get("bf16")
-    return "-" if bf16 is None else precision(bf16)
+def steps_cell(run: dict) -> str:
+    """The steps a run reached and its budget: "7,100 (54 min)", "7,200 (7,200 steps)"."""
+    budget = run["budget"]
+    if budget["max_train_minutes"]:
+        limit = f"{budget['max_train_minutes']:g} min"
+    else:
+        limit = f"{budget['max_steps']:,} steps" if budget["max_steps"] else f"{budget['num_train_epochs']:g} epochs"
+    return f"{run['steps']:,} ({limit})" if run["steps"] is not None else f"? ({limit})"
 
 
 def row(folder: Path, record: dict) -> str:
     test, validation = test_scores(record), record.get("validation", {})
     alpha = record.get("beam", {}).get("length_penalty")
     link = f"[{folder.name}]({Path('..') / folder.relative_to(ROOT)})"  # docs/results.md links up to results/
-    commit = (record.get("code") or {}).get("commit") or "?"
+    run = record["run"]
+    commit = run["code"].get("commit") or "?"
     minutes = f"{record.get('train_minutes', '?')} / {record.get('wall_clock_minutes', '?')}"
     speed = record.get("machine_speed") or {}  # recorded since 2026-11-26
     gflops = f"{speed['fp32_gflops_before']} / {speed['fp32_gflops_after']}" if speed else "-"
     scores = (f"**{test.get('bleu', '?')}** | {test.get('chrf', '?')} | {test.get('length_ratio', '?')} | "
               f"{test.get('bleu_lc_tok', '-')}")  # fmt: skip
-    return (f"| {link} | {folder.name[:10]} | `{commit[:7]}` | {minutes} | {gflops} | {run_precision(record)} | "
-            f"{epochs(folder) or '?'} | "
+    return (f"| {link} | {folder.name[:10]} | `{commit[:7]}` | {minutes} | {gflops} | {run['precision'] or '-'} | "
+            f"{steps_cell(run)} | {epochs(folder) or '?'} | "
             f"{validation.get('bleu', '?')} ({alpha}) | {scores} |")  # fmt: skip
 
 
@@ -72,7 +79,7 @@ def mean_row(records: list[dict]) -> str:
         return f"{statistics.mean(values):.2f}" if values and known else "-"
 
     tests, validation = [test_scores(r) for r in records], [r.get("validation", {}) for r in records]
-    return (f"| **mean of {len(records)}** | | | | | | | {mean(v.get('bleu') for v in validation)} | "
+    return (f"| **mean of {len(records)}** | | | | | | | | {mean(v.get('bleu') for v in validation)} | "
             f"**{mean(t.get('bleu') for t in tests)}** | {mean(t.get('chrf') for t in tests)} | "
             f"{mean(t.get('length_ratio') for t in tests)} | "
             f"{mean(t.get('bleu_lc_tok') for t in tests)} |")  # fmt: skip
@@ -85,6 +92,11 @@ def index(results: Path, kept: set[Path] | None = None) -> str:
         for folder in results.iterdir()
         if (folder / "summary.json").is_file() and (kept is None or folder in kept)
     )
+    for folder, record in records:
+        try:
+            check_run_record(record["run"])
+        except (KeyError, ValueError) as error:
+            raise ValueError(f"{folder / 'summary.json'}: {error}") from None
     lines = [
         "# Results",
         "",
@@ -92,13 +104,15 @@ def index(results: Path, kept: set[Path] | None = None) -> str:
         "",
         "Every training run kept in [`results/`](../results), one folder each (`DATE-SLUG`), with the record of what",
         "made it: `summary.json` (scores with their sacreBLEU signatures, the alpha search, minutes, parameters, the",
-        "command and the arguments it resolved to, the git commit, the machine) and the learning curve. BLEU is",
+        "command and the arguments it resolved to, the run record: code, machine, device, precision, budget, seed and",
+        "steps reached) and the learning curve. BLEU is",
         "sacreBLEU on cased, detokenized text; the length ratio is output over reference length on the test set.",
         "The last column is the BLEU the Multi30k literature reports (`vanilla_tools.metrics.tokenized_bleu`: both",
         "sides lowercased, Moses-normalized and Moses-tokenized, BLEU on those tokens), recorded since 2026-11-24.",
         "The machine's speed, a 1024^3 fp32 matrix product just before and just after training, is recorded since",
         "2026-11-26: a run bounded by minutes reaches more steps on a faster day; so does one in bf16 autocast, which",
-        "`vanilla-train` uses where the CPU has AVX512-BF16 or AMX (fp32 elsewhere; recorded since 2026-11-24).",
+        "`vanilla-train` uses where the CPU has AVX512-BF16 or AMX (fp32 elsewhere; recorded since 2026-11-24). The",
+        "presets were bounded by minutes until 2026-11-27 and by steps since (the budget column).",
         "Choices were made on the validation set; each run decoded its test set once, at its end. A record's commit",
         "comes with every file the tree differed in; the records and this page are outputs, not code, and do not count",
         "(`vanilla_tools/provenance.py`): a page regenerated before a run does not mark that run's tree as changed.",

@@ -10,25 +10,26 @@ records (experiments/table3_page.py, with the verdict rule of experiments/verdic
 The order spends the compute where it decides something: the base first, then the rows that had a verdict under
 the first sweep's single-seed rule (``PRIORITY``), then the rest, each row's seeds together. Each run is one
 vanilla-train process; a run recorded with the same settings is skipped, so stopping the command (or the machine)
-loses at most the run in progress and the sweep goes on over several days. A verdict compares runs of one code
-only (``code_tree``, vanilla_tools/provenance.py): ``--rerun_other_code`` trains again the runs recorded at other
-code than the checkout's. It compares runs of one precision only, too (``precision``: bf16 autocast, or fp32 on a CPU
-without AVX512-BF16 and AMX), and refuses to train on a machine that trains in another precision than the base's
-runs at that budget (``check_precision``).
+loses at most the run in progress, and the sweep goes on over several days on whatever machine is at hand: every run
+is bounded by steps, and its precision is the sweep's (``--precision``, default ``experiment_precision()``: fp32
+until bf16 autocast is measured to train alike), a setting recorded with it, never what the CPU happens to run. A
+verdict compares only runs that experiments/comparable.py lets be compared (the same code, budget, device and
+precision); ``--rerun_other_code`` trains again the runs recorded at other code than the checkout's.
 
 Beside the paper's rows, the schedule rows halve the §5.3 learning rate (``--lr_scale 0.5``) of the base and of
 N = 4: whether the (C) rows that lag the base lag for their size or for the preset's peak learning rate.
 
 The base row is the multi30k preset (d_model 256, N = 3, h = 4, d_k = 64, d_ff 1024, P_drop 0.1, eps_ls 0.1,
-BPE-dropout 0.1), trained for ``--steps`` steps instead of its 54 minutes. Each variation changes what its row of
+BPE-dropout 0.1), trained for ``--steps`` steps instead of its budget. Each variation changes what its row of
 the paper changes, scaled by the same factor where the paper's value is a size (N, d_model, d_ff: the paper's base
 is N = 6, ours N = 3). As in §6.2: beam search (4, alpha 0.6), no checkpoint averaging, scores on the development
 (validation) set only; the test set is not decoded. Each run records, in results/table3/STEPS-steps/ROW/seed-SEED/
 (summary.json from vanilla-train, table3.json here): the validation perplexity per token of our BPE (cross-entropy
 without label smoothing, teacher-forced, ``</s>`` counted) every ``--curve_steps`` steps (measured on checkpoints
 written for it, removed once measured) and at the end, the validation BLEU, the parameters, the minutes, the
-command, the commit (and every file the tree differed in) and the machine. The first sweep's records (one seed a
-row, results/table3/ROW/table3.json, kept as they are) are read with them.
+command, and the run record of its summary (training/record.py: the code, machine, device, precision, budget, seed
+and steps), in results/table3/STEPS-steps/PRECISION/ROW/seed-SEED/. The first sweep's records (one seed a row,
+results/table3/ROW/table3.json, kept as they are) are read with them.
 """
 
 import argparse
@@ -50,10 +51,10 @@ from training.arguments import parse_args
 from training.checkpoints import checkpoint_step, complete_checkpoints
 from training.data import load_parallel_data, tokenize_splits
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
-from vanilla_tools.hardware import bf16_supported, precision
-from vanilla_tools.provenance import git_commit, machine
+from vanilla_tools.provenance import git_commit
 
 from . import table3_page
+from .comparable import BF16, FP32, code_key, experiment_precision, precision_flags
 
 logger = logging.getLogger("table3")
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +69,7 @@ CURVE_STEPS = 100
 # (beam search, no checkpoint averaging, the development set only); weights alone saved every --curve_steps for the
 # learning curve (Trainer's own evaluation would report the label-smoothed loss, which differs between the (D) rows).
 # (--length_penalty_candidates 0.6: alpha fixed, not chosen on the very set the row is scored on.)
-COMMON = ["--max_train_minutes", "0", "--save_strategy", "steps", "--save_only_model", "true", "--eval_strategy", "no",
+COMMON = ["--save_strategy", "steps", "--save_only_model", "true", "--eval_strategy", "no",
           "--average_last", "0", "--num_beams", "4", "--length_penalty", "0.6", "--length_penalty_candidates", "0.6",
           "--final_splits", "validation"]  # fmt: skip
 # The rows with a verdict in at least one cell under the first sweep's rule (one seed against the base's range:
@@ -130,6 +131,8 @@ ROWS = (
 )  # fmt: skip
 
 GROUP_OF = {row.name: row.group for row in ROWS}
+PRECISIONS = {"bf16": BF16, "fp32": FP32}  # --precision's names, and the folders that keep each precision's runs apart
+FOLDER_OF = {name: folder for folder, name in PRECISIONS.items()}
 GROUPS = sorted({group.strip("()") for group in GROUP_OF.values()} - {"base"})  # A ... E, restricted, schedule
 
 
@@ -140,24 +143,27 @@ class Run:
     row: Row
     seed: int
     steps: int
+    precision: str = FP32
     curve_steps: int = CURVE_STEPS
 
     @property
     def folder(self) -> str:
-        return f"{self.steps}-steps/{self.row.name}/seed-{self.seed}"
+        return f"{self.steps}-steps/{FOLDER_OF[self.precision]}/{self.row.name}/seed-{self.seed}"
 
     def settings(self, preset: str) -> list[str]:
         """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
-        return ["--config", preset, *COMMON, "--save_steps", str(self.curve_steps), "--save_total_limit",
-                str(self.steps // self.curve_steps + 1), "--max_steps", str(self.steps), "--seed", str(self.seed),
-                *self.row.flags]  # fmt: skip
+        return ["--config", preset, *COMMON, *precision_flags(self.precision), "--save_steps", str(self.curve_steps),
+                "--save_total_limit", str(self.steps // self.curve_steps + 1), "--max_steps", str(self.steps),
+                "--seed", str(self.seed), *self.row.flags]  # fmt: skip
 
 
-def plan(rows: list[Row], seeds: list[int], steps: int, curve_steps: int = CURVE_STEPS) -> list[Run]:
+def plan(rows: list[Row], seeds: list[int], steps: int, precision: str = FP32,
+         curve_steps: int = CURVE_STEPS) -> list[Run]:  # fmt: skip
     """The runs in the order that decides most first: the base, then PRIORITY, then the rest (ROWS' order within
     each), every seed of a row before the next row."""
     tier = {row.name: 0 if row.group == "base" else 1 if row.name in PRIORITY else 2 for row in rows}
-    return [Run(row, seed, steps, curve_steps) for row in sorted(rows, key=lambda r: tier[r.name]) for seed in seeds]
+    return [Run(row, seed, steps, precision, curve_steps) for row in sorted(rows, key=lambda r: tier[r.name])
+            for seed in seeds]  # fmt: skip
 
 
 def select(names: list[str] | None, records: list[dict]) -> list[Row]:
@@ -229,10 +235,8 @@ def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> d
     record = matching_record(results / run.folder / RECORD, run.settings(preset), run.folder)
     if record is None:
         return None
-    if code is not None and table3_page.code_key(record) != code:
-        logger.warning(
-            "%s was recorded at other code (%s): training it again", run.folder, table3_page.code_key(record)
-        )
+    if code is not None and code_key(record["run"]) != code:
+        logger.warning("%s was recorded at other code (%s): training it again", run.folder, code_key(record["run"]))
         return None
     return record
 
@@ -259,39 +263,17 @@ def train(run: Run, preset: str, runs: Path, results: Path) -> dict:
         "row": row.name, "group": row.group, "change": row.change, "seed": run.seed, "flags": list(row.flags),
         "steps": run.steps, "settings": run.settings(preset), "paper": row.paper, "validation_ppl": round(ppl, 3),
         "validation_tokens": tokens, "validation_bleu": summary["validation"]["bleu"], "curve": curve,
-        "parameters": summary["parameters"], "precision": precision(summary["arguments"]["bf16"]),
-        "train_minutes": summary["train_minutes"],
+        "parameters": summary["parameters"], "train_minutes": summary["train_minutes"],
         "row_minutes": round((time.monotonic() - start) / 60, 2), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": "python -m training.train " + " ".join(argv), "code": git_commit(), "machine": machine(),
+        "command": "python -m training.train " + " ".join(argv), "run": summary["run"],
     }  # fmt: skip
     (record_dir / RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return record
 
 
-def with_precision(path: Path) -> dict:
-    """A run's record; one made before records named their precision takes it from the summary.json beside it."""
-    record = json.loads(path.read_text())
-    if "precision" not in record:
-        record["precision"] = precision(json.loads((path.parent / "summary.json").read_text())["arguments"]["bf16"])
-    return record
-
-
 def records(results: Path) -> list[dict]:
-    """Every run's record: this sweep's (STEPS-steps/ROW/seed-SEED/) and the first sweep's (ROW/)."""
-    return [with_precision(p) for p in sorted(results.rglob(RECORD))]
-
-
-def check_precision(found: list[dict], steps: int) -> None:
-    """Refuse runs that no base run would be compared with: vanilla-train's default ``--bf16`` follows the hardware
-    (a CPU without AVX512-BF16 and AMX trains in fp32), and a row counts only against base runs of its precision."""
-    here = precision(bf16_supported())
-    base = {r["precision"] for r in map(table3_page.normalized, found) if r["steps"] == steps and r["row"] == "base"}
-    if base and here not in base:
-        raise UsageError(
-            f"this machine trains in {here}, the base's runs at {steps} steps in {' and '.join(sorted(base))}: no "
-            "row run here would be compared with them. Run on a machine that trains as the base did, or keep this "
-            "sweep apart (--results, --page)"
-        )
+    """Every run's record: this sweep's (STEPS-steps/PRECISION/ROW/seed-SEED/) and the first sweep's (ROW/)."""
+    return [json.loads(p.read_text()) for p in sorted(results.rglob(RECORD))]
 
 
 def report(found: list[dict]) -> str:
@@ -313,6 +295,10 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS), help="the seeds of every row")
     parser.add_argument("--steps", type=int, default=STEPS, help=f"training steps of every run (longer: {LONGER})")
     parser.add_argument("--curve_steps", type=int, default=CURVE_STEPS, help="validation PPL every this many steps")
+    parser.add_argument("--precision", choices=list(PRECISIONS), default=None,
+                        help="what every run trains in (default: experiments/comparable.py's experiment_precision(), "
+                        f"now {experiment_precision()}); a run records it, and only runs of one precision compare "
+                        "until bf16 autocast and fp32 are measured to agree")  # fmt: skip
     parser.add_argument("--config", default="multi30k", help="the base row's preset (a name or a YAML file)")
     parser.add_argument("--runs", default=str(ROOT / "runs" / "table3"), help="where the runs' model folders go")
     parser.add_argument("--results", default=str(RESULTS), help="where the runs' records go")
@@ -333,9 +319,8 @@ def run(argv: list[str] | None = None) -> None:
             f"--rerun_other_code: the checkout's code differs from its commit ({code.get('changed_files')})"
         )
     found = records(results)
-    todo = [] if args.report else plan(select(args.rows, found), args.seeds, args.steps, args.curve_steps)
-    if todo:
-        check_precision(found, args.steps)
+    precision = PRECISIONS[args.precision] if args.precision else experiment_precision()
+    todo = [] if args.report else plan(select(args.rows, found), args.seeds, args.steps, precision, args.curve_steps)
     for one in todo:
         if recorded(one, args.config, results, code["code_tree"] if args.rerun_other_code else None):
             logger.info("%s: recorded, skipped", one.folder)

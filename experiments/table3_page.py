@@ -10,22 +10,15 @@ from pathlib import Path
 
 from vanilla_tools.cli import pyplot
 
+from .comparable import BF16, CRITERIA, FP32, PRECISION_EVIDENCE, code_key, groups, precisions_agree, why_not
 from .verdict import MIN_SEEDS, NO_CHANGE, TOO_FEW, Difference, difference, paper_direction, verdict, verdict_rate
 
 PAPER_BASE = {"ppl": 4.92, "bleu": 25.8}
 METRICS = {"ppl": "validation_ppl", "bleu": "validation_bleu"}
-OTHER_CODE = "base at other code"
-OTHER_PRECISION = "base at other precision"
+# a cell's word where experiments/comparable.py keeps the row's runs apart from the base's
+APART = {criterion: f"base at other {criterion}" for criterion in CRITERIA}
+OTHER_CODE, OTHER_PRECISION = APART["code"], APART["precision"]
 CURVES = "table3-curves"  # beside the page: one plot per budget and group
-
-
-def code_key(record: dict) -> str:
-    """The code a run executed: its ``code_tree`` (provenance), the commit for the first sweep's records (made before
-    code_tree was recorded), the commit marked modified where the code differed from it."""
-    code = record.get("code") or {}
-    if "code_tree" not in code:
-        return code.get("commit") or "?"
-    return code["code_tree"] or f"{code.get('commit')} modified"
 
 
 def normalized(record: dict) -> dict:
@@ -33,30 +26,29 @@ def normalized(record: dict) -> dict:
     at the preset's seed, 1."""
     flags = record.get("flags", [])
     seed = record.get("seed") or (int(flags[flags.index("--seed") + 1]) if "--seed" in flags else 1)
-    base, code = record["group"] == "base", code_key(record)
+    base = record["group"] == "base"
     return {**record, "row": "base" if base else record["row"], "change": "the preset" if base else record["change"],
-            "seed": seed, "code_key": code}  # fmt: skip
-
-
-def setup(run: dict) -> tuple[str, str | None]:
-    """What a row is compared on besides its change: the code it ran and its precision (None in records made before
-    precision was recorded)."""
-    return run["code_key"], run.get("precision")
+            "seed": seed, "code_key": code_key(record["run"])}  # fmt: skip
 
 
 def newest(runs: list[dict]) -> str:
     return max(run.get("date", "") for run in runs)
 
 
-def at_one_code(runs: list[dict], preferred: tuple | None = None) -> list[dict]:
-    """The runs of one code and precision (``setup``): ``preferred`` where there are any, else the setup with most
-    seeds (the newest of a tie)."""
-    codes = defaultdict(list)
-    for run in runs:
-        codes[setup(run)].append(run)
-    if preferred in codes:
-        return codes[preferred]
-    return max(codes.values(), key=lambda same: (len(same), newest(same)))
+def base_group(base: list[dict], others: list[dict]) -> list[dict]:
+    """Of the base's runs at one budget, those that may be compared with each other (experiments/comparable.py) and
+    with the most of the other rows' runs (the seeds, then the newest, of a tie): the base every cell reads."""
+
+    def reach(group: list[dict]) -> tuple:
+        return sum(not why_not(group[0]["run"], r["run"]) for r in others), len(group), newest(group)
+
+    return max(groups(base), key=reach)
+
+
+def like(runs: list[dict], reference: dict) -> list[dict]:
+    """A row's runs that may be compared with ``reference`` (a base run), else its largest comparable group."""
+    same = [r for r in runs if not why_not(reference["run"], r["run"])]
+    return same or max(groups(runs), key=lambda group: (len(group), newest(group)))
 
 
 @dataclass
@@ -76,10 +68,9 @@ def compare(runs: list[dict], base: list[dict]) -> Comparison:
         diff = difference([r[key] for r in runs], [r[key] for r in base])
         paper_delta = paper[metric] - PAPER_BASE[metric] if paper.get(metric) is not None else None
         word = verdict(diff, paper_delta, metric)
-        if word != TOO_FEW and runs[0]["code_key"] != base[0]["code_key"]:
-            word = OTHER_CODE
-        elif word != TOO_FEW and setup(runs[0]) != setup(base[0]):  # the same code: the precision differs
-            word = OTHER_PRECISION
+        apart = why_not(base[0]["run"], runs[0]["run"])
+        if word != TOO_FEW and apart:
+            word = APART[apart[0].criterion]
         differences[metric], words[metric] = diff, word
     return Comparison(runs, base, differences, words)
 
@@ -92,8 +83,8 @@ def budget(records: list[dict], steps: int) -> tuple[list[dict], dict[str, Compa
             rows[record["row"]].append(record)
     if "base" not in rows:
         return [], {}
-    base = at_one_code(rows.pop("base"))
-    return base, {name: compare(at_one_code(runs, setup(base[0])), base) for name, runs in rows.items()}
+    base = base_group(rows.pop("base"), [r for runs in rows.values() for r in runs])
+    return base, {name: compare(like(runs, base[0]), base) for name, runs in rows.items()}
 
 
 def longer_rows(records: list[dict], steps: int, rows: dict[str, str]) -> list[str]:
@@ -111,7 +102,7 @@ def mean_and_range(values: list[float]) -> str:
 
 
 def commits(runs: list[dict]) -> str:
-    return ", ".join(sorted({(r.get("code") or {}).get("commit", "?")[:7] for r in runs}))
+    return ", ".join(sorted({(r["run"]["code"].get("commit") or "?")[:7] for r in runs}))
 
 
 def paper_cell(paper: dict, metric: str) -> str:
@@ -124,10 +115,14 @@ def paper_cell(paper: dict, metric: str) -> str:
     return f"{paper[metric]} ({delta:+.2f}{', no change' if not paper_direction(delta, metric) else ''})"
 
 
-def verdict_cell(diff: Difference, word: str) -> str:
+def difference_text(diff: Difference) -> str:
+    """The difference, and its interval where each side has two seeds."""
     interval = diff.interval()
-    shown = f"{diff.delta:+.2f}" + (f" [{interval[0]:+.2f}, {interval[1]:+.2f}]" if interval else "")
-    return f"{shown}: {word}"
+    return f"{diff.delta:+.2f}" + (f" [{interval[0]:+.2f}, {interval[1]:+.2f}]" if interval else "")
+
+
+def verdict_cell(diff: Difference, word: str) -> str:
+    return f"{difference_text(diff)}: {word}"
 
 
 def row_cells(runs: list[dict], name: str) -> list[str]:
@@ -155,11 +150,11 @@ def curve_groups(base: list[dict], comparisons: dict[str, Comparison]) -> dict[s
     """Per group with curves: the base's mean curve and each row's (issue 41: base against row, group by group)."""
     if not mean_curve(base):
         return {}
-    groups = defaultdict(dict)
+    by_group = defaultdict(dict)
     for name, comparison in comparisons.items():
         if mean_curve(comparison.runs):
-            groups[comparison.runs[0]["group"]][name] = mean_curve(comparison.runs)
-    return {group: {"base": mean_curve(base), **rows} for group, rows in sorted(groups.items())}
+            by_group[comparison.runs[0]["group"]][name] = mean_curve(comparison.runs)
+    return {group: {"base": mean_curve(base), **rows} for group, rows in sorted(by_group.items())}
 
 
 def plot_curves(records: list[dict], folder: Path) -> list[Path]:
@@ -192,13 +187,19 @@ def rule(cells: int) -> list[str]:
     """The rule, as the page states it, with its rates measured on synthetic rows."""
     null, two, three = verdict_rate(), verdict_rate(effect=2.0), verdict_rate(effect=3.0)
     items = [
-        f"A word needs at least {MIN_SEEDS} seeds of the row and {MIN_SEEDS} of the base, run on the same code: the "
-        "same git trees of the installed packages and `data/` (`code_tree` in each record, which commits of records "
-        "or docs alone keep; the first sweep's records, made before it was recorded, count by commit), and in the "
-        "same precision (`precision`: bf16 autocast, or fp32 where vanilla-train's default `--bf16` finds a CPU "
-        "without AVX512-BF16 and AMX). Otherwise the cell says "
-        f"*{TOO_FEW}*, *{OTHER_CODE}* or *{OTHER_PRECISION}*, with the difference, and its interval where each side "
-        "has two.",
+        f"A word needs at least {MIN_SEEDS} seeds of the row and {MIN_SEEDS} of the base whose runs may be compared "
+        "(`experiments/comparable.py`, over each record's run record): the same code (the git trees of the installed "
+        "packages and `data/`, `code_tree`, which commits of records or docs alone keep; the first sweep's records, "
+        "made before it was recorded, count by commit), the same budget in steps, the same kind of device, and the "
+        "same precision"
+        + (
+            f" (bf16 autocast and fp32 train alike: {PRECISION_EVIDENCE})"
+            if PRECISION_EVIDENCE
+            else " (bf16 autocast and fp32 are not yet measured to train alike: the section on precision below)"
+        )
+        + ". Otherwise the cell says "
+        f"*{TOO_FEW}* or *base at other ...* (code, budget, device, precision), with the difference, and its "
+        "interval where each side has two.",
         "*holds* / *opposite*: the interval excludes zero, in the paper's direction or against it. *no change found*: "
         "the interval holds zero (which does not show that there is no difference). *differs (paper: no change)*, "
         "and *higher* / *lower* on rows the paper does not have.",
@@ -234,7 +235,7 @@ def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> lis
     runs = [r for r in records if r["steps"] == steps]
     words = Counter(word for c in comparisons.values() for word in c.words.values())
     cells = ", ".join(f"{count} *{word}*" for word, count in sorted(words.items(), key=lambda w: (-w[1], w[0])))
-    precision = base[0].get("precision") or "precision not recorded"
+    precision = base[0]["run"]["precision"] or "precision not recorded"
     lines += [
         f"{counted(len(runs), 'run')} recorded, {sum(r['row_minutes'] for r in runs):.0f} minutes in all. The base: "
         f"{counted(len(base), 'seed')} at commit {commits(base)}, {precision}."
@@ -262,7 +263,7 @@ def start_or_end(short: str | None, long: str | None) -> str:
     side of the paper it is on: a shallower model still ahead is not worse at the end)."""
     if short != "opposite":
         return ""
-    if long in (None, TOO_FEW, OTHER_CODE, OTHER_PRECISION):
+    if long in (None, TOO_FEW, *APART.values()):
         return f"undecided ({long or 'not run'} at the longer budget)"
     return "stays at the end" if long == "opposite" else "slower to start"
 
@@ -297,6 +298,45 @@ def longer_section(records: list[dict], short: int, long: int, rows: dict[str, s
     return [*lines, ""]
 
 
+def precision_section(records: list[dict]) -> list[str]:
+    """The base's runs in fp32 against those in bf16 autocast at one code and budget, under the rule of
+    experiments/comparable.py, stated here before its runs: whether the two precisions train alike."""
+    lines = [
+        "## Precision: fp32 against bf16 autocast",
+        "",
+        *paragraph(
+            "Whether runs of either precision may be compared, by a rule stated before its runs: the base "
+            "row in fp32 and in bf16 autocast, three seeds each at one code and budget; the two *agree* where, on "
+            "both metrics, the 95% Welch interval of fp32 less bf16 holds zero and the difference of the means is "
+            "smaller than the seeds' own spread (the larger standard deviation of the two sides). Until they agree, "
+            "runs of the two precisions are not compared, and a sweep trains in fp32 on every machine."
+        ),
+        "",
+    ]
+    pairs = []
+    for steps in sorted({r["steps"] for r in records}):
+        base = [r for r in records if r["steps"] == steps and r["row"] == "base"]
+        for group in groups(base, ignoring=("precision",)):
+            sides = {p: [r for r in group if r["run"]["precision"] == p] for p in (FP32, BF16)}
+            if all(sides.values()):
+                pairs.append((steps, sides))
+    if not pairs:
+        return [*lines, "No budget has base runs of both precisions at one code yet.", ""]
+    lines += ["| budget | commit | fp32 seeds | bf16 seeds | PPL: fp32 less bf16 [95%] | BLEU: fp32 less bf16 [95%] "
+              "| agree |", "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for steps, sides in pairs:
+        cells, agreed = [], []
+        for key in METRICS.values():
+            values = {p: [r[key] for r in runs] for p, runs in sides.items()}
+            cells.append(difference_text(difference(values[FP32], values[BF16])))
+            agreed.append(precisions_agree(values[FP32], values[BF16]))
+        word = "too few seeds" if None in agreed else "yes" if all(agreed) else "no"
+        seeds = [", ".join(str(r["seed"]) for r in sorted(sides[p], key=lambda r: r["seed"])) for p in (FP32, BF16)]
+        lines.append(f"| {steps:,} steps | {commits(sides[FP32] + sides[BF16])} | {seeds[0]} | {seeds[1]} | "
+                     f"{cells[0]} | {cells[1]} | {word} |")  # fmt: skip
+    return [*lines, ""]
+
+
 def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int]) -> str:
     """docs/table3.md: the rule, then each budget's rows beside the paper's, then the longer budget's answer.
     ``rows`` are the table's (name: group, in the page's order), ``budgets`` the sweep's and the longer one."""
@@ -320,10 +360,11 @@ def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int]) 
         f"{budgets[0]:,}",
         "python -m experiments.table3 --rows base C-layers-6 --seeds 4 5",
         "python -m experiments.table3 --report                    # this page, from the records",
+        "bash benchmarks/gpu_experiments.sh --rows base --seeds 1 2 3  # on a lent GPU: what fits in one call",
         "```",
         "",
         *rule(2 * (len(rows) - 1)),
     ]
     for steps in sorted({r["steps"] for r in records} | set(budgets)):
         lines += budget_section(records, steps, rows)
-    return "\n".join([*lines, *longer_section(records, *budgets, rows)])
+    return "\n".join([*lines, *longer_section(records, *budgets, rows), *precision_section(records)])

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
+from training_helpers import synthetic_run
 
 from benchmarks import (
     data_scale,
@@ -140,33 +141,35 @@ def test_results_mean_is_left_out_where_a_run_lacks_the_score():
             "test2016": {"bleu": 39.0, "chrf": 64.0, "length_ratio": 1.02, "bleu_lc_tok": 39.5},
         },
     ]
-    assert results_index.mean_row(runs) == "| **mean of 2** | | | | | | | 40.50 | **38.50** | 63.50 | 1.01 | - |"
+    assert results_index.mean_row(runs) == "| **mean of 2** | | | | | | | | 40.50 | **38.50** | 63.50 | 1.01 | - |"
 
 
 def test_results_row_gives_the_machine_speed_where_recorded():
     folder = ROOT / "results" / "2026-11-26-example"  # row() links to results/ from docs/
-    run = {"code": {"commit": "abcdef0123"}, "train_minutes": 54.0, "wall_clock_minutes": 55.5,
-           "validation": {"bleu": 41.0}, "beam": {"length_penalty": 2.0}, "test2016": {"bleu": 39.0}}  # fmt: skip
+    run = {"train_minutes": 54.0, "wall_clock_minutes": 55.5, "validation": {"bleu": 41.0},
+           "beam": {"length_penalty": 2.0}, "test2016": {"bleu": 39.0},
+           "run": {**synthetic_run(precision=None, minutes=54, max_steps=None), "steps": 7100}}  # fmt: skip
     cells = [cell.strip() for cell in results_index.row(folder, run).split("|")]
-    assert cells[4:7] == ["54.0 / 55.5", "-", "-"]  # before 2026-11-26 runs did not record their speed
+    assert cells[4:8] == ["54.0 / 55.5", "-", "-", "7,100 (54 min)"]  # before 2026-11-26 no speed; no precision
     run["machine_speed"] = {"fp32_gflops_before": 182.3, "fp32_gflops_after": 180.1}
     cells = [cell.strip() for cell in results_index.row(folder, run).split("|")]
-    assert cells[5] == "182.3 / 180.1" and cells[8:10] == ["41.0 (2.0)", "**39.0**"]
+    assert cells[5] == "182.3 / 180.1" and cells[9:11] == ["41.0 (2.0)", "**39.0**"]
     assert len(cells) - 2 == results_index.HEADER.count("|") - 1  # one cell per column
 
 
 @pytest.mark.parametrize(
-    ("record", "shown"),
+    ("run", "shown"),
     [
-        ({}, "-"),
-        ({"arguments": {"bf16": True}}, "bf16 autocast"),
-        ({"arguments": {"bf16": False}}, "fp32"),
+        ({**synthetic_run(precision=None, max_steps=None, minutes=54), "steps": 1000}, ("-", "1,000 (54 min)")),
+        (synthetic_run(precision="bf16 autocast", max_steps=7200), ("bf16 autocast", "7,200 (7,200 steps)")),
+        ({**synthetic_run(precision="fp32", max_steps=None), "steps": None}, ("fp32", "? (40 epochs)")),
     ],  # fmt: skip
 )
-def test_results_row_gives_the_precision_where_recorded(record, shown):
-    """From ``--bf16``, recorded since 2026-11-24; "-" before that."""
-    cells = [cell.strip() for cell in results_index.row(ROOT / "results" / "2026-11-26-example", record).split("|")]
-    assert cells[6] == shown
+def test_results_row_gives_the_precision_and_budget_of_its_run_record(run, shown):
+    """The run record's precision ("-": recorded before 2026-11-24), and its steps against its budget."""
+    row = results_index.row(ROOT / "results" / "2026-11-26-example", {"run": run})
+    cells = [cell.strip() for cell in row.split("|")]
+    assert tuple(cells[6:8]) == shown
 
 
 def page_text(page: str) -> str:

@@ -57,3 +57,31 @@ def assert_same_weights(expected: dict, folder: Path) -> None:
     assert got.keys() == expected.keys()
     for name, tensor in expected.items():
         assert torch.equal(tensor, got[name]), name
+
+
+def synthetic_run(precision: str = "fp32", code: str = "new", max_steps: int | None = 1000,
+                  minutes: float | None = None, device: str = "cpu", tokens: int = 2048,
+                  seed: int = 1) -> dict:  # fmt: skip
+    """A run record (training/record.py's run_record) for tests of the readers: ``code`` names its code tree."""
+    return {
+        "schema": 1, "code": {"commit": f"{code}0000000"[:40], "code_tree": code}, "machine": {"processor": "test"},
+        "device": {"type": device, "name": "test"}, "precision": precision,
+        "budget": {"max_steps": max_steps, "num_train_epochs": None if max_steps else 40, "max_train_minutes": minutes,
+                   "tokens_per_step": tokens},
+        "seed": seed, "steps": max_steps,
+    }  # fmt: skip
+
+
+def tiny_preset(folder: Path, **changes) -> Path:
+    """A preset YAML of a 31k-parameter model on a 60-pair corpus written under ``folder`` (the runners' tests)."""
+    import yaml
+
+    corpus = write_corpus(folder / "data", pairs=60)
+    preset = folder / "tiny.yaml"
+    settings = {
+        "base": "demo", "dataset": "files", "train_files": corpus["train"], "validation_files": corpus["validation"],
+        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "num_attention_heads": 2, "ffn_dim": 64,
+        "vocab_size": 300, "max_tokens_per_batch": 256, "warmup_steps": 4, "disable_tqdm": True,
+    }  # fmt: skip
+    preset.write_text(yaml.safe_dump({**settings, **changes}))
+    return preset

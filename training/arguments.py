@@ -13,7 +13,7 @@ from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
 from modeling_vanilla import VanillaTransformerConfig
 from vanilla_tools.cli import UsageError
-from vanilla_tools.hardware import bf16_supported
+from vanilla_tools.hardware import bf16_supported, cpu_bf16
 
 from .data import DataArguments
 
@@ -179,6 +179,7 @@ def parse_args(argv: list[str] | None = None):
     if rest:
         raise UsageError(f"unknown arguments: {rest}")
     check_lengths(parsed[0], parsed[2])
+    check_precision(parsed[2])
     return tuple(parsed[:3])  # the fourth is the namespace holding --config
 
 
@@ -193,3 +194,16 @@ def check_lengths(model_args, training_args: Seq2SeqTrainingArguments) -> None:
     if model_args.lr_schedule == "paper" and training_args.warmup_steps <= 0:
         raise UsageError(f"--warmup_steps {training_args.warmup_steps:g}: the paper's schedule (--lr_schedule paper) "
                          "needs warmup_steps above 0 (§5.3: 4,000)")  # fmt: skip
+
+
+def on_cpu(training_args: Seq2SeqTrainingArguments) -> bool:
+    return training_args.use_cpu or not torch.cuda.is_available()
+
+
+def check_precision(training_args: Seq2SeqTrainingArguments) -> None:
+    """Refuses bf16 autocast on a CPU that would emulate it: without AVX512-BF16 or AMX a bf16 matrix product runs at
+    about 1 GFLOP/s (fp32: ~110 on the same CPU), so the run would take a hundred times longer. The default never
+    asks for it there; this is a --bf16 true given, or a preset's."""
+    if training_args.bf16 and on_cpu(training_args) and not cpu_bf16():
+        raise UsageError("--bf16 true: this CPU has neither AVX512-BF16 nor AMX and would emulate bf16 at about "
+                         "1 GFLOP/s; train in fp32 (--bf16 false) or on a CPU or GPU with bf16")  # fmt: skip

@@ -1,6 +1,11 @@
 """What a vanilla-train run leaves besides the model: training_recipe.json and eval_results.json in the model
 directory (through vanilla_tools.run_files), and with --summary_dir the run's record, summary.json: its scores, the
-command, every argument it resolved to, the git commit and the machine."""
+command, every argument it resolved to, and the run itself (``run_record``).
+
+``run_record`` is the one schema of what a run is, written here and read by the results page, the recipe and Table 3
+(experiments/comparable.py decides from it whether two runs may be compared): the code (the commit and every file
+the tree differed in), the machine and the device it trained on, the precision, the budget (steps of a token batch,
+or epochs, or minutes), the seed and the steps reached. ``check_run_record`` holds a record to it."""
 
 import shutil
 import sys
@@ -22,15 +27,74 @@ def resolved_arguments(model_args: ModelArguments, data_args: DataArguments, tra
     return {**asdict(model_args), **asdict(data_args), **training_args.to_dict()}
 
 
+RUN_SCHEMA = 1
+# run_record's fields and their JSON types; None where a run was recorded before the field was (the precision before
+# 2026-11-24, the steps reached before 2026-11-25)
+RUN_FIELDS = {"schema": int, "code": dict, "machine": dict, "device": dict, "precision": (str, type(None)),
+              "budget": dict, "seed": int, "steps": (int, type(None))}  # fmt: skip
+BUDGET_FIELDS = ("max_steps", "num_train_epochs", "max_train_minutes", "tokens_per_step")
+
+
+def run_budget(arguments: dict, processes: int = 1) -> dict:
+    """What a run was allowed to train, from its resolved arguments: ``max_steps`` optimizer steps (Trainer then
+    ignores the epochs), else ``num_train_epochs``; at most ``max_train_minutes`` where set (a budget that depends on
+    the machine); each step of ``tokens_per_step`` tokens a side (the per-device budget x processes x accumulation)."""
+    steps = arguments["max_steps"] if arguments["max_steps"] > 0 else None
+    return {
+        "max_steps": steps,
+        "num_train_epochs": None if steps else arguments["num_train_epochs"],
+        "max_train_minutes": arguments.get("max_train_minutes") or None,
+        "tokens_per_step": arguments["max_tokens_per_batch"] * processes * arguments["gradient_accumulation_steps"],
+    }
+
+
+def run_device(device_type: str, host: dict) -> dict:
+    """The device a run trained on: its type (cpu, cuda) and name (the GPU's, or the processor's)."""
+    name = host["gpus"][0] if device_type == "cuda" and host.get("gpus") else host.get("processor")
+    return {"type": device_type, "name": name}
+
+
+def run_record(arguments: dict, steps: int, device_type: str, processes: int = 1, code: dict | None = None,
+               host: dict | None = None) -> dict:  # fmt: skip
+    """The run as every reader sees it (RUN_FIELDS): ``arguments`` resolved (``resolved_arguments``), ``steps``
+    reached; ``code`` and ``host`` measured now unless given."""
+    host = machine() if host is None else host
+    return {
+        "schema": RUN_SCHEMA,
+        "code": git_commit() if code is None else code,
+        "machine": host,
+        "device": run_device(device_type, host),
+        "precision": precision(arguments["bf16"]) if "bf16" in arguments else None,
+        "budget": run_budget(arguments, processes),
+        "seed": arguments["seed"],
+        "steps": steps,
+    }
+
+
+def check_run_record(run: dict) -> None:
+    """Raises ValueError naming the first field of ``run`` missing or of the wrong type (RUN_FIELDS)."""
+    for name, kind in RUN_FIELDS.items():
+        if name not in run:
+            raise ValueError(f"run record: no {name!r}")
+        if not isinstance(run[name], kind) or isinstance(run[name], bool):
+            raise ValueError(f"run record: {name!r} is {run[name]!r}")
+    missing = [name for name in BUDGET_FIELDS if name not in run["budget"]]
+    if missing or not any(run["budget"][name] for name in BUDGET_FIELDS[:3]):
+        raise ValueError(f"run record: budget {run['budget']} lacks {missing or 'a length'}")
+    if run["schema"] != RUN_SCHEMA:
+        raise ValueError(f"run record: schema {run['schema']}, this code reads {RUN_SCHEMA}")
+
+
 def write_summary(
     folder: Path, results: dict, train_minutes: float, wall_minutes: float, model, output_dir: Path, argv,
     arguments: tuple, speed: dict,
 ) -> None:  # fmt: skip
     """summary.json, the record of the run: its test and validation scores, minutes, parameters, the command and
-    every argument it resolved to, the git commit, the machine and its speed (``speed``: fp32 GFLOP/s before and
-    after training); and the learning curve."""
+    every argument it resolved to, the run (``run_record``: code, machine, device, precision, budget, seed, steps)
+    and the machine's speed (``speed``: fp32 GFLOP/s before and after training); and the learning curve."""
     folder.mkdir(parents=True, exist_ok=True)
     model_args, data_args, training_args = arguments
+    resolved = resolved_arguments(model_args, data_args, training_args)
 
     def scores(split: str) -> dict:
         metrics = results.get(split, {})
@@ -54,15 +118,13 @@ def write_summary(
             "length_penalty": model.generation_config.length_penalty,
         },
         **{key: results[key] for key in ("length_penalty_search", "averaged_checkpoints") if key in results},
-        "steps": results["train"]["steps"],
         "epochs": round(results["train"]["epoch"], 2),
         "train_minutes": round(train_minutes, 2),
         "wall_clock_minutes": round(wall_minutes, 2),  # the whole command: data, training, final evaluation
         "parameters": sum(p.numel() for p in model.parameters()),
         "command": "vanilla-train " + " ".join(sys.argv[1:] if argv is None else argv),
-        "arguments": resolved_arguments(model_args, data_args, training_args),
-        "code": git_commit(),
-        "machine": machine(),
+        "arguments": resolved,
+        "run": run_record(resolved, results["train"]["steps"], training_args.device.type, training_args.world_size),
         "machine_speed": speed,
     }
     for name in ("learning_curve.csv", "learning_curve.json"):

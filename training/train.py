@@ -45,10 +45,11 @@ from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.disk import write_guard
+from vanilla_tools.hardware import precision_line
 from vanilla_tools.run_files import EvalResults
 
 from .allocator import keep_freed_memory
-from .arguments import ModelArguments, gradient_accumulation, model_fields, parse_args
+from .arguments import ModelArguments, gradient_accumulation, model_fields, on_cpu, parse_args
 from .average import average_newest_into, load_average
 from .batching import TokenizedPairs, TrainingSet
 from .bpe_dropout import BPEDropoutPairs
@@ -283,6 +284,7 @@ def run(argv: list[str] | None = None) -> dict:
             "needs --multi_gpu (CPU processes over gloo), or use torchrun --nproc_per_node %d",
             asked, training_args.world_size, asked,
         )  # fmt: skip
+    logger.info("precision: %s", precision_line(training_args.bf16, on_cpu(training_args)))
     keep_freed_memory()
     # the run's first process holds the output directory while it runs (a crash releases it too)
     lock = None

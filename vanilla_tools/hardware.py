@@ -40,3 +40,12 @@ def bf16_supported() -> bool:
 def precision(bf16: bool | None) -> str:
     """How a run trains (``--bf16``), in the words of its records and model card."""
     return "bf16 autocast" if bf16 else "fp32"
+
+
+def precision_line(bf16: bool, on_cpu: bool) -> str:
+    """How a run trains and what the hardware says of it, for its log: vanilla-train's default ``--bf16`` picks bf16
+    autocast where it runs fast (a GPU with bf16, a CPU with AVX512-BF16 or AMX), fp32 elsewhere."""
+    if not on_cpu:
+        return f"{precision(bf16)} on the GPU"
+    has = "has AVX512-BF16 or AMX" if cpu_bf16() else "has neither AVX512-BF16 nor AMX (bf16 would be emulated)"
+    return f"{precision(bf16)}: this CPU {has}"

@@ -5,10 +5,10 @@ import json
 import subprocess
 
 import pytest
-import yaml
-from training_helpers import write_corpus
+from training_helpers import synthetic_run, tiny_preset
 
 from experiments import recipe
+from experiments.comparable import FP32
 from training.arguments import parse_args
 from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT, generated
@@ -23,9 +23,10 @@ def test_every_candidate_is_the_preset_scored_on_validation_only():
     model_args, _, training_args = parse_args(["--config", "multi30k", "--output_dir", "x"])
     assert training_args.warmup_steps == 1200  # the YAML holds the open round's preset
     for candidate in recipe.CANDIDATES:
-        model_args, data_args, training_args = parse_args([*candidate.settings("multi30k"), "--output_dir", "x"])
+        model_args, data_args, training_args = parse_args([*candidate.settings("multi30k", FP32), "--output_dir", "x"])
         assert model_args.final_splits == ["validation"] and model_args.translate_examples == 0
-        assert model_args.max_train_minutes == 54  # the preset's budget, for every candidate
+        assert model_args.max_train_minutes == 0 and not training_args.bf16  # a budget in steps, the stated precision
+        assert training_args.max_steps == (8000 if candidate.name == "tiny-wu2021" else 7200)
     flags = {c.name: dict(zip(c.flags[::2], c.flags[1::2], strict=True)) for c in recipe.CANDIDATES}
     big = flags["dmodel-384-dropout-0.3"]
     assert int(big["--d_model"]) // int(big["--num_attention_heads"]) == 64  # d_k as the preset's
@@ -72,46 +73,38 @@ def test_a_rounds_preset_runs_are_the_full_runs_with_its_values_and_its_referenc
     assert recipe.preset_runs(second, records, summaries) == [42.0, 43.0]
 
 
-def test_a_rounds_speed_is_its_preset_runs_that_recorded_it():
-    summaries = [{"role": "seed", "validation": {"bleu": 41.0}, "arguments": {"warmup_steps": 1200}},  # before 11-26
-                 {"role": "seed", "validation": {"bleu": 42.0}, "arguments": {"warmup_steps": 1200},
-                  "machine_speed": {"fp32_gflops_before": 180.0, "fp32_gflops_after": 178.0}},
-                 {"role": "superseded", "validation": {"bleu": 40.0}, "arguments": {"warmup_steps": 600},
-                  "machine_speed": {"fp32_gflops_before": 90.0, "fp32_gflops_after": 91.0}}]  # fmt: skip
-    records = {1: [{"candidate": "warmup-1200", "validation_bleu": 43.0, "fp32_gflops_before": 160.0}]}
-    first, second = recipe.ROUNDS
-    speeds = recipe.preset_speeds(second, records, summaries)
-    assert speeds == [180.0, 160.0] and recipe.preset_speeds(first, records, summaries) == [90.0]
-    recipe.check_speed(second, speeds, 136.0)  # 80% of the median 170 is 136: comparable
-    recipe.check_speed(second, [], 1.0)  # nothing recorded: nothing to compare with
-    with pytest.raises(UsageError, match=r"^round 2: the machine runs a 1024\^3 fp32 matrix product at 135 GFLOP/s, "
-                       r"under 80% of the 170 its preset's runs had \(median of 2\): .* pass --any_speed"):  # fmt: skip
-        recipe.check_speed(second, speeds, 135.0)
-
-
-def test_a_candidate_trains_in_the_precision_of_its_presets_runs():
+def test_a_candidate_trains_only_where_its_run_compares_with_its_presets_runs():
+    """experiments/comparable.py's rule, but the code (the band holds runs of earlier code on purpose): the same
+    budget, kind of device and precision."""
     summaries = [
-        {"role": "seed", "validation": {"bleu": 42.0}, "arguments": {"warmup_steps": 1200, "bf16": True}},
-        {"role": "seed", "validation": {"bleu": 41.0}, "arguments": {"warmup_steps": 1200}},  # not recorded
-        {"role": "seed", "validation": {"bleu": 40.0}, "arguments": {"warmup_steps": 600, "bf16": False}},
-    ]
-    records = {1: [{"candidate": "warmup-1200", "validation_bleu": 43.0, "precision": "bf16 autocast"}]}
+        {"role": "seed", "validation": {"bleu": 42.0}, "arguments": {"warmup_steps": 1200}, "run": synthetic_run()},
+        {"role": "seed", "validation": {"bleu": 40.0}, "arguments": {"warmup_steps": 600},
+         "run": synthetic_run(minutes=54, max_steps=None)},
+    ]  # fmt: skip
+    records = {1: [{"candidate": "warmup-1200", "validation_bleu": 43.0, "run": synthetic_run(code="older")}]}
     first, second = recipe.ROUNDS
-    assert recipe.preset_precisions(second, records, summaries) == {"bf16 autocast"}
-    assert recipe.preset_precisions(first, records, summaries) == {"fp32"}
-    recipe.check_precision(second, {"bf16 autocast"}, "bf16 autocast")
-    recipe.check_precision(second, set(), "fp32")  # nothing recorded: nothing to compare with
-    with pytest.raises(UsageError, match=r"^round 2: this machine trains in fp32, its preset's runs trained in bf16 "
-                       r"autocast: a candidate run here could not be read against their band"):  # fmt: skip
-        recipe.check_precision(second, {"bf16 autocast"}, "fp32")
+    runs = recipe.preset_run_records(second, records, summaries)
+    assert [run["code"]["code_tree"] for run in runs] == ["new", "older"]
+    recipe.check_comparable(second, synthetic_run(code="newest"), runs)  # other code: read against them all the same
+    with pytest.raises(UsageError, match=r"^round 2: a candidate run here could not be read against its preset's "
+                       r"runs: other precisions \(bf16 autocast and fp32\): not measured to train alike$"):  # fmt: skip
+        recipe.check_comparable(second, synthetic_run("bf16 autocast"), runs)
+    with pytest.raises(UsageError, match=r"a budget in minutes \(54\): the steps it reaches depend on the machine"):
+        recipe.check_comparable(
+            first, synthetic_run(minutes=54, max_steps=None), recipe.preset_run_records(first, records, summaries)
+        )
 
 
-def test_a_slow_machine_trains_nothing(tmp_path):
-    """Today's speed against a preset run recorded far faster than any machine: refused before it trains."""
-    preset_repeat(tmp_path / "repeats", "fast", 41.0, speed=1e9)
+def test_a_candidate_against_runs_bounded_by_minutes_trains_nothing(tmp_path):
+    """Round 2's preset ran for 54 minutes; the preset's budget is steps now: refused before anything trains."""
+    preset_repeat(tmp_path / "repeats", "minutes", 41.0, run=synthetic_run(minutes=54, max_steps=None))
     argv = ["--config", "multi30k", "--candidates", "bpe-dropout-0.2", "--results", str(tmp_path / "results"),
             "--runs", str(tmp_path / "runs"), "--repeats", str(tmp_path / "repeats")]  # fmt: skip
-    with pytest.raises(UsageError, match=r"^round 2: the machine runs .* under 80% of the 1000000000 "):
+    with pytest.raises(
+        UsageError,
+        match=r"^round 2: a candidate run here could not be read against its preset's "
+        r"runs: other budgets \(7,200 steps of 2048 tokens; 40 epochs of 2048 tokens, at most 54 ",
+    ):
         recipe.run(argv)
     assert not (tmp_path / "results").exists() and not (tmp_path / "runs").exists()
 
@@ -126,11 +119,10 @@ def test_a_closed_round_trains_nothing(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def preset_repeat(results, name: str, bleu: float, role: str = "seed", warmup: int = 1200, speed: float = 0) -> None:
+def preset_repeat(results, name: str, bleu: float, role: str = "seed", warmup: int = 1200, run=None) -> None:
     (results / name).mkdir(parents=True)
-    summary = {"role": role, "validation": {"bleu": bleu}, "arguments": {"warmup_steps": warmup}}
-    if speed:
-        summary["machine_speed"] = {"fp32_gflops_before": speed, "fp32_gflops_after": speed}
+    summary = {"role": role, "validation": {"bleu": bleu}, "arguments": {"warmup_steps": warmup},
+               "run": run or synthetic_run(max_steps=3, tokens=256)}  # fmt: skip
     (results / name / "summary.json").write_text(json.dumps(summary))
 
 
@@ -143,13 +135,7 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
                                      ("repeat2", 3.0, "seed", 1200), ("other", 90.0, "ablation", 1200),
                                      ("earlier", 80.0, "seed", 600)):  # fmt: skip
         preset_repeat(tmp_path / "repeats", name, bleu, role, warmup)
-    corpus = write_corpus(tmp_path / "data", pairs=60)
-    preset = tmp_path / "tiny.yaml"
-    preset.write_text(yaml.safe_dump({
-        "base": "demo", "dataset": "files", "train_files": corpus["train"], "validation_files": corpus["validation"],
-        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "num_attention_heads": 2, "ffn_dim": 64,
-        "vocab_size": 300, "max_tokens_per_batch": 256, "warmup_steps": 1200, "max_steps": 3, "save_steps": 1,
-        "disable_tqdm": True}))  # fmt: skip
+    preset = tiny_preset(tmp_path, warmup_steps=1200, max_steps=3, save_steps=1)
     argv = ["--config", str(preset), "--candidates", "bpe-dropout-0.2", "average-20", "--runs",
             str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--page", str(tmp_path / "recipe.md"),
             "--repeats", str(tmp_path / "repeats")]  # fmt: skip
@@ -161,7 +147,8 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
         summary = json.loads((tmp_path / "results" / "round-2" / name / "summary.json").read_text())
         assert record["validation_bleu"] == summary["validation"]["bleu"] and not summary["test"]
         assert record["steps"] == 3 and record["epochs"] > 0 and record["fp32_gflops_before"] > 0
-        assert record["code"]["commit"] and record["machine"]["cpu_cores"] >= 1
+        assert record["run"] == summary["run"] and record["run"]["precision"] == FP32
+        assert record["run"]["code"]["commit"] and record["run"]["machine"]["cpu_cores"] >= 1
         assert summary["arguments"]["warmup_steps"] == 1200  # the preset's, which the round changes
     assert records["average-20"]["settings"][-4:] == ["--average_last", "20", "--save_total_limit", "20"]
     assert "--bpe_dropout 0.2" in records["bpe-dropout-0.2"]["command"]

@@ -5,11 +5,12 @@ import json
 import sys
 
 import pytest
-import yaml
-from training_helpers import write_corpus
+from training_helpers import synthetic_run, tiny_preset
 
 from experiments import table3, table3_page
+from experiments.comparable import BF16, FP32, experiment_precision
 from experiments.verdict import difference
+from training.record import check_run_record
 from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT, generated
 
@@ -24,7 +25,7 @@ def test_the_sweep_runs_the_base_then_the_decided_rows_then_the_rest():
     assert names[0] == "base" and names[1 : 1 + len(table3.PRIORITY)] == list(table3.PRIORITY)
     assert names[-4:] == ["restricted-r-4", "restricted-r-8", "schedule-layers-4-lr-half", "schedule-lr-half"]
     assert [run.seed for run in runs[:6]] == [1, 2, 3, 1, 2, 3]  # a row's seeds together: its cell decides sooner
-    assert runs[3].folder == "1000-steps/A-heads-1/seed-1"
+    assert runs[3].folder == "1000-steps/fp32/A-heads-1/seed-1"  # the sweep's precision keeps its runs apart
 
 
 def test_rows_are_chosen_by_name_group_or_the_longer_budgets_rule():
@@ -37,10 +38,15 @@ def test_rows_are_chosen_by_name_group_or_the_longer_budgets_rule():
     assert "B-dk-16" in [row.name for row in table3.select(["longer"], opposite)]
 
 
-def test_every_run_is_a_vanilla_train_command_with_its_seed_and_curve():
+def test_every_run_is_a_vanilla_train_command_with_its_seed_curve_and_precision():
     run = table3.plan(table3.select(["A-heads-1"], []), [2], 3000)[0]
     argv = [*run.settings("multi30k"), "--output_dir", "out", "--summary_dir", "rec"]
     model_args, _, training_args = table3.parse_args(argv)
+    assert run.precision == FP32 == experiment_precision() and not training_args.bf16  # not measured to agree: fp32
+    assert model_args.max_train_minutes == 0  # the budget is steps, the same on every machine
+    bf16 = table3.plan(table3.select(["A-heads-1"], []), [2], 3000, BF16)[0]
+    settings = bf16.settings("multi30k")
+    assert bf16.folder == "3000-steps/bf16/A-heads-1/seed-2" and settings[settings.index("--bf16") + 1] == "true"
     assert model_args.num_attention_heads == 1 and model_args.final_splits == ["validation"]
     assert model_args.average_last == 0 and training_args.max_steps == 3000 and training_args.seed == 2
     assert training_args.save_strategy == "steps" and training_args.save_steps == 100
@@ -50,12 +56,7 @@ def test_every_run_is_a_vanilla_train_command_with_its_seed_and_curve():
 def test_the_command_trains_records_skips_and_reports(tmp_path):
     """Two rows of a tiny preset end to end: trained, recorded with perplexity, learning curve, BLEU and code, skipped
     on the second call, trained again when their settings change; the page lists them beside the paper's rows."""
-    corpus = write_corpus(tmp_path / "data", pairs=60)
-    preset = tmp_path / "tiny.yaml"
-    preset.write_text(yaml.safe_dump({
-        "base": "demo", "dataset": "files", "train_files": corpus["train"], "validation_files": corpus["validation"],
-        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "num_attention_heads": 2, "ffn_dim": 64,
-        "vocab_size": 300, "max_tokens_per_batch": 256, "warmup_steps": 4, "disable_tqdm": True}))  # fmt: skip
+    preset = tiny_preset(tmp_path)
 
     def argv(curve_steps: int, *rows: str) -> list[str]:
         return ["--config", str(preset), "--steps", "2", "--curve_steps", str(curve_steps), "--seeds", "1", "--rows",
@@ -63,17 +64,20 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
                 str(tmp_path / "t.md")]  # fmt: skip
 
     table3.run(argv(1, "base", "B-dk-32"))
-    path = tmp_path / "results" / "2-steps" / "B-dk-32" / "seed-1" / "table3.json"
+    path = tmp_path / "results" / "2-steps" / "fp32" / "B-dk-32" / "seed-1" / "table3.json"
     record = json.loads(path.read_text())
     assert record["steps"] == 2 and record["seed"] == 1 and record["flags"] == ["--head_dim", "32"]
     assert [point["step"] for point in record["curve"]] == [1, 2] and record["curve"][-1]["validation_ppl"] > 1
     assert record["curve"][-1]["validation_ppl"] == record["validation_ppl"]  # the last checkpoint is the model
-    assert not list((tmp_path / "runs" / "2-steps" / "B-dk-32" / "seed-1").glob("checkpoint-*"))  # measured, removed
+    assert not list((tmp_path / "runs" / "2-steps" / "fp32" / "B-dk-32" / "seed-1").glob("checkpoint-*"))  # measured
     assert record["validation_tokens"] > 20 * 5 and 0 <= record["validation_bleu"] <= 100
     assert record["paper"] == {"change": "d_k = 32", "ppl": 5.01, "bleu": 25.4, "params_m": 60}
-    assert record["code"]["commit"] and "code_tree" in record["code"] and record["date"]
     summary = json.loads((path.parent / "summary.json").read_text())
-    assert record["precision"] == ("bf16 autocast" if summary["arguments"]["bf16"] else "fp32")
+    check_run_record(record["run"])
+    assert record["run"] == summary["run"] and record["date"] and "code_tree" in record["run"]["code"]
+    assert record["run"]["precision"] == FP32 and not summary["arguments"]["bf16"]  # the sweep's, not the CPU's
+    assert record["run"]["budget"] == {"max_steps": 2, "num_train_epochs": None, "max_train_minutes": None,
+                                       "tokens_per_step": 256} and record["run"]["steps"] == 2  # fmt: skip
     assert record["command"].startswith("python -m training.train --config") and "--seed 1" in record["command"]
     page = (tmp_path / "t.md").read_text()
     assert "2 runs recorded" in page and "| (B) B-dk-32 | d_k = 32 |" in page and ": too few seeds |" in page
@@ -89,13 +93,14 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
 def record(row, seed, ppl, bleu, steps=1000, code="new", curve=(), date="2026-12-01", group=None,
            precision="bf16 autocast"):  # fmt: skip
     """A synthetic run record (``code`` None: one of the first sweep's, which named a commit only)."""
+    run = synthetic_run(precision, code or "bc03505", max_steps=steps, seed=seed)
+    if code is None:
+        del run["code"]["code_tree"]
     return {
         "row": row, "group": group or ("base" if row == "base" else f"({row[0]})"), "change": row, "seed": seed,
-        "precision": precision,
         "flags": [], "steps": steps, "paper": PAPER.get(row, {}), "validation_ppl": ppl, "validation_bleu": bleu,
         "parameters": 7.6e6, "row_minutes": 8.0, "curve": [{"step": s, "validation_ppl": p} for s, p in curve],
-        "code": {"commit": f"{code or 'bc03505'}0000000"[:40], **({"code_tree": code} if code else {})},
-        **({"date": date} if code else {}),
+        "run": run, **({"date": date} if code else {}),
     }  # fmt: skip
 
 
@@ -150,22 +155,32 @@ def test_the_page_gives_each_cell_its_difference_interval_and_word(tmp_path):
     assert (tmp_path / "table3-curves" / "1000-steps-C.png").stat().st_size > 5_000
 
 
-def test_a_machine_that_trains_in_another_precision_than_the_base_is_refused(monkeypatch):
-    base = [record("base", seed, 16.0, 21.0) for seed in (1, 2, 3)]
-    monkeypatch.setattr(table3, "bf16_supported", lambda: False)
-    with pytest.raises(UsageError, match=r"^this machine trains in fp32, the base's runs at 1000 steps in bf16 "
-                       r"autocast: no row run here would be compared"):  # fmt: skip
-        table3.check_precision(base, 1000)
-    table3.check_precision(base, 3000)  # no base at that budget yet: the first runs set it
-    monkeypatch.setattr(table3, "bf16_supported", lambda: True)
-    table3.check_precision(base, 1000)
+def test_the_page_measures_fp32_against_bf16_by_the_rule_stated_before_the_runs():
+    """The base in both precisions at one code: agree only where each interval holds zero and each difference is
+    under the seeds' spread; the base every cell reads is the group most rows compare with, not the newest."""
+    runs = [record("base", seed, ppl, bleu) for seed, ppl, bleu in ((1, 16.3, 21.7), (2, 15.3, 22.5), (3, 16.4, 23.2))]
+    runs += [record("B-dk-32", seed, 16.0, 22.0 + seed / 10) for seed in (1, 2, 3)]
+    fp32 = [record("base", seed, ppl, bleu, precision=FP32, date="2026-12-02")
+            for seed, ppl, bleu in ((1, 16.0, 22.0), (2, 15.6, 22.9), (3, 16.5, 22.4))]  # fmt: skip
+    page = table3.report(runs + fp32)
+    assert "The base: 3 seeds at commit new0000, bf16 autocast." in page  # B-dk-32's precision, though fp32 is newer
+    row = line(page, "| 1,000 steps |", "## Precision: fp32 against bf16 autocast")
+    ppl = difference([16.0, 15.6, 16.5], [16.3, 15.3, 16.4])
+    low, high = ppl.interval()
+    assert row.startswith(f"| 1,000 steps | new0000 | 1, 2, 3 | 1, 2, 3 | {ppl.delta:+.2f} [{low:+.2f}, {high:+.2f}] |")
+    assert row.endswith("| yes |")
+    far = [record("base", seed, ppl + 3, bleu, precision=FP32) for seed, ppl, bleu in ((1, 16.0, 22.0),
+                                                                                      (2, 15.6, 22.9),
+                                                                                      (3, 16.5, 22.4))]  # fmt: skip
+    assert line(table3.report(runs + far), "| 1,000 steps |", "## Precision").endswith("| no |")
+    assert "No budget has base runs of both precisions" in table3.report(runs)
 
 
 def test_the_page_is_the_generators_output_and_an_output_not_code():
     """docs/table3.md is never edited by hand: it is what --report makes of results/table3/; and neither it nor its
     records make a later record "uncommitted" (vanilla_tools.provenance.GENERATED)."""
     assert table3.PAGE.read_text() == table3.report(table3.records(table3.RESULTS))
-    for path in (table3.PAGE, table3.RESULTS / "1000-steps/base/seed-1/table3.json",
+    for path in (table3.PAGE, table3.RESULTS / "1000-steps/bf16/base/seed-1/table3.json",
                  table3.PAGE.parent / table3_page.CURVES / "1000-steps-A.png"):  # fmt: skip
         assert generated(str(path.relative_to(ROOT))), path
 

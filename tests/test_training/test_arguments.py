@@ -6,7 +6,17 @@ import pytest
 import yaml
 
 from modeling_vanilla import VanillaTransformerConfig
-from training.arguments import CONFIG_DIR, SET_BY_TRAINING, ModelArguments, load_preset, model_fields, parse_args
+from training import arguments
+from training.arguments import (
+    CONFIG_DIR,
+    PRESETS,
+    SET_BY_TRAINING,
+    ModelArguments,
+    load_preset,
+    model_fields,
+    parse_args,
+)
+from vanilla_tools import hardware
 from vanilla_tools.cli import UsageError
 
 
@@ -46,3 +56,34 @@ def test_presets_based_on_each_other_in_a_circle_are_refused(tmp_path):
     (tmp_path / "b.yaml").write_text("base: a.yaml\n")
     with pytest.raises(UsageError, match=r"presets based on each other in a circle"):
         load_preset(str(tmp_path / "a.yaml"))
+
+
+def test_every_preset_stops_at_a_budget_that_does_not_depend_on_the_machine():
+    """Steps (or epochs), never minutes: the same command stops at the same step on any machine. The multi30k
+    preset's budget is what its canonical bf16 runs reached in their 54 minutes, to a multiple of its checkpoints."""
+    for name in PRESETS:
+        model_args, _, training_args = parse_args(["--config", name, "--output_dir", "x"])
+        assert model_args.max_train_minutes == 0 and (training_args.max_steps > 0 or name == "demo"), name
+    _, _, training_args = parse_args(["--config", "multi30k", "--output_dir", "x"])
+    assert training_args.max_steps == 7200 and training_args.max_steps % training_args.save_steps == 0
+
+
+def test_bf16_on_a_cpu_that_would_emulate_it_is_refused_in_one_line(monkeypatch):
+    """Without AVX512-BF16 or AMX a bf16 matrix product runs at about 1 GFLOP/s: an explicit --bf16 true there is
+    refused before anything is read; the default picks fp32, and the log says which precision and why."""
+    monkeypatch.setattr(arguments, "cpu_bf16", lambda: False)
+    monkeypatch.setattr(arguments, "bf16_supported", lambda: False)
+    with pytest.raises(UsageError, match=r"^--bf16 true: this CPU has neither AVX512-BF16 nor AMX and would emulate "
+                       r"bf16 at about 1 GFLOP/s; train in fp32 \(--bf16 false\)"):  # fmt: skip
+        parse_args(["--output_dir", "x", "--use_cpu", "true", "--bf16", "true"])
+    _, _, training_args = parse_args(["--output_dir", "x", "--use_cpu", "true"])
+    assert not training_args.bf16
+    monkeypatch.setattr(hardware, "cpu_bf16", lambda: False)
+    line = hardware.precision_line(False, True)
+    assert line == "fp32: this CPU has neither AVX512-BF16 nor AMX (bf16 would be emulated)"
+    monkeypatch.setattr(arguments, "cpu_bf16", lambda: True)
+    _, _, training_args = parse_args(["--output_dir", "x", "--use_cpu", "true", "--bf16", "true"])
+    assert training_args.bf16
+    monkeypatch.setattr(hardware, "cpu_bf16", lambda: True)
+    assert hardware.precision_line(True, True) == "bf16 autocast: this CPU has AVX512-BF16 or AMX"
+    assert hardware.precision_line(True, False) == "bf16 autocast on the GPU"

@@ -61,6 +61,19 @@ def test_the_newest_complete_checkpoint_of_the_same_run_is_resumed(tmp_path):
     assert checkpoint_settings(newest) == SETTINGS
 
 
+def test_a_run_carried_to_the_next_stretch_on_another_machine_resumes_there(tmp_path):
+    """A run longer than a working stretch (the multi30k preset in fp32, docs/multi30k.md): stopped by SIGTERM at the
+    stretch's end with a checkpoint, its output directory carried to the next stretch's checkout, where the same
+    command resumes from that checkpoint (the precision may differ there: --bf16 is not a run setting)."""
+    first = tmp_path / "stretch-1" / "runs" / "multi30k"
+    checkpoint(first, 120)
+    checkpoint(first, 240, on_signal=True)
+    second = Path(shutil.copytree(first, tmp_path / "stretch-2" / "runs" / "multi30k"))
+    start = plan(second)
+    assert start.checkpoint == second / "checkpoint-240" and start.detected and not start.finished
+    assert "bf16" not in checkpoint_settings(start.checkpoint)
+
+
 def test_an_empty_directory_trains_from_scratch(tmp_path):
     assert plan(tmp_path / "new").checkpoint is None
     assert plan(tmp_path, "auto").checkpoint is None and plan(tmp_path, "false").checkpoint is None

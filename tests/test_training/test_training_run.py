@@ -19,6 +19,7 @@ from inference.translate import translate
 from training.arguments import parse_args
 from training.average import average_checkpoints, average_newest_into, last_checkpoints
 from training.checkpoints import ON_SIGNAL_MARKER
+from training.record import check_run_record
 from vanilla_tools.cli import UsageError
 
 
@@ -79,10 +80,16 @@ def test_learning_curve_summary_and_averaging(trained_run):
     assert arguments["d_model"] == 32 and arguments["average_last"] == 2 and arguments["dataset"] == "files"
     assert arguments["learning_rate"] == pytest.approx(2.0 * 32**-0.5) and arguments["seed"] == 7
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    assert summary["code"]["commit"] == head and isinstance(summary["code"]["uncommitted_changes"], bool)
-    assert summary["code"]["uncommitted_changes"] == bool(summary["code"]["changed_files"])
-    assert summary["machine"]["cpu_cores"] >= 1 and summary["machine"]["torch"] == torch.__version__
-    assert set(summary["machine"]["cpu_features"]) <= {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}
+    run = summary["run"]
+    check_run_record(run)
+    assert run["code"]["commit"] == head and isinstance(run["code"]["uncommitted_changes"], bool)
+    assert run["code"]["uncommitted_changes"] == bool(run["code"]["changed_files"])
+    assert run["machine"]["cpu_cores"] >= 1 and run["machine"]["torch"] == torch.__version__
+    assert set(run["machine"]["cpu_features"]) <= {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}
+    assert run["device"] == {"type": "cpu", "name": run["machine"]["processor"]} and run["seed"] == 7
+    assert run["precision"] == ("bf16 autocast" if arguments["bf16"] else "fp32")
+    assert run["budget"] == {"max_steps": 6, "num_train_epochs": None, "max_train_minutes": None,
+                             "tokens_per_step": arguments["max_tokens_per_batch"]}  # fmt: skip
     assert set(summary["machine_speed"]) == {"fp32_gflops_before", "fp32_gflops_after"}  # fp32 GFLOP/s
     assert min(summary["machine_speed"].values()) > 0
     assert summary["validation"]["chrf"] == results["validation"]["validation_chrf"]
@@ -90,16 +97,17 @@ def test_learning_curve_summary_and_averaging(trained_run):
     assert summary["command"].startswith("vanilla-train --dataset files") and "--average_last 2" in summary["command"]
     # the final model is the mean of checkpoints 4 and 6 (§6.1), not the last weights
     assert summary["averaged_checkpoints"] == ["checkpoint-4", "checkpoint-6"]
-    assert summary["steps"] == 6 and summary["epochs"] == round(results["train"]["epoch"], 2) > 0
+    assert run["steps"] == 6 and summary["epochs"] == round(results["train"]["epoch"], 2) > 0
     train, wall = (round(summary[key] * 60) for key in ("train_minutes", "wall_clock_minutes"))  # 0.01 min: 0.6 s
     last = trained_run["stdout"].strip().splitlines()[-1]
     match = re.fullmatch(
-        r"trained 6 steps \([0-9.]+ epochs\) in 0 min (\d+) s, the whole command took 0 min (\d+) s; "
+        r"trained 6 steps \([0-9.]+ epochs\) in (\d+) min (\d+) s, the whole command took (\d+) min (\d+) s; "
         r"the record: (.+)",
         last,
-    )
-    assert match and match[3] == str(trained_run["summary"] / "summary.json"), last
-    assert abs(int(match[1]) - train) <= 1 and abs(int(match[2]) - wall) <= 1, (last, summary)
+    )  # minutes too: a loaded machine takes more than one for the six steps
+    assert match and match[5] == str(trained_run["summary"] / "summary.json"), last
+    printed = [60 * int(match[i]) + int(match[i + 1]) for i in (1, 3)]
+    assert abs(printed[0] - train) <= 1 and abs(printed[1] - wall) <= 1, (last, summary)
     final = load_file(trained_run["output"] / "model.safetensors")
     ckpts = [load_file(trained_run["output"] / f"checkpoint-{s}" / "model.safetensors") for s in (4, 6)]
     for name, tensor in final.items():
