@@ -166,3 +166,35 @@ def test_the_gpu_step_benchmark_refuses_a_machine_without_a_gpu(tmp_path, monkey
     for mode in ([], ["--profile", "3"]):
         with pytest.raises(SystemExit, match="measures a GPU's step: no CUDA device here"):
             wmt14_step.main(["--data", str(tmp_path), *mode])
+
+
+def test_the_gpu_experiments_script_rehearsed_on_the_cpu_brings_back_only_its_new_records(tmp_path):
+    """benchmarks/gpu_experiments.sh as a lent GPU runs it, here on the CPU (its CUDA line says so): the pending runs
+    of a tiny Table 3 sweep within the budget, their records under $OUT/table3 and none of those already in
+    results/table3, ready to be copied in."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from training_helpers import tiny_preset
+
+    from training.record import check_run_record
+
+    root = Path(__file__).resolve().parents[2]
+    preset = tiny_preset(tmp_path)
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "RUNS": str(tmp_path / "runs"), "BUDGET_S": "300",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
+    done = subprocess.run(["bash", "benchmarks/gpu_experiments.sh", "--config", str(preset), "--rows", "base",
+                           "--steps", "2", "--curve_steps", "1", "--seeds", "1"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "no GPU: the runs train on the CPU" in done.stdout and "experiments.table3 exit 0" in done.stdout
+    assert "new records: 1\n2-steps/fp32/base/seed-1/table3.json" in done.stdout
+    records = sorted((tmp_path / "out" / "table3").rglob("table3.json"))
+    assert [path.relative_to(tmp_path / "out" / "table3").as_posix() for path in records] == [
+        "2-steps/fp32/base/seed-1/table3.json"
+    ]
+    record = json.loads(records[0].read_text())
+    check_run_record(record["run"])
+    assert record["run"]["device"]["type"] == "cpu" and record["run"]["steps"] == 2
