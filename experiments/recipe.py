@@ -15,11 +15,12 @@ kind of device and precision; experiments/comparable.py).
 
 The choice follows ``RULE``, stated before the candidates ran and printed at the top of the page: one run of a
 candidate against the preset's own spread over its recorded runs (``Band``, ``chosen``). Candidates come in
-``ROUNDS``: a round's choice goes into training/configs/multi30k.yaml and the next round's candidates change that
-preset, read against its own runs; a round whose preset is no longer the YAML's trains nothing more.
+``ROUNDS``, data read from recipe_rounds.yaml with the reasons for each: a round's choice goes into
+training/configs/multi30k.yaml and the next round's candidates change that preset, read against its own runs; a
+round whose preset is no longer the YAML's trains nothing more.
 
 A candidate recorded with the same settings is skipped, so the command goes on where it stopped, over several
-sessions (each run is an hour of the machine alone). Records: results/recipe/[ROUND/]NAME/ (vanilla-train's
+sessions and machines (each run is the preset's whole budget). Records: results/recipe/[ROUND/]NAME/ (vanilla-train's
 summary.json and learning curve, recipe.json here: the validation BLEU, steps, command, commit and machine).
 """
 
@@ -33,6 +34,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from training.arguments import on_cpu, parse_args
 from training.plot_curve import curve_columns
@@ -48,6 +51,7 @@ RESULTS = ROOT / "results" / "recipe"
 PAGE = ROOT / "docs" / "recipe.md"
 CURVES = "recipe-curves-round-{}.png"  # beside the page, one per round: validation checks against training minutes
 RECORD = "recipe.json"
+ROUNDS_FILE = Path(__file__).with_name("recipe_rounds.yaml")  # the rounds and their candidates, with their reasons
 RULE = (
     "a candidate runs once, and one run is read against the preset's own spread, the 95% prediction interval for one "
     "more run of the preset (mean +- t * s * sqrt(1 + 1/n) over its n recorded runs: the canonical run and repeats "
@@ -84,42 +88,17 @@ class Round:
     candidates: tuple[Candidate, ...]
 
 
-# Round 1, the order: the preset as it is (the steps it reaches with the compiled step), a published small-model
-# recipe for this corpus, then size and depth with the regularization they need (the paper's big model: dropout
-# 0.3), then warmup. Tried at the eager step and not repeated here: 4,096-token batches, dropout 0.2 alone, half the
-# learning rate, a 5k vocabulary (docs/results.md, "Ablations that chose the preset"). Round 2, on the preset round 1
-# chose: depth again at a lower peak, since round 1's 4+4 and d_model 384 stalled at the old peak and Table 3's N = 4
-# at half that peak did not (docs/paper.md, "The schedule, not only the depth"); then segmentation and averaging.
-ROUNDS = (
-    Round(1, "the preset of 2026-11-24 (warmup 600)", {"warmup_steps": 600}, "preset", "", (
-        Candidate("preset", "the preset as it is"),
-        # Wu et al. (ACL 2021)'s text-only Transformer-Tiny, 41.02 BLEU on their tokenized test2016 (the authors'
-        # repo, LividWo/Revisit-MMT, README-baseline.md): 4+4 layers, d_model 128, 4 heads, d_ff 256, dropout 0.3,
-        # peak learning rate 0.005 after 2,000 warmup steps (lr_scale = 0.005 * (128 * 2000)^0.5), 8,192-token steps
-        # (4,096 on each of 2 GPUs) for 8,000 updates, the last 10 epochs averaged (here 75-step checkpoints, ~73
-        # steps an epoch). Not the same as the smaller, deeper model that did not help (37.44): that one kept the
-        # preset's lr and dropout.
-        Candidate("tiny-wu2021", "Wu et al. 2021's Transformer-Tiny: 4+4 layers, d_model 128, d_ff 256, dropout 0.3, "
-                  "peak lr 0.005 at step 2,000, 8,192-token steps, 8,000 steps at most, about 10 epochs averaged",
-                  ("--encoder_layers", "4", "--decoder_layers", "4", "--d_model", "128", "--num_attention_heads",
-                   "4", "--ffn_dim", "256", "--dropout", "0.3", "--warmup_steps", "2000", "--lr_scale", "2.53",
-                   "--max_tokens_per_batch", "8192", "--max_steps", "8000", "--eval_strategy", "steps",
-                   "--eval_steps", "375", "--save_steps", "75", "--save_total_limit", "10", "--average_last", "10")),
-        Candidate("layers-4-dropout-0.2", "4+4 layers, dropout 0.2", ("--encoder_layers", "4", "--decoder_layers",
-                                                                     "4", "--dropout", "0.2")),
-        Candidate("dmodel-384-dropout-0.3", "d_model 384, 6 heads, d_ff 1536, dropout 0.3",
-                  ("--d_model", "384", "--num_attention_heads", "6", "--ffn_dim", "1536", "--dropout", "0.3")),
-        Candidate("warmup-1200", "warmup 1,200 steps: a lower, later peak", ("--warmup_steps", "1200")),
-    )),
-    Round(2, "warmup 1,200 (round 1's choice)", {"warmup_steps": 1200}, "warmup-1200", "round-2", (
-        # lr_scale 0.7: peak 0.7 * 256^-0.5 * 1200^-0.5 = 1.26e-3, half the old preset's 2.55e-3, as Table 3's row
-        Candidate("layers-4-lr-0.7", "4+4 layers, the learning rate x 0.7 (peak 1.26e-3)",
-                  ("--encoder_layers", "4", "--decoder_layers", "4", "--lr_scale", "0.7")),
-        Candidate("bpe-dropout-0.2", "BPE-dropout 0.2", ("--bpe_dropout", "0.2")),
-        Candidate("average-20", "the last 20 checkpoints averaged, about 8 epochs",
-                  ("--average_last", "20", "--save_total_limit", "20")),
-    )),
-)  # fmt: skip
+def read_rounds(path: Path) -> tuple[Round, ...]:
+    """The rounds as data (ROUNDS_FILE: each with its reasons, ``why``)."""
+    return tuple(
+        Round(one["number"], one["title"], one["preset"], one["reference"], one["folder"],
+              tuple(Candidate(c["name"], " ".join(c["change"].split()), tuple(c.get("flags", ())))
+                    for c in one["candidates"]))
+        for one in yaml.safe_load(path.read_text())
+    )  # fmt: skip
+
+
+ROUNDS = read_rounds(ROUNDS_FILE)
 CANDIDATES = tuple(candidate for one in ROUNDS for candidate in one.candidates)
 NAMES = [candidate.name for candidate in CANDIDATES]
 
