@@ -18,9 +18,9 @@ import time
 import torch
 
 from benchmarks import write_record
-from inference.bench import fp32_gflops
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq, checks
 from modeling_vanilla import modeling_vanilla as modeling
+from vanilla_tools.hardware import fp32_gflops
 from vanilla_tools.provenance import provenance
 
 

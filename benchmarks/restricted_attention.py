@@ -25,8 +25,8 @@ import psutil
 import torch
 
 from benchmarks import write_record
-from inference.bench import fp32_gflops
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
+from vanilla_tools.hardware import fp32_gflops
 from vanilla_tools.provenance import provenance
 
 LENGTHS = (256, 1024, 4096, 16384)

@@ -45,13 +45,12 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from transformers import TrainerCallback
 
 from benchmarks import write_record
-from inference.bench import matmul_peak
 from modeling_vanilla import modeling_vanilla as modeling
 from training.allocator import keep_freed_memory
 from training.arguments import parse_args
 from training.compiled import compile_counts
 from training.train import build_trainer
-from vanilla_tools.hardware import bf16_supported
+from vanilla_tools.hardware import bf16_supported, matmul_peak
 from vanilla_tools.provenance import ROOT, provenance
 
 PRESET = "multi30k"

@@ -33,11 +33,12 @@ from transformers import TrainerCallback
 
 from benchmarks import wmt_like, write_record
 from benchmarks.training_step import StepClock, TokenCount, preset_trainer
-from inference.bench import matmul_peak, train_flops
+from inference.bench import train_flops
 from training.arguments import load_preset
 from training.compiled import compile_counts
 from training.tokenizer import train_tokenizer
 from vanilla_tools.cli import positive_int
+from vanilla_tools.hardware import matmul_peak
 from vanilla_tools.provenance import provenance
 
 PRESET = "wmt14"

@@ -12,8 +12,6 @@ the median of the repetitions is reported.
 
 import argparse
 import json
-import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +21,7 @@ from transformers import MarianConfig, MarianMTModel
 
 from modeling_vanilla import from_marian
 from vanilla_tools.cli import UsageError, console_script, positive_int
-from vanilla_tools.hardware import cpu_bf16
+from vanilla_tools.hardware import cpu_bf16, interleaved, matmul_peak
 from vanilla_tools.provenance import provenance
 
 from . import bench_engines
@@ -82,20 +80,6 @@ def check_equal(marian, ours, vocab: int) -> None:
         raise AssertionError("greedy tokens differ between the converted model and Marian")
 
 
-def interleaved(functions: dict[str, Callable[[], None]], repeats: int, warmup: int = 1) -> dict[str, float]:
-    """Median seconds per call of each function, calls alternating between them."""
-    for f in functions.values():
-        for _ in range(warmup):
-            f()
-    times: dict[str, list[float]] = {name: [] for name in functions}
-    for _ in range(repeats):
-        for name, f in functions.items():
-            start = time.perf_counter()
-            f()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def train_step(model, optimizer, batch, bf16: bool) -> Callable[[], None]:
     def step():
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -119,26 +103,6 @@ def train_flops(config, batch: int, length: int, target_length: int | None = Non
         target * (6 * d * d + 2 * d * ff) + source * 2 * d * d + 2 * target * target * d + 2 * target * source * d
     )
     return 3 * 2 * batch * (encoder + decoder + target * d * config.vocab_size)
-
-
-def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5, device: str = "cpu") -> float:
-    """FLOP/s of an n^3 matrix product on random data on ``device``, the median of ``repeats`` after 2 warm-ups
-    (on a GPU, each product waited for)."""
-    a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
-    wait = torch.cuda.synchronize if a.is_cuda else (lambda: None)
-
-    def product():
-        torch.mm(a, b)
-        wait()
-
-    seconds = interleaved({"mm": product}, repeats, warmup=2)["mm"]
-    return 2 * n**3 / seconds
-
-
-def fp32_gflops(device: str = "cpu") -> float:
-    """The machine's fp32 speed now, as records give it: GFLOP/s of a 1024^3 matrix product on ``device`` (median
-    of 10). The same CPU type measures 57 to 332 on different days, so a time-bounded run's steps depend on it."""
-    return round(matmul_peak(torch.float32, n=1024, repeats=10, device=device) / 1e9, 1)
 
 
 def peak_step_memory(model, batch) -> float:

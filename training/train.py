@@ -39,13 +39,12 @@ from transformers.trainer_utils import IntervalStrategy, TrainOutput
 from transformers.utils import SAFE_WEIGHTS_NAME
 
 from hub_card import write_model_card
-from inference.bench import fp32_gflops
 from inference.ct2 import cached_export
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.disk import write_guard
-from vanilla_tools.hardware import precision_line
+from vanilla_tools.hardware import fp32_gflops, precision_line
 from vanilla_tools.run_files import EvalResults
 
 from .allocator import keep_freed_memory

@@ -1,5 +1,9 @@
-"""What this machine computes fast: whether bf16 autocast pays here, and the CPU features a record names."""
+"""What this machine computes fast: whether bf16 autocast pays here, the CPU features a record names, and its speed
+now (the matrix-product peak a record and a benchmark give)."""
 
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -49,3 +53,37 @@ def precision_line(bf16: bool, on_cpu: bool) -> str:
         return f"{precision(bf16)} on the GPU"
     has = "has AVX512-BF16 or AMX" if cpu_bf16() else "has neither AVX512-BF16 nor AMX (bf16 would be emulated)"
     return f"{precision(bf16)}: this CPU {has}"
+
+
+def interleaved(functions: dict[str, Callable[[], None]], repeats: int, warmup: int = 1) -> dict[str, float]:
+    """Median seconds per call of each function, calls alternating between them."""
+    for f in functions.values():
+        for _ in range(warmup):
+            f()
+    times: dict[str, list[float]] = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, f in functions.items():
+            start = time.perf_counter()
+            f()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, repeats: int = 5, device: str = "cpu") -> float:
+    """FLOP/s of an n^3 matrix product on random data on ``device``, the median of ``repeats`` after 2 warm-ups
+    (on a GPU, each product waited for)."""
+    a, b = torch.randn(n, n, dtype=dtype, device=device), torch.randn(n, n, dtype=dtype, device=device)
+    wait = torch.cuda.synchronize if a.is_cuda else (lambda: None)
+
+    def product():
+        torch.mm(a, b)
+        wait()
+
+    seconds = interleaved({"mm": product}, repeats, warmup=2)["mm"]
+    return 2 * n**3 / seconds
+
+
+def fp32_gflops(device: str = "cpu") -> float:
+    """The machine's fp32 speed now, as records give it: GFLOP/s of a 1024^3 matrix product on ``device`` (median
+    of 10). The same CPU type measures 57 to 332 on different days, so a time-bounded run's steps depend on it."""
+    return round(matmul_peak(torch.float32, n=1024, repeats=10, device=device) / 1e9, 1)
