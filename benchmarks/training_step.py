@@ -24,7 +24,8 @@ and the time to the end of those steps (data, model and, where the preset compil
 
 ``--launches`` counts the operators one step launches on the preset's model (fp32), eager and compiled (ATen
 operators that compute, and inductor's kernels), and what an epoch of the preset's batch shapes compiles, once per
-shape and with dynamic shapes (graphs, recompiles, graph breaks, seconds); the flags after ``--`` bound the shapes:
+shape and with dynamic shapes (graphs, recompiles, graph breaks, seconds); the flags after ``--`` bound the shapes
+(without them an epoch has hundreds, each compiled once):
 
     python -m benchmarks.training_step --launches --json results/benchmarks/training-step-launches.json -- \
         --required_batch_size_multiple 8 --required_seq_len_multiple 8 --num_batch_buckets 8
