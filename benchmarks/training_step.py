@@ -22,6 +22,14 @@ and the time to the end of those steps (data, model and, where the preset compil
 
     python -m benchmarks.training_step --curves 500 --json results/benchmarks/training-step-curves.json
 
+``--launches`` counts the operators one step launches on the preset's model (fp32), eager and compiled (ATen
+operators that compute, and inductor's kernels), and what an epoch of the preset's batch shapes compiles, once per
+shape and with dynamic shapes (graphs, recompiles, graph breaks, seconds); the flags after ``--`` bound the shapes
+(without them an epoch has hundreds, each compiled once):
+
+    python -m benchmarks.training_step --launches --json results/benchmarks/training-step-launches.json -- \
+        --required_batch_size_multiple 8 --required_seq_len_multiple 8 --num_batch_buckets 8
+
 Every measurement starts from an empty inductor cache, so a compiled step pays its whole compilation, as a first
 run does. Flags after ``--`` go to vanilla-train in this checkout (``--compare`` runs REV's preset as it was).
 """
@@ -37,7 +45,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+import unittest.mock
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import torch
@@ -382,6 +391,100 @@ def compare(rev: str, rounds: int, steps: int, warmup: int, extra: list[str]) ->
             "speedup_in_budget": in_budget["now"] / in_budget["before"], "matmul_peak_flops_per_s": peak}  # fmt: skip
 
 
+# ---- --launches: the operators a step launches, eager and compiled; what an epoch of shapes compiles ----------------
+def makes_views_only(name: str) -> bool:
+    """Whether the ATen operator the profiler names ``name`` ("aten::view") returns views of its inputs in every
+    overload: it launches no kernel."""
+    packet = getattr(torch.ops.aten, name.removeprefix("aten::"), None)
+    schemas = [getattr(packet, overload)._schema for overload in packet.overloads()] if packet is not None else []
+    return bool(schemas) and all(
+        schema.returns and all(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+        for schema in schemas
+    )
+
+
+def inside_an_operator(event) -> bool:
+    parent = event.cpu_parent
+    while parent is not None and not parent.name.startswith("aten::"):
+        parent = parent.cpu_parent
+    return parent is not None
+
+
+def launched(events) -> Counter:
+    """The operators that profiled ``events`` launched, by name: ATen operators called from Python or autograd (not
+    from inside another, whose work they are) that compute something (not views), and inductor's C++ kernels (their
+    names, with ``cpp.enable_kernel_profile``, hold "cpp_fused"), counted as "inductor kernel"."""
+    counts = Counter()
+    for event in events:
+        if "cpp_fused" in event.name:
+            counts["inductor kernel"] += 1
+        elif event.name.startswith("aten::") and not makes_views_only(event.name) and not inside_an_operator(event):
+            counts[event.name] += 1
+    return counts
+
+
+def step_launches(model, batch: dict, compiled: bool, backend: str = "inductor") -> Counter:
+    """The operators one training step (forward, backward, the presets' fused AdamW) launches on the CPU, counted
+    on the second step (the first compiles)."""
+    forward = torch.compile(model, backend=backend, fullgraph=True) if compiled else model
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+
+    def step():
+        forward(**batch).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    with unittest.mock.patch.object(torch._inductor.config.cpp, "enable_kernel_profile", True):
+        step()
+        with profile(activities=[ProfilerActivity.CPU]) as profiled:
+            step()
+    return launched(profiled.events())
+
+
+def epoch_compiles(model, batches: list[dict], dynamic: bool, backend: str = "inductor") -> dict:
+    """What compiling the training step costs over ``batches`` (an epoch's, or its distinct shapes): ``dynamic``
+    compiles with ``dynamic=True``, to serve every shape, else once per shape (dynamo's automatic dynamic shapes
+    off, and room in its cache for every shape). fullgraph=True fails on a graph break, so no frame falls back to
+    eager. Counted with dynamo's counters: the graphs (the model is one frame: each graph after the first is a
+    recompile), and the seconds compiling (``compile_counts``)."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    torch._dynamo.utils.compilation_time_metrics.clear()
+    settings = {"automatic_dynamic_shapes": dynamic, "recompile_limit": max(8, len(batches))}
+    with unittest.mock.patch.multiple(torch._dynamo.config, **settings):
+        forward = torch.compile(model, backend=backend, fullgraph=True, dynamic=dynamic or None)
+        for batch in batches:
+            forward(**batch).loss.backward()
+    counts = compile_counts()
+    shapes = {tuple(batch["input_ids"].shape) + tuple(batch["labels"].shape[1:]) for batch in batches}
+    return {"dynamic": dynamic, "batches": len(batches), "distinct_shapes": len(shapes), **counts,
+            "recompiles": counts["graphs"] - 1}  # fmt: skip
+
+
+def batch_shape(batch: dict) -> tuple[int, int, int]:
+    return (*batch["input_ids"].shape, batch["labels"].shape[1])
+
+
+def launches_and_compiles(extra: list[str]) -> dict:
+    """The preset's model on its own batches (the collator's padding with ``extra``'s batch-shape flags), in fp32:
+    the operators a step launches on its first batch, eager and compiled; then, on one batch of each distinct shape
+    of an epoch, the graphs compiled once per shape and with dynamic shapes, and the seconds each took."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer, _ = preset_trainer(1, tmp, [*extra, "--torch_compile", "false"])  # batches not marked dynamic
+        batches = list(trainer.get_train_dataloader())
+    distinct = list({batch_shape(batch): batch for batch in batches}.values())
+    model = trainer.model.train()
+    launched = {name: step_launches(copy.deepcopy(model), batches[0], name == "compiled")
+                for name in ("eager", "compiled")}  # fmt: skip
+    compiles = [epoch_compiles(copy.deepcopy(model), distinct, dynamic) for dynamic in (False, True)]
+    return {"vanilla_train_flags": extra, "epoch_batches": len(batches), "distinct_shapes": len(distinct),
+            "first_batch": batch_shape(batches[0]),
+            "launched_per_step": {name: sum(counts.values()) for name, counts in launched.items()},
+            "launched_by_operator": {name: dict(counts.most_common()) for name, counts in launched.items()},
+            "compiles": compiles}  # fmt: skip
+
+
+LAUNCHES_SUMMARY = ("epoch_batches", "distinct_shapes", "launched_per_step", "compiles")
 COMPARISON_SUMMARY = ("tokens_per_s", "first_steps_s", "speedup", "speedup_in_budget")
 INTERLEAVED_SUMMARY = ("step_s_median", "tokens_per_s", "speedup", "first_compiled_step_s", "compile")
 
@@ -424,6 +527,7 @@ def arguments() -> argparse.ArgumentParser:
     mode.add_argument("--interleaved", action="store_true", help="the step eager and compiled, step by step")
     mode.add_argument("--compare", metavar="REV", help="the preset's tokens/s at REV against this checkout")
     mode.add_argument("--curves", type=int, metavar="STEPS", help="first STEPS steps: loss, eager and compiled")
+    mode.add_argument("--launches", action="store_true", help="operators a step launches; an epoch's compiles")
     mode.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, default=100, help="steps timed (--compare: steps a process trains)")
     parser.add_argument("--profile_steps", type=int, default=20, help="steps profiled after the timed ones")
@@ -467,6 +571,9 @@ def measure(args: argparse.Namespace) -> dict:
     elif args.interleaved:
         record = {**provenance(), "interleaved": interleaved(args.steps, args.warmup, args.train_args)}
         print(json.dumps({key: record["interleaved"][key] for key in INTERLEAVED_SUMMARY}))
+    elif args.launches:
+        record = {**provenance(), "launches": launches_and_compiles(args.train_args)}
+        print(json.dumps({key: record["launches"][key] for key in LAUNCHES_SUMMARY}))
     elif args.curves:
         record = {**provenance(), "curves": loss_curves(args.curves, args.seeds, args.train_args)}
     else:

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.profiler import ProfilerActivity
 from transformers import TrainerCallback
@@ -34,14 +35,16 @@ from transformers import TrainerCallback
 from benchmarks import wmt_like, write_record
 from benchmarks.training_step import StepClock, TokenCount, preset_trainer
 from inference.bench import train_flops
-from training.arguments import load_preset
+from training.arguments import load_preset, parse_args
 from training.compiled import compile_counts
+from training.data import lengths, load_parallel_data, tokenize_splits
 from training.tokenizer import train_tokenizer
-from vanilla_tools.cli import positive_int
+from vanilla_tools.cli import load_tokenizer, positive_int
 from vanilla_tools.hardware import matmul_peak
 from vanilla_tools.provenance import provenance
 
 PRESET = "wmt14"
+LENGTHS = "lengths.npz"
 HELD_OUT = 200  # pairs at the corpus' end kept as the validation and test files (the FSDP check's final evaluation)
 
 
@@ -57,6 +60,17 @@ def prepare(folder: Path, pairs: int) -> None:
         (folder / f"test.{lang}").write_text("".join(lines[pairs + HELD_OUT :]), encoding="utf-8")
     texts = [line for lang in ("en", "de") for line in (folder / f"train.{lang}").read_text("utf-8").splitlines()]
     train_tokenizer(texts, load_preset(PRESET)["vocab_size"]).save_pretrained(folder / "tokenizer")
+    write_lengths(folder)
+
+
+def write_lengths(folder: Path) -> None:
+    """The training pairs' token lengths as the preset cuts them (``LENGTHS``, uint8): the epoch whose batch shapes
+    tests/test_training/test_batch_shapes.py counts (its fixture is a copy)."""
+    with tempfile.TemporaryDirectory() as out:
+        _, data_args, _ = parse_args(["--config", PRESET, "--output_dir", out, *data_flags(folder)])
+    data = tokenize_splits(load_parallel_data(data_args), load_tokenizer(str(folder / "tokenizer")), data_args)
+    source, target = lengths(data["train"])
+    np.savez_compressed(folder / LENGTHS, source=source.astype(np.uint8), target=target.astype(np.uint8))
 
 
 def data_flags(folder: Path) -> list[str]:

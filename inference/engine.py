@@ -7,6 +7,7 @@ from typing import Protocol
 
 import torch
 
+from vanilla_tools.batch_shapes import DEFAULT_LONGEST, BatchShapes
 from vanilla_tools.decoding import Decoding
 
 
@@ -60,15 +61,20 @@ class GenerateEngine:
     """Translate batches of non-empty sentences with ``model.generate()`` (one call a batch), searching as
     ``decoding`` says (default: the model's generation config). Every batch is given its maximum length explicitly,
     so a model whose ``generate()`` lacks our §6.1 rule (``to_marian``'s MarianMTModel stops at 20 tokens) decodes
-    as far as ours. ``generate_kwargs``: anything else ``generate()`` takes (e.g. ``cache_implementation``)."""
+    as far as ours. The sources are padded to their length bucket as training's are (``shapes``: by default the
+    model's device's, ``BatchShapes.for_device``), the output length counted from the longest source.
+    ``generate_kwargs``: anything else ``generate()`` takes (e.g. ``cache_implementation``)."""
 
-    def __init__(self, model, tokenizer, decoding: Decoding | None = None, **generate_kwargs):
+    def __init__(self, model, tokenizer, decoding: Decoding | None = None, shapes: BatchShapes | None = None,
+                 **generate_kwargs):  # fmt: skip
         self.model, self.tokenizer, self.generate_kwargs = model.eval(), tokenizer, generate_kwargs
         self.decoding = decoding or Decoding.resolve(model.generation_config)
+        self.shapes = shapes or BatchShapes.for_device(model.device.type, DEFAULT_LONGEST)
 
     def __call__(self, sentences: list[str]) -> BatchTranslation:
-        batch = self.tokenizer(sentences, return_tensors="pt", padding=True).to(self.model.device)
+        batch = self.tokenizer(sentences, return_tensors="pt", padding=True)
         kwargs = {**self.decoding.generate_kwargs(batch["input_ids"].shape[1]), **self.generate_kwargs}
+        batch = self.shapes.pad_batch(batch, self.tokenizer.pad_token_id).to(self.model.device)
         with torch.no_grad():
             generated = self.model.generate(**batch, **kwargs)
         sequences = generated.sequences if self.decoding.nbest else generated  # (B * K, 1 + T), best first

@@ -50,6 +50,18 @@ def padded_batch(seed: int = 0, batch: int = 3, length: int = 7, vocab: int = VO
     return ids.masked_fill(mask == 0, PAD), mask
 
 
+def batch_of(shape: tuple[int, int, int], seed: int = 0) -> dict[str, torch.Tensor]:
+    """A padded (batch, source, target) training batch, as the collator makes it."""
+    batch, source, target = shape
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, VOCAB, (batch, source), generator=g)
+    mask = torch.ones_like(ids)
+    mask[0, source // 2 :] = 0
+    labels = torch.randint(3, VOCAB, (batch, target), generator=g)
+    labels[-1, target // 2 :] = -100
+    return {"input_ids": ids.masked_fill(mask == 0, PAD), "attention_mask": mask, "labels": labels}
+
+
 def copy_task_batch(generator: torch.Generator, batch: int = 32):
     """Sources of 3-8 random tokens; the target is the source followed by EOS (labels padded with -100)."""
     lengths = torch.randint(3, 9, (batch,), generator=generator)

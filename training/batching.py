@@ -16,24 +16,27 @@ import numpy as np
 import torch
 from transformers.trainer_pt_utils import BatchRebalanceSampler
 
+from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.cli import UsageError
 
-from .data import lengths
+from .data import DataArguments, lengths
 
 
-def cut_points(longest: Sequence[int], max_tokens: int, min_size: int = 1) -> list[int]:
+def cut_points(longest: Sequence[int], max_tokens: int, min_size: int = 1, multiple: int = 1) -> list[int]:
     """The ends (exclusive) of greedy batches over pairs in the given order, ``longest`` being each pair's longer
-    side: a batch's padded size ``len(batch) * max(longest in batch)`` stays within ``max_tokens``, with at least
-    ``min_size`` pairs (one per data-parallel rank) even past the budget. A short tail joins the last batch rather
-    than leave a rank without pairs."""
-    ends, size, batch_longest = [], 0, 0
+    (padded) side: a batch's padded size ``len(batch) * max(longest in batch)`` stays within ``max_tokens``, with at
+    least ``min_size`` pairs (one per data-parallel rank) even past the budget. A short tail joins the last batch
+    rather than leave a rank without pairs. With ``multiple``, a batch that reaches the budget keeps the largest
+    multiple of it and carries the rest into the next, as fairseq's ``batch_by_size`` does."""
+    ends, start, batch_longest = [], 0, 0
     for i, length in enumerate(longest):
         grown = max(batch_longest, length)
-        if size >= min_size and (size + 1) * grown > max_tokens:
-            ends.append(i)
-            size, grown = 0, length
-        size, batch_longest = size + 1, grown
-    if ends and size < min_size:
+        while (size := i - start) >= min_size and (size + 1) * grown > max_tokens:
+            start += size - size % multiple if size >= multiple else size
+            ends.append(start)
+            grown = max(longest[start : i + 1])
+        batch_longest = grown
+    if ends and len(longest) - start < min_size:
         ends.pop()
     return ends + [len(longest)] if len(longest) else []
 
@@ -57,13 +60,13 @@ def split_at(order: np.ndarray, ends: list[int]) -> list[np.ndarray]:
 
 def make_batches(
     source_lengths: Sequence[int], target_lengths: Sequence[int], max_tokens: int, order: Sequence[int],
-    min_size: int = 1,
+    min_size: int = 1, multiple: int = 1,
 ) -> list[np.ndarray]:  # fmt: skip
     """Greedy batches (arrays of pair indices) over ``order`` (pair indices sorted by length) whose padded size
-    stays within ``max_tokens`` on each side (see ``cut_points``)."""
+    stays within ``max_tokens`` on each side (see ``cut_points``; the lengths given are the padded ones)."""
     order = np.asarray(order, dtype=np.int64)
     longest = np.maximum(np.asarray(source_lengths)[order], np.asarray(target_lengths)[order])
-    return split_at(order, cut_points(longest.tolist(), max_tokens, min_size))
+    return split_at(order, cut_points(longest.tolist(), max_tokens, min_size, multiple))
 
 
 def make_exact_batches(
@@ -93,12 +96,25 @@ def make_exact_batches(
     return batches
 
 
+def batch_shapes(args: DataArguments, device_type: str) -> BatchShapes:
+    """The run's batch shapes: the flags given, the others by device (``BatchShapes.for_device``), the buckets
+    reaching the longest sentence kept."""
+    return BatchShapes.for_device(
+        device_type, max(args.max_source_length, args.max_target_length), args.required_batch_size_multiple,
+        args.required_seq_len_multiple, args.num_batch_buckets,
+    )  # fmt: skip
+
+
 class TokenBatchSampler(BatchRebalanceSampler):
     """Batches of about ``max_tokens_per_device * num_replicas`` tokens per side, built from length-sorted pairs.
 
     Every epoch: pairs of the same (source, target) length are shuffled among themselves, batches are formed
     greedily in length order, and the batch order is shuffled, all from ``seed + epoch`` (so a resumed run sees the
     same batches). The number of batches is the same every epoch, as Trainer's step counting needs.
+
+    ``shapes`` bounds the batches' shapes (``BatchShapes``): the pairs are ordered, and the budget counted, on their
+    padded lengths (ties, shuffled, are then all the pairs of a bucket), and batch sizes are multiples of its
+    ``required_batch_size_multiple`` per rank. The collator pads each batch to those lengths (``PaddedBatches``).
 
     Data parallel: each global batch is dealt out pair by pair (``batch[rank::num_replicas]``), so all ranks
     together see exactly the batch a single process would, which makes 1- and N-process runs comparable.
@@ -115,7 +131,9 @@ class TokenBatchSampler(BatchRebalanceSampler):
         rank: int = 0,
         seed: int = 0,
         shuffle: bool = True,
+        shapes: BatchShapes = UNPADDED,
     ):
+        self.shapes = shapes
         self.set_lengths(source_lengths, target_lengths)
         longest = int(self.longest.max())
         if max_tokens_per_device < longest:
@@ -128,20 +146,26 @@ class TokenBatchSampler(BatchRebalanceSampler):
         self.num_replicas, self.rank, self.seed, self.shuffle = num_replicas, rank, seed, shuffle
         self.epoch = 0
         # Planned once: ties are shuffled every epoch, but the sequence of lengths, hence the cuts, stays the same.
-        self.ends = cut_points(self.longest[self.length_order()].tolist(), self.max_tokens, num_replicas)
+        # a multiple per rank: the global batch is dealt out pair by pair
+        multiple = shapes.required_batch_size_multiple
+        self.ends = cut_points(self.longest[self.length_order()].tolist(), self.max_tokens, num_replicas,
+                               multiple * num_replicas if multiple > 1 else 1)  # fmt: skip
         self.num_batches = len(self.ends)
 
     def set_lengths(self, source_lengths: Sequence[int], target_lengths: Sequence[int]) -> None:
         self.source_lengths = np.asarray(source_lengths, dtype=np.int64)
         self.target_lengths = np.asarray(target_lengths, dtype=np.int64)
-        self.longest = np.maximum(self.source_lengths, self.target_lengths)
+        # what the batches are planned on: the lengths each side is padded to
+        self.padded_source = self.shapes.padded_lengths(self.source_lengths)
+        self.padded_target = self.shapes.padded_lengths(self.target_lengths)
+        self.longest = np.maximum(self.padded_source, self.padded_target)
         self.batches: list[np.ndarray] | None = None  # this epoch's, once planned
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch, self.batches = epoch, None
 
     def length_order(self, tie_break: np.ndarray | None = None) -> np.ndarray:
-        return length_order(self.source_lengths, self.target_lengths, tie_break)
+        return length_order(self.padded_source, self.padded_target, tie_break)
 
     def global_batches(self) -> list[np.ndarray]:
         """This epoch's batches (the same for every rank), planned once an epoch."""
@@ -167,12 +191,13 @@ class TokenBatchSampler(BatchRebalanceSampler):
         return self.num_batches
 
     def padding(self) -> float:
-        """Padding share of this epoch's batches, over source and target tokens together."""
+        """Padding share of this epoch's batches as the collator pads them, over source and target tokens
+        together."""
         batches = self.global_batches()
         order, sizes = np.concatenate(batches), np.array([len(b) for b in batches])
         starts = np.cumsum(sizes) - sizes
         padded = sum(int((np.maximum.reduceat(lengths[order], starts) * sizes).sum())
-                     for lengths in (self.source_lengths, self.target_lengths))  # fmt: skip
+                     for lengths in (self.padded_source, self.padded_target))  # fmt: skip
         return 1.0 - int(self.source_lengths.sum() + self.target_lengths.sum()) / padded
 
 
@@ -199,7 +224,8 @@ class TrainingSet:
     def dataset(self):
         return self
 
-    def batch_sampler(self, max_tokens_per_device: int, placement: Placement) -> TokenBatchSampler | None:
+    def batch_sampler(self, max_tokens_per_device: int, placement: Placement,
+                      shapes: BatchShapes) -> TokenBatchSampler | None:  # fmt: skip
         return None
 
     def dataloader(self, collate_fn, pin_memory: bool) -> torch.utils.data.DataLoader | None:
@@ -222,5 +248,6 @@ class TokenizedPairs(TrainingSet):
     def dataset(self) -> datasets.Dataset:
         return self._dataset
 
-    def batch_sampler(self, max_tokens_per_device: int, placement: Placement) -> TokenBatchSampler:
-        return TokenBatchSampler(*lengths(self._dataset), max_tokens_per_device, **asdict(placement))
+    def batch_sampler(self, max_tokens_per_device: int, placement: Placement,
+                      shapes: BatchShapes) -> TokenBatchSampler:  # fmt: skip
+        return TokenBatchSampler(*lengths(self._dataset), max_tokens_per_device, **asdict(placement), shapes=shapes)

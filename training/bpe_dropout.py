@@ -26,6 +26,7 @@ import torch
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
+from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError
 
 from .batching import Placement, TokenBatchSampler, TrainingSet, make_exact_batches
@@ -76,8 +77,9 @@ class BPEDropoutPairs(torch.utils.data.Dataset, TrainingSet):
     def __getitem__(self, index: int) -> dict[str, list[int]]:
         return {"input_ids": self.input_ids[index], "labels": self.labels[index]}
 
-    def batch_sampler(self, max_tokens_per_device: int, placement: Placement) -> "BPEDropoutBatchSampler":
-        return BPEDropoutBatchSampler(self, max_tokens_per_device, **asdict(placement))
+    def batch_sampler(self, max_tokens_per_device: int, placement: Placement,
+                      shapes: BatchShapes) -> "BPEDropoutBatchSampler":  # fmt: skip
+        return BPEDropoutBatchSampler(self, max_tokens_per_device, **asdict(placement), shapes=shapes)
 
 
 class BPEDropoutBatchSampler(TokenBatchSampler):
@@ -101,7 +103,8 @@ class BPEDropoutBatchSampler(TokenBatchSampler):
             self.segmented_epoch = epoch
 
     def plan(self, order: np.ndarray) -> list[np.ndarray]:
-        return make_exact_batches(self.source_lengths, self.target_lengths, self.num_batches, order,
+        # (exactly as many batches as the first epoch's: their sizes follow the count, not the batch-size multiple)
+        return make_exact_batches(self.padded_source, self.padded_target, self.num_batches, order,
                                   self.num_replicas)  # fmt: skip
 
     def __len__(self) -> int:

@@ -82,6 +82,21 @@ class DataArguments:
         metadata={"help": "padded tokens per side per optimizer step across all devices (§5.1: 25,000); sets "
                           "--gradient_accumulation_steps from --max_tokens_per_batch and the number of devices"},
     )  # fmt: skip
+    required_batch_size_multiple: int | None = field(
+        default=None,
+        metadata={"help": "batch sizes a multiple of this per device, as fairseq's --required-batch-size-multiple "
+                          "(default: 8 on CUDA, else 1; vanilla_tools/batch_shapes.py)"},
+    )  # fmt: skip
+    required_seq_len_multiple: int | None = field(
+        default=None,
+        metadata={"help": "each side of a batch padded to a multiple of this, as fairseq's "
+                          "--required-seq-len-multiple (default: 8 on CUDA, else 1)"},
+    )  # fmt: skip
+    num_batch_buckets: int | None = field(
+        default=None,
+        metadata={"help": "each side of a batch padded to the next of this many geometric length buckets, so batch "
+                          "shapes are few (fairseq's --num-batch-buckets; default: 8 on CUDA, else 0: none)"},
+    )  # fmt: skip
     max_eval_samples: int | None = field(
         default=None,
         metadata={

@@ -14,11 +14,13 @@ them, which keeps the data order), the precision the hardware picks (--bf16), th
 """
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from transformers import Seq2SeqTrainingArguments
 
 from .arguments import ModelArguments, gradient_accumulation, model_fields
+from .batching import batch_shapes
 from .data import DataArguments
 
 LENGTH = ("max_steps", "num_train_epochs", "max_train_minutes")  # how long, not what each step does
@@ -51,6 +53,7 @@ def run_settings(model_args: ModelArguments, data_args: DataArguments,
     batches = {
         "tokens_per_batch": data_args.max_tokens_per_batch * training_args.world_size,
         "gradient_accumulation_steps": gradient_accumulation(data_args, training_args),
+        "batch_shapes": asdict(batch_shapes(data_args, training_args.device.type)),  # resolved by device
     }
     optimization = {
         name: getattr(training_args, name)

@@ -27,6 +27,7 @@ import torch
 from datasets.distributed import split_dataset_by_node
 from transformers import PreTrainedTokenizerBase
 
+from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.cli import UsageError
 
 from .batching import TrainingSet, length_order, make_batches
@@ -95,11 +96,12 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset, TrainingSet):
         rank: int = 0,
         world_size: int = 1,
         seed: int = 0,
+        shapes: BatchShapes = UNPADDED,
     ):
         self.source = split_dataset_by_node(source, rank=rank, world_size=world_size)
         self.encode = PairTokenizer(tokenizer, args.max_source_length, args.max_target_length)
         self.max_tokens, self.window = args.max_tokens_per_batch, args.streaming_window
-        self.seed, self.rank = seed, rank
+        self.seed, self.rank, self.shapes = seed, rank, shapes
         self.resume_from: dict | None = None  # set by resume(): where the next batch is
         self.starts: deque[WindowStart] = deque(maxlen=REMEMBERED_WINDOWS)
         self.dropped = Counter()
@@ -107,10 +109,12 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset, TrainingSet):
     def batches_of(self, rows: list[dict], epoch: int, window: int) -> list[list[dict]]:
         """One window's pairs, tokenized and cut into token batches in a seeded random order."""
         encoded = self.encode({"source": [r["source"] for r in rows], "target": [r["target"] for r in rows]})
-        source, target = np.asarray(encoded["source_length"]), np.asarray(encoded["target_length"])
+        # planned on the lengths the collator pads to (BatchShapes)
+        source, target = (self.shapes.padded_lengths(encoded[key]) for key in ("source_length", "target_length"))
         generator = np.random.default_rng([self.seed, self.rank, epoch, window])
         order = length_order(source, target, generator.permutation(len(rows)))
-        batches = make_batches(source, target, self.max_tokens, order)
+        batches = make_batches(source, target, self.max_tokens, order,
+                               multiple=self.shapes.required_batch_size_multiple)  # fmt: skip
         return [[{"input_ids": encoded["input_ids"][i], "labels": encoded["labels"][i]} for i in batches[b]]
                 for b in generator.permutation(len(batches))]  # fmt: skip
 

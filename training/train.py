@@ -41,6 +41,7 @@ from transformers.utils import SAFE_WEIGHTS_NAME
 from hub_card import write_model_card
 from inference.ct2 import cached_export
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
+from vanilla_tools.batch_shapes import BatchShapes, PaddedBatches
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.disk import write_guard
@@ -50,7 +51,7 @@ from vanilla_tools.run_files import EvalResults
 from .allocator import keep_freed_memory
 from .arguments import ModelArguments, gradient_accumulation, model_fields, on_cpu, parse_args
 from .average import average_newest_into, load_average
-from .batching import TokenizedPairs, TrainingSet
+from .batching import TokenizedPairs, TrainingSet, batch_shapes
 from .bpe_dropout import BPEDropoutPairs
 from .checkpoints import RERUN
 from .compiled import CompileReport, fit_for_compile
@@ -152,18 +153,26 @@ def build_trainer(
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     if model_args.lr_schedule == "paper":
         training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
-    collator = fit_for_compile(training_args, DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100))
+    shapes = batch_shapes(data_args, training_args.device.type)  # training's and evaluation's batches alike
+    logger.info("batch shapes on %s: %s", training_args.device.type, shapes.describe())
+    collator = fit_for_compile(
+        training_args,
+        PaddedBatches(
+            DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100), shapes, tokenizer.pad_token_id
+        ),
+    )
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=training_args,
         training_set=training_set(
-            data_args, training_args, train if data_args.streaming else data["train"], tokenizer
+            data_args, training_args, train if data_args.streaming else data["train"], tokenizer, shapes
         ),  # fmt: skip
         eval_dataset=validation,
         processing_class=tokenizer,
         data_collator=collator,
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
+        shapes=shapes,
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
         callbacks=[LearningCurveCallback(training_args.output_dir), CompileReport()],
         run_settings=run_settings(model_args, data_args, training_args),
@@ -191,12 +200,13 @@ def check_fsdp_state_dict(trainer: PaperSeq2SeqTrainer) -> None:
                          "FULL_STATE_DICT in the --fsdp_config file")  # fmt: skip
 
 
-def training_set(data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer) -> TrainingSet:
+def training_set(data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer,
+                 shapes: BatchShapes) -> TrainingSet:  # fmt: skip
     """The kind of training set the arguments ask for, decided here once: the stream of --streaming, the pairs
     re-segmented each epoch of --bpe_dropout, or the tokenized pairs."""
     if data_args.streaming:
         return StreamingTokenBatches(train, tokenizer, data_args, training_args.process_index,
-                                     training_args.world_size, training_args.seed)  # fmt: skip
+                                     training_args.world_size, training_args.seed, shapes)  # fmt: skip
     if data_args.bpe_dropout:
         return BPEDropoutPairs(
             train, tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length

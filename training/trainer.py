@@ -15,7 +15,9 @@ from transformers import Seq2SeqTrainer, TrainerCallback
 from transformers.trainer import TRAINING_ARGS_NAME
 
 from hub_card.push import push_model_dir
+from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.cli import UsageError
+from vanilla_tools.decoding import Decoding
 
 from . import checkpoints
 from .batching import Placement, TokenBatchSampler, TrainingSet
@@ -137,6 +139,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         *args,
         training_set: TrainingSet,
         max_tokens_per_batch: int,
+        shapes: BatchShapes = UNPADDED,
         noam_warmup_steps: int | None = None,
         run_settings: dict | None = None,
         **kwargs,
@@ -149,6 +152,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             self.model.config.label_smoothing = self.label_smoother.epsilon
             self.label_smoother = None
         self.max_tokens_per_batch = max_tokens_per_batch
+        self.shapes = shapes  # how the sampler plans and the collator pads every batch
         self.noam_warmup_steps = noam_warmup_steps
         self.run_settings = run_settings  # recorded in each checkpoint: what a relaunch and rotation compare
         self.stop_on_signal: SaveOnSignal | None = None  # set by train_until_stopped
@@ -158,7 +162,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         # rows are the same, so the sampler plans on the training set itself.
         seed = self.args.data_seed if self.args.data_seed is not None else self.args.seed
         placement = Placement(num_replicas=self.args.world_size, rank=self.args.process_index, seed=seed)
-        return self.training_set.batch_sampler(self.max_tokens_per_batch, placement)
+        return self.training_set.batch_sampler(self.max_tokens_per_batch, placement, self.shapes)
 
     def get_train_dataloader(self) -> torch.utils.data.DataLoader:
         own = self.training_set.dataloader(self.data_collator, self.args.dataloader_pin_memory)
@@ -185,10 +189,23 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         # (max_length=20), and the model saved after an evaluation would then cut every translation at 20 tokens
         # instead of input length + 50 (§6.1). The config is put back as it was.
         generation_config = copy.deepcopy(self.model.generation_config)
+        if self.args.predict_with_generate and not prediction_loss_only:
+            gen_kwargs = self.output_length(inputs, gen_kwargs)
         try:
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys, **gen_kwargs)
         finally:
             self.model.generation_config = generation_config
+
+    def output_length(self, inputs: dict, gen_kwargs: dict) -> dict:
+        """``gen_kwargs`` (or Seq2SeqTrainer's own, which it takes only when none are given) with §6.1's output
+        length counted from the batch's longest source, not its width: a batch padded to its bucket translates as
+        it would unpadded. (One read of a value a batch, where the predictions are read back anyway.)"""
+        gen_kwargs = {**getattr(self, "_gen_kwargs", {}), **gen_kwargs}
+        if not self.shapes.pads() or any(gen_kwargs.get(key) is not None for key in ("max_length", "max_new_tokens")):
+            return gen_kwargs
+        longest = int(inputs["attention_mask"].sum(dim=1).max())
+        return {**gen_kwargs, "max_new_tokens": Decoding.resolve(self.model.generation_config).max_new_tokens_for(
+            longest)}  # fmt: skip
 
     def push_to_hub(self, commit_message: str | None = "End of training", blocking: bool = True,
                     token: str | None = None, revision: str | None = None, private: bool | None = None,

@@ -3,9 +3,10 @@ come from the documented commands)."""
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
-from helpers import tiny_config, tiny_model
+from helpers import batch_of, tiny_config, tiny_model
 from transformers import TrainerCallback
 
 from benchmarks import load_check
@@ -144,6 +145,8 @@ def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_b
              for name in ("train.en", "train.de", "valid.en", "valid.de", "test.en", "test.de")}  # fmt: skip
     assert [len(lines[name]) for name in lines] == [60, 60, 200, 200, 200, 200]
     assert not set(lines["train.en"]) & set(lines["test.en"])  # held out
+    lengths = np.load(tmp_path / wmt14_step.LENGTHS)  # the training pairs' token lengths (test_batch_shapes' fixture)
+    assert len(lengths["source"]) == len(lengths["target"]) == 60 and lengths["source"].min() >= 2
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tokenizer")
     tiny = ["--d_model", "16", "--ffn_dim", "32", "--encoder_layers", "1", "--decoder_layers", "1",
             "--num_attention_heads", "2", "--max_tokens_per_batch", "200", "--tokens_per_step", "600"]  # fmt: skip
@@ -198,3 +201,50 @@ def test_the_gpu_experiments_script_rehearsed_on_the_cpu_brings_back_only_its_ne
     record = json.loads(records[0].read_text())
     check_run_record(record["run"])
     assert record["run"]["device"]["type"] == "cpu" and record["run"]["steps"] == 2
+
+
+def bucketed_epoch() -> list[dict]:
+    """The training batches (random ids) of an epoch of 300 pairs of 2-16 tokens in batches of up to 128 padded
+    tokens a side, bucketed: lengths 8 or 16, batch sizes multiples of 8."""
+    from training.batching import TokenBatchSampler
+    from vanilla_tools.batch_shapes import BatchShapes
+
+    lengths = torch.randint(2, 17, (2, 300), generator=torch.Generator().manual_seed(0))
+    sampler = TokenBatchSampler(*lengths.tolist(), 128, shapes=BatchShapes(8, 8, 2, longest=16))
+    shapes = [(len(b), int(sampler.padded_source[b].max()), int(sampler.padded_target[b].max()))
+              for b in sampler.global_batches()]  # fmt: skip
+    return [batch_of(shape, seed) for seed, shape in enumerate(shapes)]
+
+
+def test_an_epoch_of_bucketed_shapes_compiles_once_a_shape_or_with_dynamic_shapes():
+    """benchmarks.training_step --launches' count of compilations (aot_eager here: dynamo's and AOTAutograd's part;
+    inductor's adds its kernels per graph): 34 batches of 5 shapes; compiled once per shape, 5 graphs (4
+    recompiles); with dynamic=True, 2 (1 recompile). No graph break in either (fullgraph=True would raise on one)."""
+    from benchmarks.training_step import epoch_compiles
+
+    batches = bucketed_epoch()
+    counted = [epoch_compiles(tiny_model(label_smoothing=0.1).train(), batches, dynamic, backend="aot_eager")
+               for dynamic in (False, True)]  # fmt: skip
+    print(counted)
+    assert [(c["batches"], c["distinct_shapes"], c["graphs"], c["recompiles"], c["graph_breaks"]) for c in counted] == [
+        (34, 5, 5, 4, 0), (34, 5, 2, 1, 0)
+    ]  # fmt: skip
+
+
+def test_the_operators_a_step_launches_eager_and_compiled():
+    """benchmarks.training_step --launches' count on a tiny model's training step (2+2 layers, batch (3, 7, 6), fused
+    AdamW). With torch 2.13: eager calls 293 computing ATen operators (views launch nothing and are not counted);
+    inductor's step launches 148, 62 of them its own kernels and the rest the matrix products, attention and
+    optimizer it leaves to ATen."""
+    from benchmarks.training_step import step_launches
+
+    batch = batch_of((3, 7, 6))
+    eager = step_launches(tiny_model(label_smoothing=0.1).train(), batch, compiled=False)
+    compiled = step_launches(tiny_model(label_smoothing=0.1).train(), batch, compiled=True)
+    print(sum(eager.values()), eager.most_common(), sum(compiled.values()), compiled.most_common())
+    assert sum(eager.values()) == 293 and eager["aten::mm"] == 44 and "aten::view" not in eager
+    assert eager["aten::_fused_adamw_"] == compiled["aten::_fused_adamw_"] == 1  # one kernel updates every weight
+    assert compiled["inductor kernel"] > 0 and sum(compiled.values()) < 0.6 * sum(eager.values())
+    left_to_aten = {name.removeprefix("aten::").split("_for_cpu")[0] for name in compiled if name != "inductor kernel"}
+    assert left_to_aten <= {"mm", "addmm", "_scaled_dot_product_flash_attention", "scatter_reduce_", "ones_like",
+                            "zeros", "_foreach_add_", "_fused_adamw_"}, left_to_aten  # fmt: skip

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 import torch
-from helpers import PAD, VOCAB, tiny_model
+from helpers import batch_of, tiny_model
 from safetensors.torch import load_file
 from training_helpers import train_argv, write_corpus
 from transformers import Seq2SeqTrainingArguments
@@ -15,18 +15,6 @@ from modeling_vanilla import speedups
 from training import compiled
 from training.compiled import DynamicBatches, compile_counts, fit_for_compile
 from training.train import run
-
-
-def batch_of(shape: tuple[int, int, int], seed: int = 0) -> dict[str, torch.Tensor]:
-    """A padded (batch, source, target) training batch, as the collator makes it."""
-    batch, source, target = shape
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(3, VOCAB, (batch, source), generator=g)
-    mask = torch.ones_like(ids)
-    mask[0, source // 2 :] = 0
-    labels = torch.randint(3, VOCAB, (batch, target), generator=g)
-    labels[-1, target // 2 :] = -100
-    return {"input_ids": ids.masked_fill(mask == 0, PAD), "attention_mask": mask, "labels": labels}
 
 
 def loss_and_gradients(model, forward, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
