@@ -16,6 +16,8 @@ from training import compiled
 from training.compiled import DynamicBatches, compile_counts, fit_for_compile
 from training.train import run
 
+pytestmark = pytest.mark.slow
+
 
 def batch_of(shape: tuple[int, int, int], seed: int = 0) -> dict[str, torch.Tensor]:
     """A padded (batch, source, target) training batch, as the collator makes it."""
