@@ -1,4 +1,6 @@
-# The two commands of the README: `make demo` (the main job) and `make test` (the test suite). `make compat` runs the
+# The two commands of the README: `make demo` (the main job) and `make test` (ruff and the fast tests). `make test-slow`
+# runs the long end-to-end tests, those marked slow (transformers' convention: skipped unless RUN_SLOW=1;
+# tests/conftest.py), and only them, so that CI, which runs both targets, runs each test once. `make compat` runs the
 # model's tests on another transformers (or torch) release, in a side environment (docs/hub.md#compatibility).
 PYTHON ?= python3
 VENV := .venv
@@ -16,12 +18,12 @@ TORCH := torch==$(TORCH_RELEASE) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 COMPAT := .venv-transformers-$(TRANSFORMERS)-torch-$(TORCH_RELEASE)
 # What a Hub user of the model meets on a release: the model, generate() and its caches, transformers' common tests,
 # the pipeline, loading from the Hub with remote code, PEFT, the ONNX and CTranslate2 exports, Trainer training, and
-# a run resumed (its train_loss: transformers before 5.19 divides it otherwise)
+# a run resumed (its train_loss: transformers before 5.19 divides it otherwise); slow tests among them, so RUN_SLOW=1
 COMPAT_TESTS := tests/test_modeling_vanilla tests/test_hub_card/test_hub.py tests/test_inference/test_onnx.py \
 	tests/test_inference/test_ctranslate2.py tests/test_training/test_training_run.py \
 	"tests/test_training/test_relaunch.py::test_sigterm_then_the_same_command_resumes_then_has_nothing_to_do"
 
-.PHONY: install demo test lint compat clean
+.PHONY: install demo test test-slow lint compat clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +40,9 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
+test-slow: install
+	RUN_SLOW=1 $(BIN)/python -m pytest -m slow
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -51,7 +56,7 @@ $(COMPAT)/bin/python:
 compat: $(COMPAT)/bin/python
 	$(COMPAT)/bin/python -c "import torch, transformers; assert transformers.__version__ == '$(TRANSFORMERS)', \
 		transformers.__version__; assert torch.__version__.split('+')[0] == '$(TORCH_RELEASE)', torch.__version__"
-	$(COMPAT)/bin/python -m pytest $(COMPAT_TESTS)
+	RUN_SLOW=1 $(COMPAT)/bin/python -m pytest $(COMPAT_TESTS)
 
 clean:
 	rm -rf $(VENV) $(VENV)-transformers-* *.egg-info .pytest_cache .ruff_cache

@@ -4,8 +4,22 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers.testing_utils import parse_flag_from_env
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(items):
+    """The long end-to-end tests carry pytest's ``slow`` mark (``pytestmark = pytest.mark.slow`` in a module,
+    ``@pytest.mark.slow`` on a test; transformers' ``@slow`` sets the same mark) and run only with RUN_SLOW=1, read as
+    transformers reads it. They are skipped here, before setup, so that the fast tier builds no fixture that only
+    slow tests use (transformers' decorator alone skips inside the test, after its fixtures are built)."""
+    if parse_flag_from_env("RUN_SLOW"):
+        return
+    skip = pytest.mark.skip(reason="slow: RUN_SLOW=1 runs it")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
 
 
 def records_and_pages() -> dict[str, int]:

@@ -673,6 +673,7 @@ def test_translate_reads_lazily_and_reports_suspect_lengths(kit):
     assert report.cut_at_limit[:3] == [1, 2, 3]  # 2 new tokens never reach </s> with a random model
 
 
+@pytest.mark.slow
 def test_console_scripts_installed_exit_0_and_1(kit, trained_run, tmp_path):
     """The installed entry points themselves (not the functions): status 0 on success, 1 with one line on error."""
     import subprocess

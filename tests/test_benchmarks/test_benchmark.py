@@ -12,6 +12,8 @@ from transformers import TrainerCallback
 from benchmarks import load_check
 from modeling_vanilla import checks
 
+pytestmark = pytest.mark.slow
+
 
 def test_the_restricted_attention_bench_records_each_length_window_and_implementation(tmp_path):
     """Table 1's benchmark at toy lengths: a row per (n, window, implementation) with its figures, the crossover

@@ -126,6 +126,7 @@ def preset_repeat(results, name: str, bleu: float, role: str = "seed", warmup: i
     (results / name / "summary.json").write_text(json.dumps(summary))
 
 
+@pytest.mark.slow
 def test_the_command_trains_records_skips_and_reports(tmp_path):
     """Round 2's candidates on a tiny preset end to end: trained, recorded with their validation BLEU (the
     summary's), steps and code, skipped on the second call; the page lists both, best first, against the band of the

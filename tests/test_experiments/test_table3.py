@@ -53,6 +53,7 @@ def test_every_run_is_a_vanilla_train_command_with_its_seed_curve_and_precision(
     assert training_args.save_only_model and training_args.save_total_limit == 31  # every curve point kept
 
 
+@pytest.mark.slow
 def test_the_command_trains_records_skips_and_reports(tmp_path):
     """Two rows of a tiny preset end to end: trained, recorded with perplexity, learning curve, BLEU and code, skipped
     on the second call, trained again when their settings change; the page lists them beside the paper's rows."""

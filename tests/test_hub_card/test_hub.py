@@ -111,6 +111,7 @@ def test_writes_need_a_valid_token(hub):
     assert foreign.value.response.status_code in (401, 403, 404)
 
 
+@pytest.mark.slow
 def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_path):
     """vanilla-push, then model/tokenizer.push_to_hub of changed weights; a fresh process without the package loads
     both revisions with trust_remote_code, AutoModel and AutoTokenizer, and translates."""
@@ -230,6 +231,7 @@ def test_private_repos_and_branches(hub, trained_run, tmp_path):
     assert json.loads(Path(path).read_text())["model_type"] == "vanilla_transformer"
 
 
+@pytest.mark.slow
 def test_train_pushes_and_the_token_never_leaks(hub, tmp_path):
     """vanilla-train --push_to_hub: the final model and its card reach the Hub; the token is in no log, exception,
     card or file written on the client side."""

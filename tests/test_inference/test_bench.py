@@ -10,6 +10,8 @@ from inference.bench import CONFIGS, check_equal, main, marian_model, train_flop
 from modeling_vanilla import from_marian
 from vanilla_tools.hardware import cpu_bf16
 
+pytestmark = pytest.mark.slow
+
 
 def test_benchmark_writes_ratios_for_each_config(tmp_path, monkeypatch):
     """The console script, whole: it exits 0 (its results are written, not returned to sys.exit)."""

@@ -17,8 +17,9 @@ from inference.engine import GenerateEngine
 from vanilla_tools.decoding import Decoding
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (apt-get install -y chromium): the demo page "
-                                                         "is tested in a real browser")  # fmt: skip
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (apt-get install -y chromium): the demo page "
+                                                          "is tested in a real browser")]  # fmt: skip
 sync_api = pytest.importorskip("playwright.sync_api")
 pytest.importorskip("gradio")
 

@@ -19,6 +19,8 @@ from inference.engine import GenerateEngine  # noqa: E402
 from inference.onnx_runtime import OnnxEngine, cached_onnx  # noqa: E402
 from vanilla_tools.decoding import Decoding  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 SOURCES = [*ENGLISH, "A dog.", "Two women read a book in the meadow.", "A man plays football. A woman reads."]
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 SCRIPT = str(Path(sys.executable).parent / "vanilla-translate")
 LINES = ["Two young men are playing football.", "", "A woman in a red coat walks a dog across the street."]
 

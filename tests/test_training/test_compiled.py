@@ -16,6 +16,8 @@ from training import compiled
 from training.compiled import DynamicBatches, compile_counts, fit_for_compile
 from training.train import run
 
+pytestmark = pytest.mark.slow
+
 
 def loss_and_gradients(model, forward, batch) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     loss = forward(**batch).loss

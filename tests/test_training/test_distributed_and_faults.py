@@ -16,6 +16,8 @@ from helpers import free_port
 from safetensors.torch import load_file
 from training_helpers import assert_same_weights, train_argv, write_corpus
 
+pytestmark = pytest.mark.slow
+
 TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
 BIN = Path(sys.executable).parent
 

@@ -15,6 +15,8 @@ from training.train import check_fsdp_state_dict
 from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT
 
+pytestmark = pytest.mark.slow
+
 AVERAGE_INTO_SHARDS = """
 import functools, os, sys, torch, torch.distributed as dist
 from pathlib import Path

@@ -26,6 +26,8 @@ from training.checkpoints import (
 from training.relaunch import FinishedRun, plan_start
 from vanilla_tools.cli import UsageError
 
+pytestmark = pytest.mark.slow
+
 TESTS = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 SETTINGS = {"d_model": 32, "lr_schedule": "paper", "lr_scale": 2.0, "tokens_per_batch": 256,

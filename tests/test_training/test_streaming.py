@@ -97,6 +97,7 @@ def streaming_argv(corpus, output: Path, *extra: str) -> list[str]:
                       *extra)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_two_processes_stream_to_the_last_step(corpus, tmp_path):
     """Ranks with different numbers of pairs (61 and 60) and batches: the stream has no end, so both reach
     --max_steps and no rank waits for another at an epoch's end; each saves where its stream goes on."""
@@ -110,6 +111,7 @@ def test_two_processes_stream_to_the_last_step(corpus, tmp_path):
     assert "pass 0 over the training data done" in result.stderr  # 30 steps go past the end of the data
 
 
+@pytest.mark.slow
 def test_a_killed_streaming_run_resumes_to_the_weights_of_an_uninterrupted_one(corpus, tmp_path):
     uninterrupted = run([str(BIN / "vanilla-train"), *streaming_argv(corpus, tmp_path / "a")])
     assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]

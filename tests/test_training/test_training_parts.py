@@ -102,6 +102,7 @@ def test_tsv_jsonl_and_gzip(tmp_path):
                                                                                     "target": ["x", "y"]}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_several_processes_read_runs_of_lines_in_the_files_order(tmp_path):
     """Large plain files are read by one process per core, each its own run of lines: the rows are those (and in
     the order) one process reads, and an error names its line in the whole file."""

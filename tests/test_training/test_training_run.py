@@ -22,6 +22,8 @@ from training.checkpoints import ON_SIGNAL_MARKER
 from training.record import check_run_record
 from vanilla_tools.cli import UsageError
 
+pytestmark = pytest.mark.slow
+
 
 def test_presets_and_overrides():
     model_args, data_args, training_args = parse_args(["--config", "demo", "--d_model", "64", "--output_dir", "x"])

@@ -21,6 +21,8 @@ from training_helpers import assert_same_weights, train_argv, write_corpus
 
 from vanilla_tools.disk import WRITE_ERRORS
 
+pytestmark = pytest.mark.slow
+
 TESTS = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 MiB = 2**20
