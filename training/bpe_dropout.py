@@ -55,6 +55,10 @@ class BPEDropoutPairs(torch.utils.data.Dataset, TrainingSet):
                 f"are more than the {MAX_PAIRS:,} it is made for; train without it (--bpe_dropout 0)"
             )
         self.segmenter = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+        # a copy keeps the padding and truncation a call such as tokenizer(texts, padding=True) left switched on in
+        # the backend (transformers does not switch them off after it): pairs are neither padded nor cut here
+        self.segmenter.no_padding()
+        self.segmenter.no_truncation()
         if not hasattr(self.segmenter.model, "dropout"):
             raise UsageError(f"BPE-dropout needs a BPE tokenizer, got {type(self.segmenter.model).__name__}")
         self.segmenter.model.dropout = p

@@ -84,3 +84,16 @@ def test_only_training_batches_are_resegmented(tmp_path):
     assert sum(int(batch["attention_mask"].sum()) for batch in train_batches) == characters
     assert all(batch["input_ids"].numel() <= 4096 for batch in train_batches)  # planned on the spelled-out lengths
     assert int(eval_batch["attention_mask"].sum()) == sum(len(ids) for ids in data["validation"]["input_ids"])
+
+
+def test_the_segmenter_pads_and_cuts_nothing_whatever_the_tokenizer_was_last_called_with(tokenizer):
+    """A batch call with padding=True leaves padding switched on in a fast tokenizer's backend, which a copy of it
+    keeps: once, the pairs came out padded to the longest sentence after another test had translated a batch."""
+    tokenizer(GERMAN, padding=True, truncation=True, max_length=4)  # leaves both on in the backend
+    try:
+        pairs = resegmented(tokenizer, 1.0)
+        assert [tokenizer.convert_ids_to_tokens(ids)[-1] for ids in pairs.labels] == ["</s>"] * len(GERMAN)
+        assert [len(ids) for ids in pairs.input_ids] == [len(sentence) + 2 for sentence in ENGLISH]
+    finally:
+        tokenizer.backend_tokenizer.no_padding()
+        tokenizer.backend_tokenizer.no_truncation()
