@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from vanilla_tools.cli import UsageError, console_script, figure_path, load_model, load_tokenizer, positive_int, require
+from vanilla_tools.decoding import PAPER_NUM_BEAMS
 
 
 @dataclass
@@ -31,7 +32,7 @@ class AttentionMaps:
     decoder_input_tokens: list[str]  # what the decoder read at each target position: start token, then target[:-1]
 
 
-def attention_maps(model, tokenizer, sentence: str, num_beams: int = 4) -> AttentionMaps:
+def attention_maps(model, tokenizer, sentence: str, num_beams: int = PAPER_NUM_BEAMS) -> AttentionMaps:
     """Translate ``sentence`` and return its cross- and encoder self-attention weights, every layer and head."""
     batch = tokenizer([sentence], return_tensors="pt").to(model.device)
     model.eval()
@@ -127,7 +128,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--output", default="attention.png", help="PNG file to write")
     parser.add_argument("--layer", type=int, default=None, help="one layer (0-based); default: mean over layers")
     parser.add_argument("--head", type=int, default=None, help="one head (0-based); default: mean over heads")
-    parser.add_argument("--num_beams", type=positive_int, default=4)
+    parser.add_argument("--num_beams", type=positive_int, default=PAPER_NUM_BEAMS)
     parser.add_argument("--html", help="write bertviz's interactive view to this HTML file instead of a PNG")
     parser.add_argument("--view", choices=("head", "model"), default="head", help="bertviz's head_view or model_view")
     return parser

@@ -21,6 +21,7 @@ from transformers import MarianConfig, MarianMTModel
 
 from modeling_vanilla import from_marian
 from vanilla_tools.cli import UsageError, console_script, positive_int
+from vanilla_tools.decoding import PAPER_LENGTH_PENALTY
 from vanilla_tools.hardware import cpu_bf16, interleaved, matmul_peak
 from vanilla_tools.provenance import provenance
 
@@ -162,7 +163,7 @@ def run(config_name: str, repeats: int) -> dict:
                 do_sample=False,
                 max_new_tokens=GEN_NEW_TOKENS,
                 min_new_tokens=GEN_NEW_TOKENS,
-                length_penalty=0.6,
+                length_penalty=PAPER_LENGTH_PENALTY,
             )
         with torch.no_grad():
             seconds = interleaved(calls, repeats)

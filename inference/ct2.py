@@ -21,29 +21,15 @@ from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS, export_ctranslat
 from modeling_vanilla.export_checks import check_export_folder
 from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.exports import export_write_guard, record_source
 
-from . import exports
 from .engine import BatchTranslation
-from .exports import record_source
 
 
 def export(model_dir: str | Path, output_dir: str | Path, quantization: str = "int8", force: bool = False) -> Path:
-    """``export_ctranslate2``, recording which weights the export was made from (see ``cached_export``)."""
+    """``export_ctranslate2``, recording which weights the export was made from (see
+    ``vanilla_tools.exports.cached_ctranslate2``)."""
     return record_source(model_dir, export_ctranslate2(model_dir, output_dir, quantization, force=force), quantization)
-
-
-def export_dir(model_dir: str | Path, quantization: str) -> Path:
-    """Where ``cached_export`` keeps a model's export: ``MODEL_DIR/ctranslate2-<quantization>``."""
-    return Path(model_dir) / f"ctranslate2-{quantization}"
-
-
-def cached_export(model_dir: str | Path, quantization: str) -> Path:
-    """``export_dir``, exported now if it is missing or was made from other weights."""
-
-    def make(source: str | Path, folder: Path) -> Path:
-        return export_ctranslate2(source, folder, quantization, force=True)
-
-    return exports.cached_export(model_dir, export_dir(model_dir, quantization), quantization, make)
 
 
 class CTranslate2Engine:
@@ -112,7 +98,7 @@ def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     # before the guard, which removes output_dir whole if a write fails
     check_export_folder(args.model_dir, args.output_dir, args.force)
-    with exports.export_write_guard(Path(args.output_dir), f"ctranslate2-{args.quantization}"):
+    with export_write_guard(Path(args.output_dir), f"ctranslate2-{args.quantization}"):
         output = export(args.model_dir, args.output_dir, args.quantization, args.force)
     print(f"exported {args.model_dir} ({args.quantization}) to {output}")
 

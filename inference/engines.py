@@ -11,8 +11,9 @@ import os
 from pathlib import Path
 
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.exports import cached_ctranslate2, ctranslate2_dir
 
-from .ct2 import CTranslate2Engine, cached_export, export_dir
+from .ct2 import CTranslate2Engine
 from .engine import Engine, GenerateEngine
 from .onnx_runtime import OnnxEngine, cached_onnx
 
@@ -23,7 +24,7 @@ ENGINES = ("auto", "generate", "ctranslate2", "onnx")
 def ctranslate2_unavailable(model_dir: str | Path, model, decoding: Decoding, quantization: str) -> str | None:
     """Why CTranslate2 cannot translate with ``model`` (saved in ``model_dir``) as ``decoding`` says: None if it
     can. What the converter itself refuses (a setting CTranslate2 lacks) is found when exporting."""
-    export = export_dir(model_dir, quantization)
+    export = ctranslate2_dir(model_dir, quantization)
     folder = export.parent
     if importlib.util.find_spec("ctranslate2") is None:
         return "the ctranslate2 package is not installed"
@@ -55,7 +56,7 @@ def create_engine(
             return GenerateEngine(model, tokenizer, decoding)
     if kind in ("auto", "ctranslate2"):
         try:
-            export = cached_export(model_dir, quantization)
+            export = cached_ctranslate2(model_dir, quantization)
         except ValueError as error:  # a setting CTranslate2 does not have, named by the converter
             if kind != "auto":
                 raise

@@ -19,9 +19,9 @@ from modeling_vanilla.convert_onnx import DECODER, ENCODER, cache_names, cross_n
 from modeling_vanilla.export_checks import check_convertible, check_export_folder
 from vanilla_tools.cli import UsageError, console_script, load_model, require
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.exports import cached_export, export_write_guard
 
 from .engine import BatchTranslation, batch_translation, output_lengths
-from .exports import cached_export, export_write_guard
 from .search import Hypotheses, search
 
 

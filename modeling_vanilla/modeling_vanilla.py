@@ -832,6 +832,10 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
 
 # §6.1: "We set the maximum output length during inference to input length + 50".
 EXTRA_OUTPUT_TOKENS = 50
+# §6.1: "We used beam search with a beam size of 4 and length penalty α = 0.6", stopping once 4 hypotheses have
+# finished. transformers' penalty divides by len^α, not GNMT's ((5 + len) / 6)^α (docs/model.md#length-penalty in the
+# repository). The model's own decoding, and every default of the package's tools (vanilla_tools.decoding).
+PAPER_DECODING = {"num_beams": 4, "length_penalty": 0.6, "early_stopping": True}
 
 
 class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, GenerationMixin):
@@ -852,10 +856,8 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         # A constant added to the logits; only converted Marian checkpoints carry one (it is not in the paper).
         self.final_logits_bias = nn.Buffer(torch.zeros(1, config.vocab_size)) if config.final_logits_bias else None
         self.post_init()
-        # §6.1 decoding: beam 4, length penalty 0.6 (transformers: len^alpha, not GNMT's ((5 + len) / 6)^alpha:
-        # docs/model.md#length-penalty in the repository); the maximum output length (input length + 50) is set per
-        # call by generate().
-        self.generation_config.update(num_beams=4, length_penalty=0.6, early_stopping=True)
+        # §6.1's decoding; the maximum output length (input length + 50) is set per call by generate().
+        self.generation_config.update(**PAPER_DECODING)
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head

@@ -10,10 +10,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # The layering, written once: a package may import the packages of lower layers only.
 LAYERS = {
     "modeling_vanilla": 0,  # the model: torch and transformers only (its files travel to the Hub)
-    "vanilla_tools": 1,  # the floor: cli, provenance, metrics, corpora, run files, decoding
+    "vanilla_tools": 1,  # the floor: cli, provenance, metrics, corpora, run files, decoding, exports
     "inference": 2,  # engines, vanilla-translate, vanilla-attention, vanilla-export-ct2
     "hub_card": 2,  # the model card, vanilla-push
-    "training": 3,  # vanilla-train (exports for CTranslate2 and writes the card)
+    "training": 3,  # vanilla-train (writes the card; imports nothing of inference)
     "benchmarks": 4,  # the repository's benchmarks: measure everything below (not installed)
     "experiments": 4,  # the repository's experiment runners: Table 3, the results page (not installed)
 }
@@ -56,6 +56,19 @@ def test_every_package_imports_only_lower_layers():
         if LAYERS[target.split(".")[0]] >= LAYERS[module.split(".")[0]] and target.split(".")[0] != module.split(".")[0]
     )
     assert not upward, upward
+
+
+def test_training_does_not_import_the_serving_layer():
+    """vanilla-train serves nothing: the CTranslate2 export it may leave beside the model and the FLOP/s probe of its
+    record are on the floor (vanilla_tools.exports, vanilla_tools.hardware), so training and inference, the two users
+    of the model, stay apart."""
+    ties = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph().items()
+        for target in targets
+        if module.split(".")[0] == "training" and target.split(".")[0] == "inference"
+    )
+    assert not ties, ties
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:

@@ -39,7 +39,8 @@ from training.bpe_dropout import BPEDropoutPairs
 from training.checkpoints import COMPLETE_MARKER as MARKER
 from training.checkpoints import resolve_checkpoint
 from training.data import DataArguments, load_parallel_data
-from training.trainer import NoamSchedule, TimeBudget
+from training.stopping import TimeBudget
+from training.trainer import NoamSchedule
 from vanilla_tools.decoding import Decoding
 
 

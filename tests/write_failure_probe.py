@@ -30,9 +30,9 @@ from typing import NoReturn
 from probe_helpers import before_optimizer_write, run_train_with
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
-from inference import ct2
 from training import run_lock, train
 from training.trainer import PaperSeq2SeqTrainer
+from vanilla_tools import exports
 
 
 def fail(code: int, path: Path) -> NoReturn:
@@ -98,7 +98,7 @@ def inject(site: str, code: int, output: Path) -> None:
     elif site == "summary":
         train.write_summary = lambda folder, *args, **kwargs: fail(code, folder / "summary.json")
     elif site == "export":
-        ct2.export_ctranslate2 = lambda model_dir, folder, *args, **kwargs: half_written(Path(folder) / "model.bin",
+        exports.export_ctranslate2 = lambda model_dir, folder, *args, **kwargs: half_written(Path(folder) / "model.bin",
                                                                                           code)  # fmt: skip
     else:
         sys.exit(f"unknown site {site!r}")

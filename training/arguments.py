@@ -13,6 +13,7 @@ from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 
 from modeling_vanilla import VanillaTransformerConfig
 from vanilla_tools.cli import UsageError
+from vanilla_tools.decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
 from vanilla_tools.hardware import bf16_supported, cpu_bf16
 
 from .data import DataArguments
@@ -65,8 +66,10 @@ class RecipeArguments:
         },
     )
     lr_scale: float = field(default=1.0, metadata={"help": "factor on the §5.3 learning rate"})
-    num_beams: int = field(default=4, metadata={"help": "beam size of the final evaluation (§6.1)"})
-    length_penalty: float = field(default=0.6, metadata={"help": "alpha of the final evaluation (§6.1)"})
+    num_beams: int = field(default=PAPER_NUM_BEAMS, metadata={"help": "beam size of the final evaluation (§6.1)"})
+    length_penalty: float = field(
+        default=PAPER_LENGTH_PENALTY, metadata={"help": "alpha of the final evaluation (§6.1)"}
+    )
     length_penalty_candidates: list[float] = field(
         default_factory=list,
         metadata={

@@ -12,10 +12,17 @@ import re
 import shutil
 from pathlib import Path
 
+import torch
+from accelerate import PartialState
+from transformers import TrainerCallback, TrainingArguments
+from transformers.trainer import TRAINING_ARGS_NAME
+
 from vanilla_tools.cli import UsageError
 from vanilla_tools.disk import write_guard
 
+from .batching import TrainingSet
 from .run_settings import same_run
+from .stopping import SaveOnSignal
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +36,16 @@ NEWEST = (True, "true", "True", "auto", "last")
 # holding one of these is not written into by a run or by averaging.
 MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "model.bin")
 FSDP_MODEL = "pytorch_model_fsdp"  # accelerate's name for FSDP's checkpoint of the model: a file or folder per kind
+BATCH_PLAN = "batch_plan.json"  # in a checkpoint: how its run cut the data into steps
 RERUN = "rerun the same command"  # how a run goes on after it failed: the relaunch resumes it (``relaunch``)
+
+
+def batch_plan(args: TrainingArguments, max_tokens_per_batch: int) -> dict:
+    """What decides which pairs make each step: the sampler's batches of ``max_tokens_per_batch`` x processes
+    tokens (dealt out pair by pair to the processes), and how many make a step."""
+    return {"tokens_per_batch": max_tokens_per_batch * args.world_size,
+            "gradient_accumulation_steps": args.gradient_accumulation_steps,
+            "processes": args.world_size, "max_tokens_per_batch": max_tokens_per_batch}  # fmt: skip
 
 
 def saved_on_signal(folder: Path) -> bool:
@@ -142,6 +158,43 @@ def rotate_complete_checkpoints(output_dir: str | os.PathLike, keep: int | None,
     for folder in doomed:
         logger.info("deleting %s (%s)", folder, "superseded" if saved_on_signal(folder) else f"save_total_limit={keep}")
         remove_checkpoint(folder)
+
+
+def checkpoint_folder(args: TrainingArguments, step: int) -> tuple[Path, Path]:
+    """The run's output directory and its checkpoint of ``step``, where Trainer saves it (outside a hyperparameter
+    search)."""
+    run_dir = Path(args.output_dir)
+    return run_dir, run_dir / f"checkpoint-{step}"
+
+
+class CompleteCheckpoints(TrainerCallback):
+    """Completes each checkpoint once Trainer has written its files (``on_save``, on every process): the training
+    set's position (each process its own), the batch plan, training_args.bin with the run's ``save_total_limit``
+    (Trainer wrote it while PaperSeq2SeqTrainer held its own rotation off), the mark of one saved off schedule on a
+    signal; then the marker (``mark_complete``) and rotation (``rotate_complete_checkpoints``). A failed write is
+    named in one line, the unmarked folder removed and the previous complete checkpoint left as it was."""
+
+    def __init__(self, training_set: TrainingSet, plan: dict, settings: dict | None,
+                 stop: SaveOnSignal | None = None):  # fmt: skip
+        self.training_set = training_set
+        self.plan = plan  # batch_plan(): what a resumed run must keep (relaunch.check_resume)
+        self.settings = settings  # run_settings(): what a relaunch and rotation compare
+        self.stop = stop
+
+    def on_save(self, args, state, control, **kwargs):
+        run_dir, folder = checkpoint_folder(args, state.global_step)
+        with checkpoint_write_guard(run_dir, folder):
+            self.training_set.save(folder, state.global_step * args.gradient_accumulation_steps)
+            PartialState().wait_for_everyone()  # every rank's files (RNG states, streams) are on disk before the marker
+            if not args.should_save:
+                return
+            (folder / BATCH_PLAN).write_text(json.dumps(self.plan) + "\n")
+            torch.save(args, folder / TRAINING_ARGS_NAME)
+            signal_name = self.stop.off_schedule(args, state) if self.stop is not None else None
+            if signal_name is not None:
+                (folder / ON_SIGNAL_MARKER).write_text(signal_name + "\n")
+            mark_complete(folder, state.global_step, settings=self.settings)
+            rotate_complete_checkpoints(run_dir, args.save_total_limit, state.best_model_checkpoint, self.settings)
 
 
 def checkpoint_write_guard(run_dir: Path, folder: Path):

@@ -13,6 +13,7 @@
 of the settings that differ); --overwrite_output_dir starts over, and only then are the checkpoints there deleted,
 each named. Every process decides alike from the same files; the first one decides first, as it alone deletes."""
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from vanilla_tools.cli import UsageError
 from vanilla_tools.run_files import FinishedRun
 
 from .checkpoints import (
+    BATCH_PLAN,
     MODEL_FILES,
     NEWEST,
     NO_RESUME,
@@ -131,7 +133,7 @@ def newest_of_this_run(output_dir: Path, settings: dict, said_auto: bool) -> Sta
     if saved is None:
         raise UsageError(f"{newest} does not record the settings of its run (an earlier vanilla-train wrote it): "
                          f"--resume_from_checkpoint {newest} continues from it, or {WAYS_ON}")  # fmt: skip
-    # the batches are compared by the trainer (check_resume), which says how to keep them on other processes
+    # the batches are compared by check_resume, which says how to keep them on other processes
     changed = differences(saved, settings, continuable(settings) + BATCHES)
     if changed:
         raise UsageError(f"{output_dir} holds checkpoints of a run with other settings ({newest.name}: "
@@ -149,3 +151,33 @@ def asked_for(output_dir: Path, checkpoint: Path, settings: dict) -> Start:
     if changed:
         logger.warning("%s was written with other settings: %s", checkpoint, "; ".join(changed))
     return Start(checkpoint, message=f"resuming from {checkpoint}, as --resume_from_checkpoint asks")
+
+
+def check_resume(checkpoint: Path, now: dict) -> None:
+    """Resuming on another number of processes keeps the data order exactly when the sampler's batches and the
+    accumulation stay the same (the batches are cut from the data before they are dealt out); otherwise the
+    resumed run would see other pairs, some twice, so it is refused naming the flag that keeps them. ``now``: this
+    launch's ``checkpoints.batch_plan``."""
+    path = Path(checkpoint) / BATCH_PLAN
+    if not path.is_file():
+        return  # written before batch plans were recorded
+    saved = json.loads(path.read_text())
+    keys = ("tokens_per_batch", "gradient_accumulation_steps")
+    if all(saved[key] == now[key] for key in keys):
+        if saved["processes"] != now["processes"]:
+            logger.warning(
+                "resuming a run of %d processes on %d: the same batches of %d tokens in the same order; dropout's "
+                "random numbers differ (each process had its own generator)",
+                saved["processes"], now["processes"], now["tokens_per_batch"],
+            )  # fmt: skip
+        return
+    fits = saved["tokens_per_batch"] % now["processes"] == 0
+    advice = (f"pass --max_tokens_per_batch {saved['tokens_per_batch'] // now['processes']} and "
+              f"--gradient_accumulation_steps {saved['gradient_accumulation_steps']}" if fits
+              else f"run it on {saved['processes']} processes")  # fmt: skip
+    raise UsageError(
+        f"{checkpoint} was trained in batches of {saved['processes']} processes x {saved['max_tokens_per_batch']} "
+        f"tokens x {saved['gradient_accumulation_steps']} accumulated; this run would take "
+        f"{now['processes']} x {now['max_tokens_per_batch']} x {now['gradient_accumulation_steps']}, other pairs "
+        f"in each step. To resume with the same batches, {advice}"
+    )

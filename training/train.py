@@ -10,16 +10,15 @@ the run, and does nothing once the run has finished (``relaunch``); ``--overwrit
 
 This module is the flow (parse, build, train, evaluate, record); the arguments are in ``arguments``, what a relaunch
 does in ``relaunch``, the final evaluation in ``evaluation``, the run's files in ``record``, the checkpoint store in
-``checkpoints``. Every write names its failure in one line (vanilla_tools.disk).
+``checkpoints``, how a run stops early in ``stopping``; the Trainer subclass (``trainer``) keeps only what must be an
+override. Every write names its failure in one line (vanilla_tools.disk).
 """
 
 import logging
 import os
-import signal
 import time
 from functools import partial
 from pathlib import Path
-from typing import NoReturn
 
 import datasets
 import psutil
@@ -39,12 +38,12 @@ from transformers.trainer_utils import IntervalStrategy, TrainOutput
 from transformers.utils import SAFE_WEIGHTS_NAME
 
 from hub_card import write_model_card
-from inference.ct2 import cached_export
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from vanilla_tools.batch_shapes import BatchShapes, PaddedBatches
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.disk import write_guard
+from vanilla_tools.exports import cached_ctranslate2
 from vanilla_tools.hardware import fp32_gflops, precision_line
 from vanilla_tools.run_files import EvalResults
 
@@ -53,18 +52,19 @@ from .arguments import ModelArguments, gradient_accumulation, model_fields, on_c
 from .average import average_newest_into, load_average
 from .batching import TokenizedPairs, TrainingSet, batch_shapes
 from .bpe_dropout import BPEDropoutPairs
-from .checkpoints import RERUN
+from .checkpoints import RERUN, CompleteCheckpoints, batch_plan
 from .compiled import CompileReport, fit_for_compile
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
 from .record import write_recipe, write_summary
-from .relaunch import WAYS_ON, FinishedRun, Start, plan_start
+from .relaunch import WAYS_ON, FinishedRun, Start, check_resume, plan_start
 from .run_lock import OutputDirLock
 from .run_settings import run_settings
+from .stopping import SaveOnSignal, TimeBudget, stopped_by_signal, train_until_stopped
 from .streaming import StreamingTokenBatches, streaming_pairs
 from .tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
-from .trainer import PaperSeq2SeqTrainer, TimeBudget
+from .trainer import PaperSeq2SeqTrainer
 
 logger = logging.getLogger("vanilla_train")
 
@@ -149,12 +149,18 @@ def build_trainer(
         training_args.eval_strategy = IntervalStrategy.NO
 
     model = build_model(model_args, tokenizer)
-    Decoding.paper(model_args.num_beams, model_args.length_penalty).save_to(model.generation_config)
+    decoding = Decoding.paper(model_args.num_beams, model_args.length_penalty)  # the run's, carried from here
+    decoding.save_to(model.generation_config)  # the model's own: saved with every checkpoint and the final model
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     if model_args.lr_schedule == "paper":
         training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
     shapes = batch_shapes(data_args, training_args.device.type)  # training's and evaluation's batches alike
     logger.info("batch shapes on %s: %s", training_args.device.type, shapes.describe())
+    stop = SaveOnSignal() if model_args.save_on_signal else None
+    train_set = training_set(data_args, training_args, train if data_args.streaming else data["train"], tokenizer,
+                             shapes)  # fmt: skip
+    completion = CompleteCheckpoints(train_set, batch_plan(training_args, data_args.max_tokens_per_batch),
+                                     run_settings(model_args, data_args, training_args), stop)  # fmt: skip
     collator = fit_for_compile(
         training_args,
         PaddedBatches(
@@ -164,9 +170,7 @@ def build_trainer(
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=training_args,
-        training_set=training_set(
-            data_args, training_args, train if data_args.streaming else data["train"], tokenizer, shapes
-        ),  # fmt: skip
+        training_set=train_set,
         eval_dataset=validation,
         processing_class=tokenizer,
         data_collator=collator,
@@ -174,13 +178,15 @@ def build_trainer(
         max_tokens_per_batch=data_args.max_tokens_per_batch,
         shapes=shapes,
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
-        callbacks=[LearningCurveCallback(training_args.output_dir), CompileReport()],
-        run_settings=run_settings(model_args, data_args, training_args),
+        decoding=decoding,
+        callbacks=[LearningCurveCallback(training_args.output_dir), CompileReport(), completion],
     )
     check_fsdp_state_dict(trainer)
     if model_args.max_train_minutes:
         trainer.add_callback(TimeBudget(model_args.max_train_minutes))
-    sampler = trainer._get_train_sampler()  # the very sampler training uses
+    if stop is not None:  # after the time budget: a signal's checkpoint and stop win over its decision at a step
+        trainer.add_callback(stop)
+    sampler = trainer.token_batches()  # the very sampler training uses
     if sampler is not None:  # (a stream plans its batches as it reads)
         logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
     return trainer, data
@@ -257,15 +263,6 @@ class FirstStepLog(TrainerCallback):
             self.done = True
 
 
-def stopped_by_signal(trainer: PaperSeq2SeqTrainer) -> NoReturn:
-    """Say where the checkpoint of a run stopped by SIGTERM / SIGINT is and how to go on; exit 128 + its number."""
-    stop = trainer.stop_on_signal
-    folder = Path(trainer.args.output_dir) / f"checkpoint-{stop.stopped_at}"
-    logger.warning("stopped by %s at step %d: %s is complete; the same command continues from it",
-                   signal.Signals(stop.received).name, stop.stopped_at, folder)  # fmt: skip
-    raise SystemExit(128 + stop.received)
-
-
 def launcher_processes() -> int | None:
     """The process count asked of an ``accelerate launch`` that started this process (its command line, on Linux),
     or None. Without --multi_gpu on a machine without GPUs, accelerate starts a single process and says nothing."""
@@ -338,7 +335,7 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
         logger.info("%s before training: %.1f GFLOP/s fp32 (1024^3 matrix product)", training_args.device,
                     *speed.values())  # fmt: skip
     start = time.monotonic()
-    train_result = train_from(trainer, begin.checkpoint, model_args.save_on_signal)
+    train_result = train_from(trainer, begin.checkpoint)
     if speed:
         speed["fp32_gflops_after"] = fp32_gflops(str(training_args.device))
     results = {"train": {**train_result.metrics, "steps": train_result.global_step}}
@@ -353,8 +350,7 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
         trainer.save_model()
         trainer.save_metrics("train", train_result.metrics)
     trainer.log_metrics("train", train_result.metrics)
-    decoding = Decoding.resolve(trainer.model.generation_config)
-    results.update(final_evaluation(trainer, data, decoding, model_args.length_penalty_candidates,
+    results.update(final_evaluation(trainer, data, trainer.decoding, model_args.length_penalty_candidates,
                                     model_args.translate_examples, tuple(model_args.final_splits),
                                     data_args.target_lang))  # fmt: skip
     if trainer.is_world_process_zero():
@@ -368,8 +364,9 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
     return results
 
 
-def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None, save_on_signal: bool) -> TrainOutput:
-    """Train from ``checkpoint`` (None: from scratch), stopping with a checkpoint on a signal if ``save_on_signal``.
+def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None) -> TrainOutput:
+    """Train from ``checkpoint`` (None: from scratch), stopping with a checkpoint on a signal if the trainer has a
+    ``SaveOnSignal`` callback (--save_on_signal).
     A checkpoint of the run's last step (--max_steps) is the trained model as it is: transformers' loop, resumed
     there in the middle of an epoch, would train one step more than the run had."""
     # the step the checkpoint holds (its folder may be named otherwise: --resume_from_checkpoint takes any)
@@ -380,10 +377,12 @@ def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None, save_on_si
         logger.info("%s is of the last step: nothing left to train", checkpoint)
         return TrainOutput(trainer.state.global_step, 0.0, {"epoch": trainer.state.epoch})
     resume = str(checkpoint) if checkpoint else None
-    if not save_on_signal:
+    stop = next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, SaveOnSignal)),
+                None)  # fmt: skip
+    if stop is None:
         result = trainer.train(resume_from_checkpoint=resume)
-    elif (result := trainer.train_until_stopped(resume)) is None:
-        stopped_by_signal(trainer)
+    elif (result := train_until_stopped(trainer, stop, resume)) is None:
+        stopped_by_signal(stop, trainer.args.output_dir)
     return launch_metrics(result, saved.global_step if saved else 0, trainer.state.max_steps)
 
 
@@ -404,10 +403,10 @@ def launch_metrics(result: TrainOutput, first_step: int, max_steps: int,
 
 
 def check_batches(trainer: PaperSeq2SeqTrainer, begin: Start) -> None:
-    """The trainer's check that the resumed run keeps its batches; a checkpoint found in the output directory
-    (not named by --resume_from_checkpoint) is refused with the other ways on too."""
+    """The check that the resumed run keeps its batches (``relaunch.check_resume``); a checkpoint found in the output
+    directory (not named by --resume_from_checkpoint) is refused with the other ways on too."""
     try:
-        trainer.check_resume(begin.checkpoint)
+        check_resume(begin.checkpoint, batch_plan(trainer.args, trainer.max_tokens_per_batch))
     except UsageError as refusal:
         if not begin.detected:
             raise
@@ -422,7 +421,7 @@ def write_run_files(trainer: PaperSeq2SeqTrainer, results: dict, arguments: tupl
     model_args, data_args, training_args = arguments
     output_dir = Path(training_args.output_dir)
     if model_args.export_ct2:
-        logger.info("exported for CTranslate2 to %s", cached_export(output_dir, model_args.export_ct2))
+        logger.info("exported for CTranslate2 to %s", cached_ctranslate2(output_dir, model_args.export_ct2))
     with output_guard(output_dir, "the run's files (eval_results.json, training_recipe.json, README.md)"):
         EvalResults(**results).write(output_dir)
         write_recipe(output_dir, model_args, data_args, training_args, trainer.model)

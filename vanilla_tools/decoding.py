@@ -1,17 +1,21 @@
 """How a translation is searched for (§6.1), decided in one place for every engine: ``generate()``, CTranslate2,
 training's evaluation and the benchmarks all take a ``Decoding``.
 
-The model's generation config holds its defaults (beam 4, alpha 0.6, early stopping: set by the model itself, which
-travels to the Hub without this package); a ``Decoding`` is that config with a command's overrides resolved once.
+The model's generation config holds its defaults (``PAPER_DECODING``: beam 4, alpha 0.6, early stopping, set by the
+model itself, which travels to the Hub without this package); a ``Decoding`` is that config with a command's
+overrides resolved once. The tools' defaults are the same constant (``PAPER_NUM_BEAMS``, ``PAPER_LENGTH_PENALTY``).
 """
 
 from dataclasses import asdict, dataclass, replace
 
 from transformers import GenerationConfig
 
-from modeling_vanilla.modeling_vanilla import EXTRA_OUTPUT_TOKENS
+from modeling_vanilla.modeling_vanilla import EXTRA_OUTPUT_TOKENS, PAPER_DECODING
 
 from .cli import UsageError
+
+PAPER_NUM_BEAMS: int = PAPER_DECODING["num_beams"]
+PAPER_LENGTH_PENALTY: float = PAPER_DECODING["length_penalty"]
 
 
 @dataclass(frozen=True)
@@ -65,7 +69,7 @@ class Decoding:
         )
 
     @classmethod
-    def paper(cls, num_beams: int, length_penalty: float) -> "Decoding":
+    def paper(cls, num_beams: int = PAPER_NUM_BEAMS, length_penalty: float = PAPER_LENGTH_PENALTY) -> "Decoding":
         """§6.1's search: ``num_beams`` beams stopping as soon as that many hypotheses have finished."""
         return cls(num_beams=num_beams, length_penalty=length_penalty, early_stopping=num_beams > 1)
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from .cli import UsageError
+from .decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
 
 RECIPE_FILE = "training_recipe.json"
 RESULTS_FILE = "eval_results.json"
@@ -83,8 +84,8 @@ class TrainingRecipe(RunFile):
     max_source_length: int | None = None  # vanilla-translate warns about longer inputs
     max_target_length: int | None = None
     dataset: str = "multi30k"
-    num_beams: int = 4
-    length_penalty: float = 0.6
+    num_beams: int = PAPER_NUM_BEAMS
+    length_penalty: float = PAPER_LENGTH_PENALTY
     parameters: int | None = None
     recipe: dict[str, object] = field(default_factory=dict)
 

@@ -16,9 +16,10 @@ from modeling_vanilla.convert_ctranslate2 import export_ctranslate2
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason='CTranslate2 is an optional extra: pip install -e ".[ct2]"')
 
-from inference.ct2 import CTranslate2Engine, cached_export  # noqa: E402
+from inference.ct2 import CTranslate2Engine  # noqa: E402
 from inference.engine import GenerateEngine  # noqa: E402
 from vanilla_tools.decoding import Decoding  # noqa: E402
+from vanilla_tools.exports import cached_ctranslate2  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +110,9 @@ def test_a_converted_marian_model_exports_too(tokenizer, tmp_path):
 def test_the_engine_translates_as_generate_whatever_the_batch(tokenizer, tmp_path):
     folder = saved_model(tmp_path / "model", tokenizer)
     model = VanillaTransformerForSeq2Seq.from_pretrained(folder).eval()
-    engine = CTranslate2Engine(cached_export(folder, "float32"), tokenizer, Decoding.resolve(model.generation_config))
+    engine = CTranslate2Engine(
+        cached_ctranslate2(folder, "float32"), tokenizer, Decoding.resolve(model.generation_config)
+    )
     ours = GenerateEngine(model, tokenizer)
     for batch in (SOURCES, SOURCES[:1], SOURCES[2:5]):
         expected, got = ours(batch), engine(batch)
@@ -119,11 +122,11 @@ def test_the_engine_translates_as_generate_whatever_the_batch(tokenizer, tmp_pat
 
 def test_the_export_cache_follows_the_weights(tokenizer, tmp_path):
     folder = saved_model(tmp_path / "model", tokenizer)
-    first = cached_export(folder, "int8")
+    first = cached_ctranslate2(folder, "int8")
     stamp = (first / "model.bin").stat().st_mtime_ns
-    assert cached_export(folder, "int8") == first and (first / "model.bin").stat().st_mtime_ns == stamp
+    assert cached_ctranslate2(folder, "int8") == first and (first / "model.bin").stat().st_mtime_ns == stamp
     saved_model(folder, tokenizer, seed=1)  # retrained in place
-    assert cached_export(folder, "int8") == first and (first / "model.bin").stat().st_mtime_ns != stamp
+    assert cached_ctranslate2(folder, "int8") == first and (first / "model.bin").stat().st_mtime_ns != stamp
 
 
 def test_translate_with_the_engine_equals_generate_on_a_trained_model(trained_run, tmp_path):
@@ -240,7 +243,7 @@ def test_nbest_lists_and_scores_agree_with_generate(tokenizer, tmp_path, num_bea
     model = VanillaTransformerForSeq2Seq.from_pretrained(folder).eval()
     decoding = Decoding.resolve(model.generation_config, num_beams=num_beams, nbest=nbest)
     ours = GenerateEngine(model, tokenizer, decoding)(SOURCES)
-    theirs = CTranslate2Engine(cached_export(folder, "float32"), tokenizer, decoding)(SOURCES)
+    theirs = CTranslate2Engine(cached_ctranslate2(folder, "float32"), tokenizer, decoding)(SOURCES)
     assert [len(n) for n in ours.nbest] == [nbest] * len(SOURCES)
     assert [[text for text, _ in n] for n in ours.nbest] == [[text for text, _ in n] for n in theirs.nbest]
     assert ours.texts == [n[0][0] for n in ours.nbest] == theirs.texts

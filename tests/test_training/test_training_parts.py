@@ -14,14 +14,15 @@ from training_helpers import ENGLISH, GERMAN
 from transformers import AutoTokenizer, Seq2SeqTrainingArguments, TrainerControl, TrainerState
 from transformers.trainer_utils import TrainOutput
 
-from training import trainer as trainer_module
+from training import stopping
 from training.allocator import keep_freed_memory
 from training.batching import TokenBatchSampler, make_batches, make_exact_batches
 from training.checkpoints import complete_checkpoints, mark_complete, resolve_checkpoint
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
+from training.stopping import TimeBudget
 from training.tokenizer import train_tokenizer
 from training.train import launch_metrics
-from training.trainer import NoamSchedule, TimeBudget
+from training.trainer import NoamSchedule
 from vanilla_tools.metrics import score_translations, tokenized_bleu
 
 
@@ -348,7 +349,7 @@ def test_tokenized_bleu_lowercases_normalizes_and_tokenizes_as_moses():
 )
 def test_time_budget_stops_saves_and_evaluates_once_crossed(monkeypatch, tmp_path, strategy, step_saves_and_evaluates):
     clock = iter([100.0, 100.0 + 59.0, 100.0 + 61.0])  # train begins; one step under a minute; one over
-    monkeypatch.setattr(trainer_module.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(stopping.time, "monotonic", lambda: next(clock))
     args = Seq2SeqTrainingArguments(
         str(tmp_path), eval_strategy=strategy, save_strategy=strategy, use_cpu=True, report_to="none"
     )
@@ -366,7 +367,7 @@ def test_time_budget_stops_saves_and_evaluates_once_crossed(monkeypatch, tmp_pat
 @pytest.mark.parametrize(("step", "saves"), [(120, True), (123, False), (179, False), (180, True), (230, True)])
 def test_time_budget_skips_a_checkpoint_right_after_a_regular_one(monkeypatch, tmp_path, step, saves):
     clock = iter([100.0, 100.0 + 61.0])
-    monkeypatch.setattr(trainer_module.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(stopping.time, "monotonic", lambda: next(clock))
     args = Seq2SeqTrainingArguments(str(tmp_path), save_strategy="steps", use_cpu=True, report_to="none")
     budget, state, control = TimeBudget(minutes=1), TrainerState(global_step=step, save_steps=120), TrainerControl()
     budget.on_train_begin(args, state, control)

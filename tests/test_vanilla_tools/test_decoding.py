@@ -1,10 +1,14 @@
 """One Decoding for every engine: resolved from the generation config plus overrides, its rules written once."""
 
 import pytest
+from helpers import tiny_model
 from transformers import GenerationConfig
 
+from inference.attention import arguments as attention_arguments
+from training.arguments import ModelArguments
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.run_files import TrainingRecipe
 
 
 def paper_config(**changes) -> GenerationConfig:
@@ -50,3 +54,16 @@ def test_save_to_makes_it_the_models_own():
 def test_a_beam_count_below_one_is_named():
     with pytest.raises(UsageError, match=r"num_beams must be an integer >= 1, got 0"):
         Decoding(num_beams=0)
+
+
+def test_the_papers_decoding_is_one_default_everywhere():
+    """§6.1's beam 4, alpha 0.6, early stopping is one constant (PAPER_DECODING, beside the model): the model's own
+    generation config, ``Decoding.paper()``, vanilla-train's flags, a run's training_recipe.json and vanilla-attention
+    take their defaults from it."""
+    paper = Decoding(num_beams=4, length_penalty=0.6, early_stopping=True)
+    assert Decoding.resolve(tiny_model().generation_config) == Decoding.paper() == paper
+    flags = ModelArguments()
+    assert Decoding.paper(flags.num_beams, flags.length_penalty) == paper
+    recipe = TrainingRecipe(recipe={})
+    assert (recipe.num_beams, recipe.length_penalty) == (paper.num_beams, paper.length_penalty)
+    assert attention_arguments().parse_args(["a sentence", "--model", "m"]).num_beams == paper.num_beams
