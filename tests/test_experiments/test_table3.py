@@ -28,6 +28,21 @@ def test_the_sweep_runs_the_base_then_the_decided_rows_then_the_rest():
     assert runs[3].folder == "1000-steps/fp32/A-heads-1/seed-1"  # the sweep's precision keeps its runs apart
 
 
+def test_every_row_of_the_rows_file_is_a_vanilla_train_change():
+    """experiments/table3_rows.yaml is data: a misspelt flag, a repeated name or an unknown group fails here, not
+    hours into a sweep."""
+    names = [row.name for row in table3.ROWS]
+    assert len(names) == len(set(names)) == 24
+    assert {row.group for row in table3.ROWS} == {"base", "(A)", "(B)", "(C)", "(D)", "(E)", "restricted", "schedule"}
+    for run in table3.plan(list(table3.ROWS), [1], 1000):
+        parsed = table3.parse_args([*run.settings("multi30k"), "--output_dir", "out"])
+        for flag, value in zip(run.row.flags[::2], run.row.flags[1::2], strict=True):  # each reaches its setting
+            name = flag.removeprefix("--")
+            setting = next(getattr(arguments, name) for arguments in parsed if hasattr(arguments, name))
+            assert str(setting) == value or float(setting) == float(value), (run.row.name, flag, setting)
+    assert table3.ROWS[0].paper == {"change": "base", "ppl": 4.92, "bleu": 25.8, "params_m": 65}
+
+
 def test_rows_are_chosen_by_name_group_or_the_longer_budgets_rule():
     assert [row.name for row in table3.select(["A"], [])] == ["A-heads-1", "A-heads-2", "A-heads-8", "A-heads-16"]
     assert [row.name for row in table3.select(["schedule"], [])] == ["schedule-layers-4-lr-half", "schedule-lr-half"]
