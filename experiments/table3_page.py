@@ -324,6 +324,7 @@ def precision_section(records: list[dict]) -> list[str]:
         return [*lines, "No budget has base runs of both precisions at one code yet.", ""]
     lines += ["| budget | commit | fp32 seeds | bf16 seeds | PPL: fp32 less bf16 [95%] | BLEU: fp32 less bf16 [95%] "
               "| agree |", "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    words = []
     for steps, sides in pairs:
         cells, agreed = [], []
         for key in METRICS.values():
@@ -334,7 +335,18 @@ def precision_section(records: list[dict]) -> list[str]:
         seeds = [", ".join(str(r["seed"]) for r in sorted(sides[p], key=lambda r: r["seed"])) for p in (FP32, BF16)]
         lines.append(f"| {steps:,} steps | {commits(sides[FP32] + sides[BF16])} | {seeds[0]} | {seeds[1]} | "
                      f"{cells[0]} | {cells[1]} | {word} |")  # fmt: skip
-    return [*lines, ""]
+        words.append(word)
+    if PRECISION_EVIDENCE:
+        after = f"Runs of either precision are compared: {PRECISION_EVIDENCE}."
+    elif "yes" in words:
+        after = (
+            "They agree by this rule. The runners still keep the two apart until the multi30k preset at its "
+            "budget has also been trained once in each precision (`experiments/comparable.py`, "
+            "`PRECISION_EVIDENCE`)."
+        )
+    else:
+        after = "The runners keep the two apart."
+    return [*lines, "", *paragraph(after), ""]
 
 
 def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int]) -> str:
