@@ -9,10 +9,12 @@ never printed.
 """
 
 import argparse
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from huggingface_hub import CommitInfo, HfApi
-from huggingface_hub.errors import HFValidationError
+from huggingface_hub.errors import HfHubHTTPError, HFValidationError
 from huggingface_hub.utils import get_token, validate_repo_id
 from transformers import AutoConfig
 
@@ -27,6 +29,54 @@ IGNORE = ["checkpoint-*", "checkpoint-*/**", "ctranslate2-*/**", "onnx/**", "*.p
           FinishedRun.FILE]  # fmt: skip
 
 
+@dataclass(frozen=True)
+class HubRepo:
+    """A model repository on the Hub, with the branch ``revision`` (None: main) and the token to write with (None:
+    HF_TOKEN or the stored login; never printed, so kept out of the repr)."""
+
+    repo_id: str
+    private: bool = False
+    revision: str | None = None
+    token: str | None = field(default=None, repr=False)
+
+    def open(self) -> "HubRepo":
+        """Check the id and the token, then create the repository (and the branch) unless it exists: the same repo
+        as the Hub names it (``NAME`` becomes ``USER/NAME``)."""
+        try:
+            validate_repo_id(self.repo_id)
+        except HFValidationError as error:
+            raise UsageError(f"{self.repo_id!r} is not a Hub repository id: {error}") from None
+        if not (self.token or get_token()):
+            raise UsageError("no Hub token: pass --token, set HF_TOKEN, or log in with `hf auth login`")
+        api = HfApi(token=self.token)
+        with reaching(api):
+            try:
+                repo_id = api.create_repo(self.repo_id, private=self.private, exist_ok=True).repo_id
+            except HfHubHTTPError as error:
+                status = error.response.status_code if error.response is not None else None
+                if status not in (401, 403):
+                    raise
+                raise UsageError(f"the Hub at {api.endpoint} refused to create {self.repo_id} ({status}): the "
+                                 "token is not valid, or may not write there") from None  # fmt: skip
+            if self.revision:
+                api.create_branch(repo_id, branch=self.revision, exist_ok=True)
+        return replace(self, repo_id=repo_id)
+
+    def upload(self, model_dir: str | Path, commit_message: str, card: bool = True,
+               only: list[str] | None = None) -> CommitInfo:  # fmt: skip
+        """Upload ``model_dir``'s model files (``only`` these patterns, if given) to the opened repository, with the
+        model card written for it first if ``card``."""
+        check_model_dir(model_dir)
+        if card:
+            write_model_card(model_dir, self.repo_id)
+        api = HfApi(token=self.token)
+        with reaching(api):
+            return api.upload_folder(
+                repo_id=self.repo_id, folder_path=model_dir, revision=self.revision, commit_message=commit_message,
+                allow_patterns=only, ignore_patterns=IGNORE,
+            )  # fmt: skip
+
+
 def push_model_dir(
     model_dir: str | Path,
     repo_id: str,
@@ -36,27 +86,24 @@ def push_model_dir(
     commit_message: str = "Upload vanilla Transformer",
 ) -> CommitInfo:
     """Create the repo if needed (and the branch ``revision``), write the card, upload the directory's model files."""
+    check_model_dir(model_dir)  # before the Hub is asked anything
+    return HubRepo(repo_id, private, revision, token).open().upload(model_dir, commit_message)
+
+
+def check_model_dir(model_dir: str | Path) -> None:
+    """Refuse a folder that holds no saved model, or a model of another kind (the card is this package's)."""
     model_dir = Path(model_dir)
     missing = [name for name in REQUIRED if not (model_dir / name).is_file()]
     if missing:
         raise FileNotFoundError(f"{model_dir} is not a saved model directory: missing {', '.join(missing)}")
-    check_convertible(AutoConfig.from_pretrained(model_dir), model_dir)  # the card is this package's
+    check_convertible(AutoConfig.from_pretrained(model_dir), model_dir)
+
+
+@contextmanager
+def reaching(api: HfApi):
+    """A Hub that cannot be reached, named in one line (the HTTP client's own error is a deep traceback)."""
     try:
-        validate_repo_id(repo_id)
-    except HFValidationError as error:
-        raise UsageError(f"{repo_id!r} is not a Hub repository id: {error}") from None
-    if not (token or get_token()):
-        raise UsageError("no Hub token: pass --token, set HF_TOKEN, or log in with `hf auth login`")
-    api = HfApi(token=token)
-    try:
-        repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id
-        if revision:
-            api.create_branch(repo_id, branch=revision, exist_ok=True)
-        write_model_card(model_dir, repo_id)
-        return api.upload_folder(
-            repo_id=repo_id, folder_path=model_dir, revision=revision, commit_message=commit_message,
-            ignore_patterns=IGNORE,
-        )  # fmt: skip
+        yield
     except Exception as error:
         if not unreachable(error):
             raise

@@ -315,6 +315,18 @@ class HubServer:
     def requests(self) -> list[str]:
         return self.httpd.requests
 
+    def history(self, repo_id: str, branch: str = "main") -> list[tuple[str, set[str]]]:
+        """The commits of ``branch``, oldest first: each one's message and the paths of the files it holds."""
+        storage = self.httpd.RequestHandlerClass.storage
+        commits, sha = [], storage.resolve(repo_id, branch)
+        while sha is not None:
+            snapshot = storage.snapshot(repo_id, sha)
+            files = {path.relative_to(snapshot).as_posix() for path in storage.files(repo_id, sha)}
+            meta = json.loads((snapshot / ".commit.json").read_text())
+            commits.append((meta["message"], files))
+            sha = meta["parent"]
+        return commits[::-1]
+
     def __enter__(self) -> "HubServer":
         self.thread.start()
         return self

@@ -57,6 +57,7 @@ from .compiled import CompileReport, fit_for_compile
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
+from .hub_push import HubPush
 from .record import write_recipe, write_summary
 from .relaunch import WAYS_ON, FinishedRun, Start, check_resume, plan_start
 from .run_lock import OutputDirLock
@@ -116,9 +117,13 @@ def run_tokenizer(model_args: ModelArguments, data_args: DataArguments, train, o
 
 
 def build_trainer(
-    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: Seq2SeqTrainingArguments,
+    hub: HubPush | None = None,
 ) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
-    """Data, tokenizer (trained on the training text unless the run or the start model has one), model, trainer."""
+    """Data, tokenizer (trained on the training text unless the run or the start model has one), model, trainer;
+    with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's."""
     set_seed(training_args.seed)
     output_dir = Path(training_args.output_dir)
 
@@ -169,7 +174,7 @@ def build_trainer(
     )
     trainer = PaperSeq2SeqTrainer(
         model=model,
-        args=training_args,
+        args=HubPush.trainer_args(training_args) if hub is not None else training_args,
         training_set=train_set,
         eval_dataset=validation,
         processing_class=tokenizer,
@@ -186,6 +191,8 @@ def build_trainer(
         trainer.add_callback(TimeBudget(model_args.max_train_minutes))
     if stop is not None:  # after the time budget: a signal's checkpoint and stop win over its decision at a step
         trainer.add_callback(stop)
+    if hub is not None:  # after CompleteCheckpoints: a checkpoint is pushed once it is complete
+        trainer.add_callback(hub)
     sampler = trainer.token_batches()  # the very sampler training uses
     if sampler is not None:  # (a stream plans its batches as it reads)
         logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
@@ -322,7 +329,8 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
         logger.info(begin.message)
     if begin.finished:
         return (EvalResults.read(output_dir) or EvalResults()).as_dict()
-    trainer, data = build_trainer(model_args, data_args, training_args)
+    hub = HubPush(training_args) if training_args.push_to_hub else None  # a wrong repo or token fails here
+    trainer, data = build_trainer(model_args, data_args, training_args, hub)
     trainer.add_callback(FirstStepLog())
     if begin.checkpoint:
         check_batches(trainer, begin)
@@ -356,8 +364,8 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
     if trainer.is_world_process_zero():
         write_run_files(trainer, results, (model_args, data_args, training_args), argv,
                         (train_minutes, (time.monotonic() - run_start) / 60), speed)  # fmt: skip
-    if training_args.push_to_hub:
-        trainer.push_to_hub(commit_message="vanilla-train: final model, tokenizer, results and card")
+    if hub is not None:
+        hub.push_final(training_args)
     if trainer.is_world_process_zero():  # last: a rerun of the same command now has nothing to do
         with output_guard(output_dir, FinishedRun.FILE):
             FinishedRun(step=trainer.state.global_step, settings=settings).write(output_dir)

@@ -1,15 +1,13 @@
 """Seq2SeqTrainer with what of the paper's recipe must be an override: token-count batches (§5.1), the exact
 learning-rate schedule (§5.3), the loss of §5.4 in the model, and §6.1's output length when it decodes. The rest of
 a run is callbacks and modules of their own: how it stops (``stopping``), how its checkpoints are completed
-(``checkpoints.CompleteCheckpoints``), how it resumes (``relaunch``)."""
+(``checkpoints.CompleteCheckpoints``), how it resumes (``relaunch``), how it reaches the Hub (``hub_push``)."""
 
 import copy
 
 import torch
-from huggingface_hub import CommitInfo
 from transformers import Seq2SeqTrainer
 
-from hub_card.push import push_model_dir
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
@@ -121,19 +119,6 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             return gen_kwargs
         longest = int(inputs["attention_mask"].sum(dim=1).max())
         return {**gen_kwargs, "max_new_tokens": self.decoding.max_new_tokens_for(longest)}
-
-    def push_to_hub(self, commit_message: str | None = "End of training", blocking: bool = True,
-                    token: str | None = None, revision: str | None = None, private: bool | None = None,
-                    **kwargs) -> CommitInfo | None:  # fmt: skip
-        """Trainer's upload of the output directory (at ``save_model`` and at the end) is vanilla-push's: our card,
-        and the model's files only (Trainer's would also upload the run's lock, training_args.bin and any serving
-        export kept beside the model). Blocking: the run ends once its model is on the Hub."""
-        if not self.is_world_process_zero():
-            return None
-        return push_model_dir(self.args.output_dir, self.hub_model_id or self.args.hub_model_id,
-                              self.args.hub_private_repo if private is None else private,
-                              revision or self.args.hub_revision, token or self.args.hub_token,
-                              commit_message or "End of training")  # fmt: skip
 
     def _save_checkpoint(self, model, trial) -> None:
         """Trainer's checkpoint files, with its rotation (``save_total_limit``) held off: Trainer rotates as soon as

@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import huggingface_hub
 import pytest
 import torch
 from helpers import BLOCK_PACKAGE
@@ -231,22 +232,83 @@ def test_private_repos_and_branches(hub, trained_run, tmp_path):
     assert json.loads(Path(path).read_text())["model_type"] == "vanilla_transformer"
 
 
+def test_train_refuses_a_hub_push_it_cannot_make_before_training(hub, tmp_path, monkeypatch):
+    """A wrong token, and --hub_strategy checkpoint (the state to resume from, training_args.bin among it), are
+    refused with one line (a user's error) before the first step, not after the run."""
+    from training_helpers import train_argv, write_corpus
+
+    from training.train import run as train
+    from vanilla_tools.cli import user_error
+
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.endpoint)
+    corpus = write_corpus(tmp_path / "data", pairs=20)
+    for token, extra, error in (
+        ("hf_wrong_token", (), r"the Hub at http://127.0.0.1:\d+ refused to create alice/refused \(401\): the token"),
+        (ALICE, ("--hub_strategy", "checkpoint"), "--hub_strategy checkpoint: vanilla-train pushes models, not the "
+                                                  "state to resume from"),
+    ):  # fmt: skip
+        monkeypatch.setenv("HF_TOKEN", token)
+        output = tmp_path / f"out-{len(extra)}"
+        argv = train_argv(corpus, output, "--max_steps", "2", "--push_to_hub", "true", "--hub_model_id",
+                          "alice/refused", *extra)  # fmt: skip
+        with pytest.raises(Exception, match=error) as refused:
+            train(argv)
+        assert user_error(refused.value) and token not in str(refused.value)
+        assert not (output / "tokenizer.json").exists() and not list(output.glob("checkpoint-*"))
+
+
+def test_a_checkpoint_the_hub_cannot_take_is_named_and_training_goes_on(hub, trained_run, monkeypatch, caplog):
+    """A push of a checkpoint during training that fails (here the Hub gone) is a warning naming it; the run trains on
+    and its final push tries again."""
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+    from training.checkpoints import complete_checkpoints
+    from training.hub_push import HubPush
+
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.endpoint)
+    monkeypatch.setenv("HF_TOKEN", ALICE)
+    args = TrainingArguments(output_dir=str(trained_run["output"]), push_to_hub=True, hub_model_id="alice/mid-run",
+                             report_to="none")  # fmt: skip
+    push = HubPush(args)  # the repository is made before training
+    assert HfApi(endpoint=hub.endpoint, token=ALICE).model_info("alice/mid-run").id == "alice/mid-run"
+    assert HubPush.trainer_args(args).push_to_hub is False and args.push_to_hub is True
+    newest = complete_checkpoints(trained_run["output"])[-1]
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    state = TrainerState(global_step=int(newest.name.split("-")[1]), is_world_process_zero=True)
+    push.on_save(args, state, TrainerControl())
+    assert f"could not push {newest.name} to the Hub (could not reach the Hub at http://127.0.0.1:9" in caplog.text
+
+
 @pytest.mark.slow
 def test_train_pushes_and_the_token_never_leaks(hub, tmp_path):
-    """vanilla-train --push_to_hub: the final model and its card reach the Hub; the token is in no log, exception,
-    card or file written on the client side."""
+    """vanilla-train --push_to_hub (--hub_strategy every_save, Trainer's default): each checkpoint's model and
+    tokenizer, then the final model with its card, reach the Hub, and no commit holds the run's own files (Trainer's
+    upload sent its lock and training_args.bin with every checkpoint); the token is in no log,
+    exception, card or file written on the client side."""
     from training_helpers import train_argv, write_corpus
 
     corpus = write_corpus(tmp_path / "data", pairs=60)
     output = tmp_path / "out"
-    argv = train_argv(corpus, output, "--max_steps", "2", "--save_strategy", "no", "--eval_strategy", "no",
-                      "--num_beams", "1", "--push_to_hub", "true", "--hub_model_id", "alice/trained")  # fmt: skip
+    argv = train_argv(corpus, output, "--max_steps", "2", "--save_strategy", "steps", "--save_steps", "1",
+                      "--eval_strategy", "no", "--num_beams", "1", "--average_last", "2", "--push_to_hub", "true",
+                      "--hub_model_id", "alice/trained")  # fmt: skip
     home = tmp_path / "home"
     result = run([sys.executable, "-m", "training.train", *argv], client_env(hub, home, ALICE), TESTS.parent)
-    files = set(HfApi(endpoint=hub.endpoint, token=ALICE).list_repo_files("alice/trained"))
-    assert {"README.md", "model.safetensors", "config.json", "tokenizer.json", "modeling_vanilla.py"} <= files
-    assert (output / "training_args.bin").is_file() and "training_args.bin" not in files  # vanilla-push's files:
-    assert (output / ".vanilla-train.lock").is_file() and ".vanilla-train.lock" not in files  # not the run's
+    history = hub.history("alice/trained")
+    assert [message for message, _ in history] == [
+        "initial commit", "Training in progress, step 1", "Training in progress, step 2",
+        "vanilla-train: final model, tokenizer, results and card",
+    ]  # fmt: skip
+    model = {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "modeling_vanilla.py"}
+    assert model <= history[1][1] and "README.md" not in history[1][1]  # a checkpoint: its model, no card yet
+    final = history[-1][1]
+    assert model | {"README.md", "eval_results.json", "training_recipe.json"} <= final
+    assert (output / "training_args.bin").is_file() and (output / ".vanilla-train.lock").is_file()
+    assert (output / "checkpoint-2" / "optimizer.pt").is_file() and (output / "checkpoint-2" / "trainer_state.json")
+    for _, files in history:  # vanilla-push's files, never the run's
+        run_files = {"training_args.bin", ".vanilla-train.lock", "optimizer.pt", "trainer_state.json",
+                     "learning_curve.csv", "batch_plan.json"}  # fmt: skip
+        assert not run_files & {Path(name).name for name in files}, files
     card = ModelCard.load(hf_hub_download("alice/trained", "README.md", endpoint=hub.endpoint, token=ALICE,
                                           cache_dir=tmp_path / "c"))  # fmt: skip
     assert card.data.pipeline_tag == "translation" and "alice/trained" in card.text
