@@ -21,6 +21,7 @@ from vanilla_tools.cli import UsageError
 from vanilla_tools.disk import write_guard
 
 from .batching import TrainingSet
+from .launches import Launches
 from .run_settings import same_run
 from .stopping import SaveOnSignal
 
@@ -169,17 +170,19 @@ def checkpoint_folder(args: TrainingArguments, step: int) -> tuple[Path, Path]:
 
 class CompleteCheckpoints(TrainerCallback):
     """Completes each checkpoint once Trainer has written its files (``on_save``, on every process): the training
-    set's position (each process its own), the batch plan, training_args.bin with the run's ``save_total_limit``
-    (Trainer wrote it while PaperSeq2SeqTrainer held its own rotation off), the mark of one saved off schedule on a
-    signal; then the marker (``mark_complete``) and rotation (``rotate_complete_checkpoints``). A failed write is
-    named in one line, the unmarked folder removed and the previous complete checkpoint left as it was."""
+    set's position (each process its own), the batch plan, the run's launches (``launches``), training_args.bin
+    with the run's ``save_total_limit`` (Trainer wrote it while PaperSeq2SeqTrainer held its own rotation off), the
+    mark of one saved off schedule on a signal; then the marker (``mark_complete``) and rotation
+    (``rotate_complete_checkpoints``). A failed write is named in one line, the unmarked folder removed and the
+    previous complete checkpoint left as it was."""
 
     def __init__(self, training_set: TrainingSet, plan: dict, settings: dict | None,
-                 stop: SaveOnSignal | None = None):  # fmt: skip
+                 stop: SaveOnSignal | None = None, launches: Launches | None = None):  # fmt: skip
         self.training_set = training_set
         self.plan = plan  # batch_plan(): what a resumed run must keep (relaunch.check_resume)
         self.settings = settings  # run_settings(): what a relaunch and rotation compare
         self.stop = stop
+        self.launches = launches  # the run's launches so far, for its record after a relaunch
 
     def on_save(self, args, state, control, **kwargs):
         run_dir, folder = checkpoint_folder(args, state.global_step)
@@ -189,6 +192,8 @@ class CompleteCheckpoints(TrainerCallback):
             if not args.should_save:
                 return
             (folder / BATCH_PLAN).write_text(json.dumps(self.plan) + "\n")
+            if self.launches is not None:
+                self.launches.write(folder, state.global_step)
             torch.save(args, folder / TRAINING_ARGS_NAME)
             signal_name = self.stop.off_schedule(args, state) if self.stop is not None else None
             if signal_name is not None:

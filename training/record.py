@@ -55,9 +55,10 @@ def run_device(device_type: str, host: dict) -> dict:
 
 
 def run_record(arguments: dict, steps: int, device_type: str, processes: int = 1, code: dict | None = None,
-               host: dict | None = None) -> dict:  # fmt: skip
+               host: dict | None = None, launches: list[dict] | None = None) -> dict:  # fmt: skip
     """The run as every reader sees it (RUN_FIELDS): ``arguments`` resolved (``resolved_arguments``), ``steps``
-    reached; ``code`` and ``host`` measured now unless given."""
+    reached; ``code`` and ``host`` measured now unless given (the last launch's); with ``launches``
+    (``launches.Launches.history``), each launch's steps, minutes and what it ran on."""
     host = machine() if host is None else host
     return {
         "schema": RUN_SCHEMA,
@@ -68,6 +69,7 @@ def run_record(arguments: dict, steps: int, device_type: str, processes: int = 1
         "budget": run_budget(arguments, processes),
         "seed": arguments["seed"],
         "steps": steps,
+        **({"launches": launches} if launches is not None else {}),
     }
 
 
@@ -81,17 +83,20 @@ def check_run_record(run: dict) -> None:
     missing = [name for name in BUDGET_FIELDS if name not in run["budget"]]
     if missing or not any(run["budget"][name] for name in BUDGET_FIELDS[:3]):
         raise ValueError(f"run record: budget {run['budget']} lacks {missing or 'a length'}")
+    if not isinstance(run.get("launches", []), list):
+        raise ValueError(f"run record: 'launches' is {run['launches']!r}")
     if run["schema"] != RUN_SCHEMA:
         raise ValueError(f"run record: schema {run['schema']}, this code reads {RUN_SCHEMA}")
 
 
 def write_summary(
     folder: Path, results: dict, train_minutes: float, wall_minutes: float, model, output_dir: Path, argv,
-    arguments: tuple, speed: dict,
+    arguments: tuple, speed: dict, launches: list[dict] | None = None,
 ) -> None:  # fmt: skip
-    """summary.json, the record of the run: its test and validation scores, minutes, parameters, the command and
-    every argument it resolved to, the run (``run_record``: code, machine, device, precision, budget, seed, steps)
-    and the machine's speed (``speed``: fp32 GFLOP/s before and after training); and the learning curve."""
+    """summary.json, the record of the run: its test and validation scores, minutes (of this launch), parameters,
+    the command and every argument it resolved to, the run (``run_record``: code, machine, device, precision, budget,
+    seed, steps, and its ``launches``) and the machine's speed (``speed``: fp32 GFLOP/s before and after this
+    launch's training); and the learning curve."""
     folder.mkdir(parents=True, exist_ok=True)
     model_args, data_args, training_args = arguments
     resolved = resolved_arguments(model_args, data_args, training_args)
@@ -124,13 +129,27 @@ def write_summary(
         "parameters": sum(p.numel() for p in model.parameters()),
         "command": "vanilla-train " + " ".join(sys.argv[1:] if argv is None else argv),
         "arguments": resolved,
-        "run": run_record(resolved, results["train"]["steps"], training_args.device.type, training_args.world_size),
+        "run": run_record(
+            resolved,
+            results["train"]["steps"],
+            training_args.device.type,
+            training_args.world_size,
+            **this_launch(launches),
+        ),  # fmt: skip
         "machine_speed": speed,
     }
     for name in ("learning_curve.csv", "learning_curve.json"):
         if (output_dir / name).is_file():
             shutil.copy(output_dir / name, folder / name)
     write_json(folder / "summary.json", summary)  # last, and whole: the record is there once complete
+
+
+def this_launch(launches: list[dict] | None) -> dict:
+    """run_record's ``code`` and ``host`` as the last of ``launches`` measured them when it began (the tree that
+    trained, though it may have been edited since), and the ``launches``; nothing without them."""
+    if not launches:
+        return {}
+    return {"code": launches[-1]["code"], "host": launches[-1]["machine"], "launches": launches}
 
 
 def write_recipe(output_dir: Path, model_args, data_args, training_args, model) -> None:

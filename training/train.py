@@ -58,6 +58,7 @@ from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
 from .hub_push import HubPush
+from .launches import Launches
 from .record import write_recipe, write_summary
 from .relaunch import WAYS_ON, FinishedRun, Start, check_resume, plan_start
 from .run_lock import OutputDirLock
@@ -121,9 +122,11 @@ def build_trainer(
     data_args: DataArguments,
     training_args: Seq2SeqTrainingArguments,
     hub: HubPush | None = None,
+    launches: Launches | None = None,
 ) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
     """Data, tokenizer (trained on the training text unless the run or the start model has one), model, trainer;
-    with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's."""
+    with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's; with ``launches``, each
+    checkpoint holds the run's launches."""
     set_seed(training_args.seed)
     output_dir = Path(training_args.output_dir)
 
@@ -165,7 +168,7 @@ def build_trainer(
     train_set = training_set(data_args, training_args, train if data_args.streaming else data["train"], tokenizer,
                              shapes)  # fmt: skip
     completion = CompleteCheckpoints(train_set, batch_plan(training_args, data_args.max_tokens_per_batch),
-                                     run_settings(model_args, data_args, training_args), stop)  # fmt: skip
+                                     run_settings(model_args, data_args, training_args), stop, launches)  # fmt: skip
     collator = fit_for_compile(
         training_args,
         PaddedBatches(
@@ -184,7 +187,12 @@ def build_trainer(
         shapes=shapes,
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
         decoding=decoding,
-        callbacks=[LearningCurveCallback(training_args.output_dir), CompileReport(), completion],
+        callbacks=[
+            LearningCurveCallback(training_args.output_dir),
+            CompileReport(),
+            completion,
+            *([launches] if launches is not None else []),
+        ],  # fmt: skip
     )
     check_fsdp_state_dict(trainer)
     if model_args.max_train_minutes:
@@ -330,11 +338,13 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
     if begin.finished:
         return (EvalResults.read(output_dir) or EvalResults()).as_dict()
     hub = HubPush(training_args) if training_args.push_to_hub else None  # a wrong repo or token fails here
-    trainer, data = build_trainer(model_args, data_args, training_args, hub)
+    launches = Launches(training_args)
+    trainer, data = build_trainer(model_args, data_args, training_args, hub, launches)
     trainer.add_callback(FirstStepLog())
     if begin.checkpoint:
         check_batches(trainer, begin)
         trainer.training_set.resume(begin.checkpoint)
+        launches.resume(begin.checkpoint)
     # a record keeps the machine's speed around training: a time-bounded run's steps depend on it, and a drop
     # from before to after says other work shared the cores
     speed = {}
@@ -363,7 +373,8 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
                                     data_args.target_lang))  # fmt: skip
     if trainer.is_world_process_zero():
         write_run_files(trainer, results, (model_args, data_args, training_args), argv,
-                        (train_minutes, (time.monotonic() - run_start) / 60), speed)  # fmt: skip
+                        (train_minutes, (time.monotonic() - run_start) / 60), speed,
+                        launches.history(trainer.state.global_step, train_minutes))  # fmt: skip
     if hub is not None:
         hub.push_final(training_args)
     if trainer.is_world_process_zero():  # last: a rerun of the same command now has nothing to do
@@ -422,10 +433,10 @@ def check_batches(trainer: PaperSeq2SeqTrainer, begin: Start) -> None:
 
 
 def write_run_files(trainer: PaperSeq2SeqTrainer, results: dict, arguments: tuple, argv,
-                    minutes: tuple[float, float], speed: dict) -> None:  # fmt: skip
+                    minutes: tuple[float, float], speed: dict, launches: list[dict]) -> None:  # fmt: skip
     """The first process's files of a trained run: the CTranslate2 export, eval_results.json, training_recipe.json,
-    the model card, and with --summary_dir the run's summary (``minutes``: of training, of the whole command;
-    ``speed``: the machine's fp32 GFLOP/s before and after training)."""
+    the model card, and with --summary_dir the run's summary (``minutes``: of this launch's training, of the whole
+    command; ``speed``: the machine's fp32 GFLOP/s before and after training; ``launches``: the run's)."""
     model_args, data_args, training_args = arguments
     output_dir = Path(training_args.output_dir)
     if model_args.export_ct2:
@@ -438,7 +449,7 @@ def write_run_files(trainer: PaperSeq2SeqTrainer, results: dict, arguments: tupl
     if model_args.summary_dir:
         folder = Path(model_args.summary_dir.format(date=time.strftime("%Y-%m-%d")))
         with output_guard(folder, "the run's summary"):
-            write_summary(folder, results, *minutes, trainer.model, output_dir, argv, arguments, speed)
+            write_summary(folder, results, *minutes, trainer.model, output_dir, argv, arguments, speed, launches)
         record = f"; the record: {folder / 'summary.json'}"
     state = trainer.state
     print(

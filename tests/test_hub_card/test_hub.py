@@ -307,7 +307,7 @@ def test_train_pushes_and_the_token_never_leaks(hub, tmp_path):
     assert (output / "checkpoint-2" / "optimizer.pt").is_file() and (output / "checkpoint-2" / "trainer_state.json")
     for _, files in history:  # vanilla-push's files, never the run's
         run_files = {"training_args.bin", ".vanilla-train.lock", "optimizer.pt", "trainer_state.json",
-                     "learning_curve.csv", "batch_plan.json"}  # fmt: skip
+                     "learning_curve.csv", "batch_plan.json", "launches.json"}  # fmt: skip
         assert not run_files & {Path(name).name for name in files}, files
     card = ModelCard.load(hf_hub_download("alice/trained", "README.md", endpoint=hub.endpoint, token=ALICE,
                                           cache_dir=tmp_path / "c"))  # fmt: skip

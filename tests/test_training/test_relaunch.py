@@ -231,7 +231,10 @@ def resumed_line(output: Path, step: int) -> str:
 
 
 def test_sigterm_then_the_same_command_resumes_then_has_nothing_to_do(corpus, uninterrupted, tmp_path):
-    argv = relaunch_argv(corpus, tmp_path)
+    """A run carried over two launches: the second goes on from the first's checkpoint to the uninterrupted weights,
+    and the run's record lists both launches (steps 0-8, 8-12)."""
+    record = tmp_path.parent / f"{tmp_path.name}-record"
+    argv = [*relaunch_argv(corpus, tmp_path), "--summary_dir", str(record)]
     stopped = run([sys.executable, str(TESTS / "signal_probe.py"), "SIGTERM", "step", "8", *argv])
     assert stopped.returncode == 143, stopped.stderr[-3000:]
     assert f"{tmp_path / 'checkpoint-8'} is complete; the same command continues from it" in stopped.stderr
@@ -248,6 +251,11 @@ def test_sigterm_then_the_same_command_resumes_then_has_nothing_to_do(corpus, un
     assert reported["train_loss"] == pytest.approx(sum(resumed) / 4, abs=1e-3)
     assert reported["train_steps_per_second"] == pytest.approx(4 / reported["train_runtime"], rel=0.01)
     assert json.loads((tmp_path / FinishedRun.FILE).read_text())["step"] == 12
+    run_record = json.loads((record / "summary.json").read_text())["run"]
+    launches = run_record["launches"]
+    assert [(launch["first_step"], launch["last_step"]) for launch in launches] == [(0, 8), (8, 12)]
+    assert all(launch["train_minutes"] >= 0 and launch["precision"] == run_record["precision"] for launch in launches)
+    assert launches[-1]["code"] == run_record["code"] and launches[0]["machine"] == run_record["machine"]
 
     model = tmp_path / "model.safetensors"
     written = model.stat().st_mtime_ns

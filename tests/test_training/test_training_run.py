@@ -100,6 +100,17 @@ def test_learning_curve_summary_and_averaging(trained_run):
     # the final model is the mean of checkpoints 4 and 6 (§6.1), not the last weights
     assert summary["averaged_checkpoints"] == ["checkpoint-4", "checkpoint-6"]
     assert run["steps"] == 6 and summary["epochs"] == round(results["train"]["epoch"], 2) > 0
+    # one launch, steps 0-6, its minutes those of the summary, what it ran on that of the run
+    [launch] = run["launches"]
+    assert (launch["first_step"], launch["last_step"], launch["train_minutes"]) == (0, 6, summary["train_minutes"])
+    assert {key: launch[key] for key in ("code", "machine", "device", "precision")} == {
+        "code": run["code"],
+        "machine": run["machine"],
+        "device": run["device"],
+        "precision": run["precision"],
+    } and launch["processes"] == 1
+    saved = json.loads((trained_run["output"] / "checkpoint-6" / "launches.json").read_text())
+    assert [(entry["first_step"], entry["last_step"]) for entry in saved] == [(0, 6)]
     train, wall = (round(summary[key] * 60) for key in ("train_minutes", "wall_clock_minutes"))  # 0.01 min: 0.6 s
     last = trained_run["stdout"].strip().splitlines()[-1]
     match = re.fullmatch(
