@@ -6,7 +6,7 @@ import pytest
 from training_helpers import synthetic_run
 
 from experiments import comparable
-from experiments.comparable import BF16, FP32, groups, precisions_agree, why_not
+from experiments.comparable import BF16, FP32, groups, precisions_agree, single_runs_agree, why_not
 from training.record import check_run_record, run_budget, run_record
 
 
@@ -58,6 +58,9 @@ def test_the_precision_rule_needs_no_difference_found_and_one_under_the_seed_spr
     assert not precisions_agree([19.0, 18.6, 19.5], [16.3, 15.3, 16.4])  # interval excludes zero
     assert not precisions_agree([17.2, 16.2, 17.3], [16.3, 15.3, 16.4])  # holds zero, but moved 0.9 > 0.61
     assert precisions_agree([16.0, 15.6], [16.3, 15.3, 16.4]) is None  # too few seeds
+    # the preset once in each precision, with the spread of its six bf16 runs (test2016: 0.398, band 1.10)
+    assert single_runs_agree(38.0, 38.94, 0.398) and not single_runs_agree(37.8, 38.94, 0.398)
+    assert single_runs_agree(41.11, 39.6, 0.566) and not single_runs_agree(41.11, 39.5, 0.566)  # band 1.57
 
 
 def test_a_run_record_holds_to_its_schema():
