@@ -85,10 +85,12 @@ def mark_complete(folder: Path, step: int, settings: dict | None = None) -> None
     """Flush every file of the checkpoint to disk, then write the marker listing them with their sizes, and the
     run's ``settings`` (``run_settings``), atomically (written aside, then renamed), so that a crash or power loss at
     any point never leaves a marked checkpoint with a missing or short file."""
-    files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
+    staged = folder / f"{COMPLETE_MARKER}.tmp"
+    marks = (folder / COMPLETE_MARKER, staged)  # not files of the checkpoint: a marker never lists one
+    files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*"))
+             if p.is_file() and p not in marks}  # fmt: skip
     for name in files:
         _fsync(folder / name)
-    staged = folder / f"{COMPLETE_MARKER}.tmp"
     record = {"step": step, "files": files, **({"settings": settings} if settings is not None else {})}
     staged.write_text(json.dumps(record, indent=1) + "\n")
     _fsync(staged)

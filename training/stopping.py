@@ -93,6 +93,12 @@ class SaveOnSignal(TrainerCallback):
             self.stopped_at = state.global_step
             control.should_save, control.should_training_stop, control.should_evaluate = True, True, False
 
+    def on_epoch_end(self, args, state, control, **kwargs):
+        # a step's checkpoint for the signal is written: the epoch's end it stopped (--eval_strategy epoch) neither
+        # evaluates (abandoned as any evaluation) nor saves that step again
+        if self.stopped_at is not None:
+            control.should_evaluate = control.should_save = False
+
     def on_prediction_step(self, args, state, control, **kwargs):
         if any_rank(self.received is not None, args.device):
             raise StopRequested()
@@ -114,11 +120,11 @@ def train_until_stopped(trainer: Seq2SeqTrainer, stop: SaveOnSignal, resume_from
     try:
         result = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
         return None if stop.stopped_at is not None else result
-    except StopRequested:  # during an evaluation: the step before it is done, its checkpoint not yet written
-        stop.stopped_at = trainer.state.global_step
-        # Trainer's own save, then the on_save callbacks that complete it, as after any step
-        trainer._save_checkpoint(trainer.model, trial=None)
-        trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
+    except StopRequested:  # during an evaluation: the step before it is done
+        if stop.stopped_at is None:  # and its checkpoint not yet written: Trainer's save, then the on_save callbacks
+            stop.stopped_at = trainer.state.global_step  # that complete it, as after any step
+            trainer._save_checkpoint(trainer.model, trial=None)
+            trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
         return None
     finally:
         stop.uninstall()

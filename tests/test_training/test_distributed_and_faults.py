@@ -190,8 +190,12 @@ def test_sigkill_then_resume_gives_the_weights_of_an_uninterrupted_run(
         (signal.SIGTERM, "write", 6, 7, True),  # while checkpoint-6 is written: it completes; stops after step 7
         (signal.SIGINT, "step", 9, 9, False),  # Ctrl-C on a step that is saved anyway: one checkpoint, on schedule
         (signal.SIGTERM, "evaluation", 4, 4, True),  # the evaluation after step 4 is abandoned
+        # evaluated each epoch (the multi30k preset): the epoch's end after the signal's checkpoint evaluates nothing
+        # and saves nothing more (it evaluated, the signal stopped that, and the step was checkpointed again: a
+        # second marker listing the first, which no relaunch would resume)
+        (signal.SIGTERM, "epoch", 8, 8, True),
     ],
-    ids=["term-mid-step", "term-while-writing", "int-on-a-save-step", "term-during-evaluation"],
+    ids=["term-mid-step", "term-while-writing", "int-on-a-save-step", "term-during-evaluation", "term-mid-epoch"],
 )
 def test_a_signal_saves_a_checkpoint_then_resume_gives_the_uninterrupted_weights(
     number, point, step, stops_at, off_schedule, corpus, uninterrupted, tmp_path
@@ -202,6 +206,9 @@ def test_a_signal_saves_a_checkpoint_then_resume_gives_the_uninterrupted_weights
     if point == "evaluation":  # the same run with a validation set, evaluated every 4 steps
         argv = train_argv(corpus, tmp_path, *argv[argv.index("--max_steps") :], "--eval_strategy", "steps",
                           "--eval_steps", "4")  # fmt: skip
+    if point == "epoch":  # the same run with a validation set, evaluated at each epoch's end
+        argv = train_argv(corpus, tmp_path, *argv[argv.index("--max_steps") :], "--eval_strategy", "epoch")
+        point = "step"
     stopped = run([sys.executable, str(TESTS / "signal_probe.py"), number.name, point, str(step), *argv])
     assert stopped.returncode == 128 + number, stopped.stderr[-3000:]
     checkpoint = tmp_path / f"checkpoint-{stops_at}"
