@@ -61,14 +61,15 @@ def checkpoint_step(path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def complete_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
-    """The ``checkpoint-N`` folders of ``output_dir`` that were completely written, oldest first."""
+def complete_checkpoints(output_dir: str | os.PathLike, writing: Path | None = None) -> list[Path]:
+    """The ``checkpoint-N`` folders of ``output_dir`` that were completely written, oldest first (any other is
+    named in a warning, but ``writing``, the one being written now)."""
     complete = []
     for path in Path(output_dir).glob("checkpoint-*"):
         step = checkpoint_step(path)
         if step is not None and (path / COMPLETE_MARKER).is_file():
             complete.append((step, path))
-        elif step is not None:
+        elif step is not None and path != writing:
             logger.warning("ignoring %s: it was not completely written", path)
     return [path for _, path in sorted(complete)]
 
@@ -208,7 +209,7 @@ def checkpoint_write_guard(run_dir: Path, folder: Path):
     """Around the write of checkpoint ``folder``: a failed write (a full disk, a quota, a file size limit, a
     read-only or failing device) is named in one line, and the unmarked folder removed (it would never be resumed
     from); the previous complete checkpoint stays as it was."""
-    previous = complete_checkpoints(run_dir)
+    previous = complete_checkpoints(run_dir, writing=folder)
     kept = f"it resumes from {previous[-1]}, complete and intact" if previous else "no checkpoint was complete before"
     return write_guard(run_dir, folder.name, f"{RERUN} ({kept})", lambda: remove_checkpoint(folder))
 

@@ -17,7 +17,7 @@ from transformers.trainer_utils import TrainOutput
 from training import stopping
 from training.allocator import keep_freed_memory
 from training.batching import TokenBatchSampler, make_batches, make_exact_batches
-from training.checkpoints import complete_checkpoints, mark_complete, resolve_checkpoint
+from training.checkpoints import checkpoint_write_guard, complete_checkpoints, mark_complete, resolve_checkpoint
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
 from training.stopping import TimeBudget
 from training.tokenizer import train_tokenizer
@@ -316,6 +316,17 @@ def test_resume_ignores_checkpoints_that_were_not_completely_written(tmp_path):
     assert resolve_checkpoint(None, str(tmp_path)) is None
     with pytest.raises(ValueError, match="checkpoint-6 is not a complete checkpoint"):
         resolve_checkpoint(str(tmp_path / "checkpoint-6"), str(tmp_path))
+
+
+def test_the_checkpoint_being_completed_is_not_called_unfinished(tmp_path, caplog):
+    """A save names the incomplete folders it finds, but not the one it is completing (each save of the multi30k
+    run logged "ignoring .../checkpoint-N: it was not completely written" for the checkpoint it then completed)."""
+    for step in (2, 4, 6):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    mark_complete(tmp_path / "checkpoint-2", 2)
+    with caplog.at_level(logging.WARNING), checkpoint_write_guard(tmp_path, tmp_path / "checkpoint-6"):
+        pass
+    assert caplog.messages == [f"ignoring {tmp_path / 'checkpoint-4'}: it was not completely written"]
 
 
 # ---- metrics -----------------------------------------------------------------------------------------------------
