@@ -9,10 +9,13 @@ long tail) and the preset's 37k vocabulary learned on them. A step does the same
 batch shapes; the shapes of every batch are recorded and the FLOPs counted from them.
 
 For each of eager and ``--torch_compile``: the preset's trainer (``vanilla-train``'s, through ``build_trainer``)
-trains ``--warmup`` steps, then ``--steps`` timed ones (the GPU synchronised only at the two ends), then
-``--sync_steps`` with CUDA's sync debug mode on, which names every call that makes the host wait for the GPU. MFU
-is the timed steps' matrix-product FLOPs (``inference.bench.train_flops`` on each padded batch) over their time and
-the bf16 matrix-product peak measured in the same run.
+trains until every batch shape it will meet in the measured steps has been trained once (``warm_steps``, from its
+sampler's plan; ``--warmup`` sets the count instead), then ``--steps`` timed ones (the GPU synchronised only at the
+two ends), then ``--sync_steps`` with CUDA's sync debug mode on, which names every call that makes the host wait for
+the GPU, then ``--launch_steps`` under the profiler, which counts the kernels the host launched. MFU is the timed
+steps' matrix-product FLOPs (``inference.bench.train_flops`` on each padded batch) over their time and the bf16
+matrix-product peak measured in the same run (and, beside it, the datasheet's dense bf16 rate where the GPU is
+known). The record is rewritten after each of eager and compiled, so a call cut short keeps what it measured.
 
     python -m benchmarks.wmt14_step --prepare .device/wmt-like           # here: corpus and tokenizer
     python -m benchmarks.wmt14_step --data .device/wmt-like --json results/benchmarks/wmt14-step.json   # on a GPU
@@ -20,7 +23,9 @@ the bf16 matrix-product peak measured in the same run.
 
 import argparse
 import json
+import re
 import tempfile
+import time
 import traceback
 import warnings
 from collections import Counter
@@ -29,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity
 from transformers import TrainerCallback
 
@@ -46,6 +52,11 @@ from vanilla_tools.provenance import provenance
 PRESET = "wmt14"
 LENGTHS = "lengths.npz"
 HELD_OUT = 200  # pairs at the corpus' end kept as the validation and test files (the FSDP check's final evaluation)
+EPOCHS_PLANNED = 4  # epochs of the sampler's plan searched for the shapes the measured steps meet
+# Dense bf16 matrix-product rates from NVIDIA's datasheets (the "with sparsity" figures halved), by device name
+DATASHEET_BF16 = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "H200 NVL": 835e12, "H200": 989e12,
+                  "A100": 312e12}  # fmt: skip
+LAUNCH = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch)")  # a kernel (or graph) launch
 
 
 def prepare(folder: Path, pairs: int) -> None:
@@ -89,9 +100,13 @@ class SyncWatch(TrainerCallback):
 
     def __init__(self, warmup: int, timed: int, last: int, batches: TokenCount):
         self.warmup, self.timed, self.last, self.batches = warmup, timed, last, batches
-        self.events, self.marks = [], []
+        self.events, self.marks, self.graphs = [], [], []
         self.syncs: Counter = Counter()
         self.shown, self.filters = warnings.showwarning, None
+        self.start = self.warm_s = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.start = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step in (self.warmup, self.timed):
@@ -100,6 +115,9 @@ class SyncWatch(TrainerCallback):
             event.synchronize()
             self.events.append(event)
             self.marks.append(len(self.batches.shapes))
+            self.graphs.append(compile_counts()["graphs"])
+        if state.global_step == self.warmup:
+            self.warm_s = time.perf_counter() - self.start
         if state.global_step == self.timed:
             self.filters = warnings.filters[:]
             warnings.simplefilter("always")
@@ -126,27 +144,73 @@ class SyncWatch(TrainerCallback):
     def timed_batches(self) -> slice:
         return slice(*self.marks)
 
+    def new_shapes_timed(self) -> int:
+        """Shapes first met in the timed steps (0 when the warm-up met them all)."""
+        timed = self.timed_batches()
+        return len(set(self.batches.shapes[timed]) - set(self.batches.shapes[: timed.start]))
+
     def seconds(self) -> float:
         return self.events[0].elapsed_time(self.events[1]) / 1e3
 
 
-def train(data: Path, compiled: bool, steps: int, watch: Callable[[TokenCount], TrainerCallback]):
-    """The preset trained on the prepared data for ``steps`` steps, without evaluation or checkpoints, its batches
-    counted, watched by ``watch(the count)``; returns the trainer and the watch."""
+def warm_steps(trainer, measured: int) -> dict:
+    """The steps that meet every batch shape the ``measured`` steps after them will meet, from the trainer's sampler
+    (its plan of each epoch, ``EPOCHS_PLANNED`` of them, ``gradient_accumulation_steps`` batches a step): the
+    smallest count after which no shape is new for ``measured`` steps, with the shapes met by then."""
+    sampler, accumulated = trainer.token_batches(), trainer.args.gradient_accumulation_steps
+    shapes = []
+    for epoch in range(EPOCHS_PLANNED):
+        sampler.set_epoch(epoch)
+        shapes += [(len(b), int(sampler.padded_source[b].max()), int(sampler.padded_target[b].max()))
+                   for b in sampler.global_batches()]  # fmt: skip
+    first_met: dict = {}
+    for at, shape in enumerate(shapes):
+        first_met.setdefault(shape, at)
+    steps = 0
+    for at in sorted(first_met.values()):
+        if at < (steps + measured) * accumulated:  # new within the measured steps: warm past it
+            steps = at // accumulated + 1
+    return {"steps": steps, "shapes": len(set(shapes[: steps * accumulated])), "batches_per_epoch": len(sampler)}
+
+
+def train(data: Path, compiled: bool, warmup: int | None, measured: int,
+          watch: Callable[[TokenCount, int], list[TrainerCallback]]):  # fmt: skip
+    """The preset trained on the prepared data, without evaluation or checkpoints, for ``warmup`` steps (None:
+    ``warm_steps``) and ``measured`` more, its batches counted, watched by the callbacks of ``watch(the count, the
+    warm-up's steps)``; returns the trainer, the callbacks and the warm-up (``warm_steps``'s fields)."""
     with tempfile.TemporaryDirectory() as out:
-        trainer, _ = preset_trainer(steps, out, [*data_flags(data), "--logging_steps", "1000", "--torch_compile",
-                                                 str(compiled).lower()], preset=PRESET)  # fmt: skip
+        trainer, _ = preset_trainer(1, out, [*data_flags(data), "--logging_steps", "1000", "--torch_compile",
+                                             str(compiled).lower()], preset=PRESET)  # fmt: skip
+        warm = warm_steps(trainer, measured) if warmup is None else {"steps": warmup}
+        trainer.args.max_steps = warm["steps"] + measured  # the warm-up is known once the sampler has planned
         trainer.data_collator = batches = TokenCount(trainer.data_collator)
-        trainer.add_callback(callback := watch(batches))
+        callbacks = watch(batches, warm["steps"])
+        for callback in callbacks:
+            trainer.add_callback(callback)
         trainer.train()
-    return trainer, callback
+    return trainer, callbacks, warm
 
 
-def measure(data: Path, compiled: bool, warmup: int, steps: int, sync_steps: int) -> dict:
+def kernel_launches(clock: StepClock, steps: int) -> dict:
+    """Kernels the host launched (CUDA's launch calls, a CUDA graph's launch counted once) and kernels the GPU ran,
+    a step, in the profiled window of ``clock``."""
+    averages = clock.profiler.key_averages()
+    launches = sum(event.count for event in averages if LAUNCH.match(event.key))
+    kernels = sum(event.count for event in averages if event.device_type == DeviceType.CUDA)
+    return {"host_launches_per_step": launches / steps, "gpu_kernels_per_step": kernels / steps}
+
+
+def measure(data: Path, compiled: bool, warmup: int | None, steps: int, sync_steps: int, launch_steps: int) -> dict:
     """The preset's step on the prepared data, eager or compiled (see the module's docstring)."""
-    last = warmup + steps + sync_steps
+    measured = steps + sync_steps + launch_steps
     torch.cuda.reset_peak_memory_stats()
-    trainer, watch = train(data, compiled, last, lambda batches: SyncWatch(warmup, warmup + steps, last, batches))
+
+    def watch(batches: TokenCount, warm: int) -> list[TrainerCallback]:
+        last = warm + steps + sync_steps
+        activities = (ProfilerActivity.CPU, ProfilerActivity.CUDA)
+        return [SyncWatch(warm, warm + steps, last, batches), StepClock(last, launch_steps, activities, False)]
+
+    trainer, (watch, clock), warm = train(data, compiled, warmup, measured, watch)
     batches = trainer.data_collator
     accumulated = trainer.args.gradient_accumulation_steps
     timed = watch.timed_batches()
@@ -157,9 +221,13 @@ def measure(data: Path, compiled: bool, warmup: int, steps: int, sync_steps: int
     return {
         "torch_compile": compiled,
         "precision": "bf16 autocast" if trainer.args.bf16 else "fp32",
+        "batch_shapes": trainer.shapes.describe(),
         "batches_per_step": accumulated,
+        "warmup": {**warm, "seconds": watch.warm_s, "shapes_met": len(set(batches.shapes[: timed.start]))},
         "batches_timed": timed.stop - timed.start,
         "steps_timed": steps,
+        "new_shapes_in_timed_steps": watch.new_shapes_timed(),
+        "graphs_compiled_in_timed_steps": watch.graphs[1] - watch.graphs[0],
         "step_s": seconds / steps,
         "tokens_per_s": sum(batches.tokens[timed]) / seconds,
         "padded_tokens_per_s": padded / seconds,
@@ -168,38 +236,55 @@ def measure(data: Path, compiled: bool, warmup: int, steps: int, sync_steps: int
         "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
         "syncs_in_steps": sync_steps,
         "syncs": dict(watch.syncs.most_common()),
+        "launches_in_steps": launch_steps,
+        **kernel_launches(clock, launch_steps),
         **({"compilation": compile_counts()} if compiled else {}),
     }
 
 
-def profile_steps(data: Path, warmup: int, steps: int) -> None:
+def profile_steps(data: Path, warmup: int | None, steps: int) -> None:
     """Prints the operators of ``steps`` eager steps by their own CUDA time, then by their own CPU time."""
     activities = (ProfilerActivity.CPU, ProfilerActivity.CUDA)
-    _, watch = train(data, False, warmup + steps, lambda _: StepClock(warmup, steps, activities, with_flops=False))
-    averages = watch.profiler.key_averages()
+    _, (clock,), _ = train(data, False, warmup, steps,
+                           lambda _, warm: [StepClock(warm, steps, activities, with_flops=False)])  # fmt: skip
+    averages = clock.profiler.key_averages()
     for key in ("self_cuda_time_total", "self_cpu_time_total"):
         print(averages.table(sort_by=key, row_limit=25, max_name_column_width=60))
 
 
-def run(data: Path, warmup: int, steps: int, sync_steps: int) -> dict:
+def datasheet_peak(device: str) -> float | None:
+    """The dense bf16 rate of ``DATASHEET_BF16`` whose name ``device`` holds (the first listed), or None."""
+    return next((rate for name, rate in DATASHEET_BF16.items() if name in device), None)
+
+
+def run(data: Path, warmup: int | None, steps: int, sync_steps: int, launch_steps: int,
+        json_path: str | None) -> dict:  # fmt: skip
+    """Eager, then compiled; the record (with ``provenance()``) written to ``json_path`` after each."""
     peak = matmul_peak(torch.bfloat16, n=8192, repeats=10, device="cuda")
-    results = []
+    datasheet = datasheet_peak(torch.cuda.get_device_name())
+    record = {**provenance(), "preset": PRESET, "data": "benchmarks/wmt_like.py stand-in (--prepare)",
+              "warmup_steps": warmup if warmup is not None else "every shape met (warm_steps)",
+              "matmul_peak_bf16_flops_per_s": peak, "datasheet_bf16_flops_per_s": datasheet, "runs": []}  # fmt: skip
     for compiled in (False, True):
-        results.append(measure(data, compiled, warmup, steps, sync_steps))
-        results[-1]["mfu"] = results[-1]["train_flops_per_s"] / peak
-        print(json.dumps(results[-1]), flush=True)  # each as it is measured
-    return {"preset": PRESET, "data": "benchmarks/wmt_like.py stand-in (--prepare)", "warmup_steps": warmup,
-            "matmul_peak_bf16_flops_per_s": peak, "runs": results}  # fmt: skip
+        result = measure(data, compiled, warmup, steps, sync_steps, launch_steps)
+        result["mfu"] = result["train_flops_per_s"] / peak
+        result["mfu_datasheet"] = result["train_flops_per_s"] / datasheet if datasheet else None
+        record["runs"].append(result)
+        print(json.dumps(result), flush=True)  # each as it is measured
+        write_record(record, json_path)
+    return record
 
 
 def table(record: dict) -> str:
-    rows = ["| step | s/step | tokens/s | MFU (bf16 peak {:.0f} TFLOP/s) | padding | peak GiB | host syncs |".format(
-        record["matmul_peak_bf16_flops_per_s"] / 1e12), "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    rows = ["| step | warm-up s (steps) | s/step | tokens/s | MFU (bf16 peak {:.0f} TFLOP/s) | padding | peak GiB "
+            "| host syncs | launches/step |".format(record["matmul_peak_bf16_flops_per_s"] / 1e12),
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for r in record["runs"]:
         syncs = sum(r["syncs"].values())
-        rows.append(f"| {'compiled' if r['torch_compile'] else 'eager'} | {r['step_s']:.3f} | {r['tokens_per_s']:,.0f} "
-                    f"| {r['mfu']:.1%} | {r['padding']:.1%} | {r['peak_memory_gib']:.1f} "
-                    f"| {syncs} in {r['syncs_in_steps']} steps |")  # fmt: skip
+        rows.append(f"| {'compiled' if r['torch_compile'] else 'eager'} "
+                    f"| {r['warmup']['seconds']:.1f} ({r['warmup']['steps']}) | {r['step_s']:.3f} "
+                    f"| {r['tokens_per_s']:,.0f} | {r['mfu']:.1%} | {r['padding']:.1%} | {r['peak_memory_gib']:.1f} "
+                    f"| {syncs} in {r['syncs_in_steps']} steps | {r['host_launches_per_step']:,.0f} |")  # fmt: skip
     return "\n".join(rows)
 
 
@@ -209,9 +294,10 @@ def arguments() -> argparse.ArgumentParser:
     mode.add_argument("--prepare", type=Path, metavar="DIR", help="write the stand-in corpus and vocabulary here")
     mode.add_argument("--data", type=Path, metavar="DIR", help="measure on the corpus --prepare wrote here")
     parser.add_argument("--pairs", type=positive_int, default=40_000, help="--prepare: training pairs")
-    parser.add_argument("--warmup", type=positive_int, default=10, help="steps before the timed ones")
+    parser.add_argument("--warmup", type=positive_int, help="steps before the measured (default: all shapes met)")
     parser.add_argument("--steps", type=positive_int, default=30, help="steps timed")
     parser.add_argument("--sync_steps", type=positive_int, default=3, help="steps watched for host syncs, after")
+    parser.add_argument("--launch_steps", type=positive_int, default=2, help="steps profiled for launches, after")
     parser.add_argument("--profile", type=positive_int, metavar="STEPS", help="profile STEPS eager steps instead")
     parser.add_argument("--json", help="write the record here")
     return parser
@@ -230,11 +316,10 @@ def main(argv: list[str] | None = None) -> dict:
     if args.profile:
         profile_steps(args.data, args.warmup, args.profile)
         return {}
-    record = {**provenance(), **run(args.data, args.warmup, args.steps, args.sync_steps)}
+    record = run(args.data, args.warmup, args.steps, args.sync_steps, args.launch_steps, args.json)
     print(table(record))
     for r in record["runs"]:
         print(("compiled" if r["torch_compile"] else "eager"), "syncs:", r["syncs"])
-    write_record(record, args.json)
     return record
 
 

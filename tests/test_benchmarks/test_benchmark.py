@@ -135,8 +135,10 @@ def test_the_training_step_measures_from_an_empty_inductor_cache(monkeypatch, tm
 def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_batches(tmp_path, monkeypatch):
     """benchmarks.wmt14_step without its GPU parts: --prepare's corpus (training pairs, then 200 held-out pairs each
     for validation and test) and the preset's vocabulary learned on the training pairs; the wmt14 preset's trainer
-    built from them (made tiny here), every batch's shape and real tokens recorded. The record is docs/performance.md's
-    GPU section."""
+    built from them (made tiny here, bucketed as on CUDA), every batch's shape and real tokens recorded; without
+    --warmup the measured steps start once every batch shape they meet has been trained (warm_steps plans it from
+    the sampler; the batches counted as training took them show it). The record is docs/performance.md's GPU
+    section."""
     from transformers import AutoTokenizer
 
     from benchmarks import wmt14_step
@@ -151,17 +153,32 @@ def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_b
     assert len(lengths["source"]) == len(lengths["target"]) == 60 and lengths["source"].min() >= 2
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tokenizer")
     tiny = ["--d_model", "16", "--ffn_dim", "32", "--encoder_layers", "1", "--decoder_layers", "1",
-            "--num_attention_heads", "2", "--max_tokens_per_batch", "200", "--tokens_per_step", "600"]  # fmt: skip
+            "--num_attention_heads", "2", "--max_tokens_per_batch", "200", "--tokens_per_step", "400",
+            "--required_batch_size_multiple", "2", "--required_seq_len_multiple", "4",
+            "--num_batch_buckets", "4"]  # fmt: skip
     monkeypatch.setattr(wmt14_step, "data_flags", lambda data, flags=wmt14_step.data_flags: [*flags(data), *tiny])
-    trainer, watch = wmt14_step.train(tmp_path, False, 2, lambda counted: TrainerCallback())
+    trainer, (watch,), warm = wmt14_step.train(tmp_path, False, None, 6, lambda counted, warm: [TrainerCallback()])
     batches = trainer.data_collator
     assert isinstance(batches, TokenCount) and watch in trainer.callback_handler.callbacks
-    assert trainer.args.gradient_accumulation_steps == 3 and trainer.state.global_step == 2
-    assert len(batches.shapes) >= 6 and len(batches.tokens) == len(batches.shapes)
+    assert trainer.args.gradient_accumulation_steps == 2 and trainer.state.global_step == warm["steps"] + 6
+    trained = batches.shapes[: (warm["steps"] + 6) * 2]  # the loader takes one batch ahead
+    warmed = warm["steps"] * 2
+    print("warm-up:", warm, "batches:", len(trained), "shapes:", len(set(trained)))
+    assert 0 < warm["steps"] and warm["shapes"] == len(set(trained[:warmed]))
+    assert set(trained[warmed:]) <= set(trained[:warmed])  # nothing new once warm
+    assert set(trained[warmed - 2 : warmed]) - set(trained[: warmed - 2])  # a step earlier was not warm
+    assert len(batches.tokens) == len(batches.shapes)
     for (pairs, source, target), tokens in zip(batches.shapes, batches.tokens, strict=True):
         assert pairs * max(source, target) <= 200 and 0 < tokens <= pairs * (source + target)
     assert trainer.processing_class.get_vocab() == tokenizer.get_vocab()  # the prepared one, not learned again
     assert trainer.model.config.encoder_layers == 1 and trainer.model.config.vocab_size == len(tokenizer)
+
+
+def test_the_datasheet_peak_is_the_gpu_named():
+    from benchmarks.wmt14_step import datasheet_peak
+
+    assert datasheet_peak("NVIDIA H100 80GB HBM3") == datasheet_peak("NVIDIA H200") == 989e12
+    assert datasheet_peak("NVIDIA H100 PCIe") == 756e12 and datasheet_peak("NVIDIA GeForce RTX 4090") is None
 
 
 def test_the_gpu_step_benchmark_refuses_a_machine_without_a_gpu(tmp_path, monkeypatch):
