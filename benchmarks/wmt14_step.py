@@ -56,6 +56,7 @@ EPOCHS_PLANNED = 4  # epochs of the sampler's plan searched for the shapes the m
 # Dense bf16 matrix-product rates from NVIDIA's datasheets (the "with sparsity" figures halved), by device name
 DATASHEET_BF16 = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "H200 NVL": 835e12, "H200": 989e12,
                   "A100": 312e12}  # fmt: skip
+TORCH_DIR = str(Path(torch.__file__).parent) + "/"  # not "/torch/": a lent GPU's venv is /opt/torch/.venv
 LAUNCH = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch)")  # a kernel (or graph) launch
 
 
@@ -104,11 +105,16 @@ class SyncWatch(TrainerCallback):
         self.syncs: Counter = Counter()
         self.shown, self.filters = warnings.showwarning, None
         self.start = self.warm_s = 0.0
+        self.compiles: list[tuple[int, int, float]] = []  # (step, graphs by then, seconds since the start)
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
+        graphs = compile_counts()["graphs"]
+        if graphs != (self.compiles[-1][1] if self.compiles else 0):
+            self.compiles.append((state.global_step, graphs, round(time.perf_counter() - self.start, 1)))
+            print("step {}: {} graph(s) compiled, {} s since the start".format(*self.compiles[-1]), flush=True)
         if state.global_step in (self.warmup, self.timed):
             event = torch.cuda.Event(enable_timing=True)
             event.record()
@@ -135,7 +141,7 @@ class SyncWatch(TrainerCallback):
     def count(self, message, category, filename, lineno, file=None, line=None):
         if "synchronizing" not in str(message):
             return self.shown(message, category, filename, lineno, file, line)
-        skipped = ("/torch/", warnings.__file__)
+        skipped = (TORCH_DIR, warnings.__file__)  # transformers' and accelerate's frames stay: they called torch
         ours = [frame for frame in traceback.extract_stack()[:-1] if not any(s in frame.filename for s in skipped)]
         where = f"{Path(ours[-1].filename).name}:{ours[-1].lineno} {ours[-1].name}" if ours else "no Python frame"
         self.syncs[where] += 1
@@ -223,7 +229,12 @@ def measure(data: Path, compiled: bool, warmup: int | None, steps: int, sync_ste
         "precision": "bf16 autocast" if trainer.args.bf16 else "fp32",
         "batch_shapes": trainer.shapes.describe(),
         "batches_per_step": accumulated,
-        "warmup": {**warm, "seconds": watch.warm_s, "shapes_met": len(set(batches.shapes[: timed.start]))},
+        "warmup": {
+            **warm,
+            "seconds": watch.warm_s,
+            "shapes_met": len(set(batches.shapes[: timed.start])),
+            "compiled_at": watch.compiles,
+        },
         "batches_timed": timed.stop - timed.start,
         "steps_timed": steps,
         "new_shapes_in_timed_steps": watch.new_shapes_timed(),
@@ -257,15 +268,16 @@ def datasheet_peak(device: str) -> float | None:
     return next((rate for name, rate in DATASHEET_BF16.items() if name in device), None)
 
 
-def run(data: Path, warmup: int | None, steps: int, sync_steps: int, launch_steps: int,
+def run(data: Path, warmup: int | None, steps: int, sync_steps: int, launch_steps: int, modes: list[str],
         json_path: str | None) -> dict:  # fmt: skip
-    """Eager, then compiled; the record (with ``provenance()``) written to ``json_path`` after each."""
+    """Each of ``modes`` (eager, compiled) in turn; the record (with ``provenance()``) written to ``json_path``
+    after each."""
     peak = matmul_peak(torch.bfloat16, n=8192, repeats=10, device="cuda")
     datasheet = datasheet_peak(torch.cuda.get_device_name())
     record = {**provenance(), "preset": PRESET, "data": "benchmarks/wmt_like.py stand-in (--prepare)",
               "warmup_steps": warmup if warmup is not None else "every shape met (warm_steps)",
               "matmul_peak_bf16_flops_per_s": peak, "datasheet_bf16_flops_per_s": datasheet, "runs": []}  # fmt: skip
-    for compiled in (False, True):
+    for compiled in (mode == "compiled" for mode in modes):
         result = measure(data, compiled, warmup, steps, sync_steps, launch_steps)
         result["mfu"] = result["train_flops_per_s"] / peak
         result["mfu_datasheet"] = result["train_flops_per_s"] / datasheet if datasheet else None
@@ -299,6 +311,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--sync_steps", type=positive_int, default=3, help="steps watched for host syncs, after")
     parser.add_argument("--launch_steps", type=positive_int, default=2, help="steps profiled for launches, after")
     parser.add_argument("--profile", type=positive_int, metavar="STEPS", help="profile STEPS eager steps instead")
+    parser.add_argument("--modes", nargs="+", choices=("eager", "compiled"), default=["eager", "compiled"],
+                        help="the steps measured, in turn")  # fmt: skip
     parser.add_argument("--json", help="write the record here")
     return parser
 
@@ -316,7 +330,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.profile:
         profile_steps(args.data, args.warmup, args.profile)
         return {}
-    record = run(args.data, args.warmup, args.steps, args.sync_steps, args.launch_steps, args.json)
+    record = run(args.data, args.warmup, args.steps, args.sync_steps, args.launch_steps, args.modes, args.json)
     print(table(record))
     for r in record["runs"]:
         print(("compiled" if r["torch_compile"] else "eager"), "syncs:", r["syncs"])

@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import load_file
 from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
 from torch.distributed.fsdp import FullyShardedDataParallel
-from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import DTensor, distribute_tensor
 from transformers import AutoModelForSeq2SeqLM
 
 from vanilla_tools.cli import UsageError, console_script, positive_int
@@ -67,14 +67,16 @@ def load_average(model: torch.nn.Module, checkpoints: list[Path]) -> None:
 
 def load_weights(model: torch.nn.Module, averaged: dict[str, torch.Tensor]) -> None:
     """Replace ``model``'s weights by ``averaged`` (tied weights are stored once, then re-tied). A model sharded by
-    FSDP (every rank calls this) takes its shards: ``set_model_state_dict`` of the FSDP 1 wrapper or of the model
-    FSDP 2 sharded in place (``load_state_dict`` cannot copy a tensor into a DTensor, and FSDP 1's inner module holds
-    flat parameters); loaded in place, tied weights stay tied. A model that ``--torch_compile`` wrapped takes them
-    in the module it compiled."""
+    FSDP (every rank calls this) takes its shards: FSDP 1's wrapper through ``set_model_state_dict`` (its inner
+    module holds flat parameters), the model FSDP 2 sharded in place through ``load_shards`` (``load_state_dict``
+    cannot copy a tensor into a DTensor); loaded in place, tied weights stay tied. A model that ``--torch_compile``
+    wrapped takes them in the module it compiled."""
     model = getattr(model, "_orig_mod", model)  # compiled (torch.compile's wrapper, outside FSDP's): the module
-    if is_sharded(model):
+    if isinstance(model, FullyShardedDataParallel):
         options = StateDictOptions(full_state_dict=True, strict=False)
         _, unexpected = set_model_state_dict(model, averaged, options=options)
+    elif any(isinstance(p, DTensor) for p in model.parameters()):
+        unexpected = load_shards(model, averaged)
     else:
         _, unexpected = model.load_state_dict(averaged, strict=False)
         model.tie_weights()
@@ -82,9 +84,29 @@ def load_weights(model: torch.nn.Module, averaged: dict[str, torch.Tensor]) -> N
         raise UsageError(f"unexpected weights in the checkpoints: {unexpected}")
 
 
-def is_sharded(model: torch.nn.Module) -> bool:
-    """Whether FSDP shards ``model``: its FSDP 1 wrapper, or FSDP 2's DTensor parameters."""
-    return isinstance(model, FullyShardedDataParallel) or any(isinstance(p, DTensor) for p in model.parameters())
+def load_shards(model: torch.nn.Module, full: dict[str, torch.Tensor]) -> list[str]:
+    """FSDP 2: each parameter (a tied one once, under whichever of its names ``full`` holds) copied from its full
+    tensor, distributed as the parameter is. Returns the names in ``full`` that no parameter has. Written out because
+    torch 2.11's ``set_model_state_dict`` left a tied weight's other names (``model.encoder.embed_tokens.weight``
+    beside the saved ``model.shared.weight``) full tensors and failed copying them into the DTensor (on a lent H200;
+    2.13 distributes them)."""
+    names: dict[int, list[str]] = {}
+    parameters: dict[int, torch.nn.Parameter] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(parameter), []).append(name)
+        parameters[id(parameter)] = parameter
+    loaded = set()
+    with torch.no_grad():
+        for key, parameter in parameters.items():
+            name = next((name for name in names[key] if name in full), None)
+            if name is None:
+                continue
+            value = full[name].to(parameter.device, parameter.dtype)
+            if isinstance(parameter, DTensor):
+                value = distribute_tensor(value, parameter.device_mesh, parameter.placements)
+            parameter.copy_(value)
+            loaded.add(name)
+    return sorted(full.keys() - loaded)
 
 
 def average_newest_into(model: torch.nn.Module, run_dir: str | Path, n: int) -> list[Path]:
