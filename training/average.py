@@ -85,11 +85,12 @@ def load_weights(model: torch.nn.Module, averaged: dict[str, torch.Tensor]) -> N
 
 
 def load_shards(model: torch.nn.Module, full: dict[str, torch.Tensor]) -> list[str]:
-    """FSDP 2: each parameter (a tied one once, under whichever of its names ``full`` holds) copied from its full
-    tensor, distributed as the parameter is. Returns the names in ``full`` that no parameter has. Written out because
-    torch 2.11's ``set_model_state_dict`` left a tied weight's other names (``model.encoder.embed_tokens.weight``
-    beside the saved ``model.shared.weight``) full tensors and failed copying them into the DTensor (on a lent H200;
-    2.13 distributes them)."""
+    """FSDP 2: each parameter (a tied one once, from the first of its names that ``full`` holds: a model saved by
+    ``save_pretrained`` holds one, a run under FSDP saves all of them) copied from its full tensor, distributed as the
+    parameter is. Returns the names in ``full`` that no parameter has. Written out because torch 2.11's
+    ``set_model_state_dict`` left a tied weight's other names (``model.encoder.embed_tokens.weight`` beside the saved
+    ``model.shared.weight``) full tensors and failed copying them into the DTensor (on a lent H200; 2.13 distributes
+    them)."""
     names: dict[int, list[str]] = {}
     parameters: dict[int, torch.nn.Parameter] = {}
     for name, parameter in model.named_parameters(remove_duplicate=False):
@@ -105,7 +106,7 @@ def load_shards(model: torch.nn.Module, full: dict[str, torch.Tensor]) -> list[s
             if isinstance(parameter, DTensor):
                 value = distribute_tensor(value, parameter.device_mesh, parameter.placements)
             parameter.copy_(value)
-            loaded.add(name)
+            loaded.update(names[key])
     return sorted(full.keys() - loaded)
 
 

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow
 AVERAGE_INTO_SHARDS = """
 import functools, os, sys, torch, torch.distributed as dist
 from pathlib import Path
+from safetensors.torch import save_file
 sys.path.insert(0, sys.argv[2])
 from helpers import tiny_config
 from modeling_vanilla import VanillaTransformerForSeq2Seq
@@ -53,11 +54,12 @@ def rank(index, folder, port):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
     dist.init_process_group("gloo", rank=index, world_size=2)
     saved = [VanillaTransformerForSeq2Seq.from_pretrained(folder / f"checkpoint-{seed}") for seed in (1, 2)]
-    for version, compiled in ((1, False), (2, False), (1, True), (2, True)):
+    runs = [(version, compiled, "checkpoint") for version, compiled in ((1, False), (2, False), (1, True), (2, True))]
+    for version, compiled, name in [*runs, (2, False, "all-names")]:
         torch.manual_seed(3)
         model = shard(VanillaTransformerForSeq2Seq(tiny_config()), version)
         # as a --torch_compile run hands it over: accelerate compiles the model it wrapped (compiled lazily: unrun)
-        load_average(torch.compile(model) if compiled else model, [folder / "checkpoint-1", folder / "checkpoint-2"])
+        load_average(torch.compile(model) if compiled else model, [folder / f"{name}-1", folder / f"{name}-2"])
         weights = full(model, version)
         for name, a in saved[0].named_parameters():
             expected = ((a.double() + dict(saved[1].named_parameters())[name].double()) / 2).float()
@@ -73,7 +75,11 @@ if __name__ == "__main__":
     folder = Path(sys.argv[1])
     for seed in (1, 2):
         torch.manual_seed(seed)
-        VanillaTransformerForSeq2Seq(tiny_config()).save_pretrained(folder / f"checkpoint-{seed}")
+        model = VanillaTransformerForSeq2Seq(tiny_config())
+        model.save_pretrained(folder / f"checkpoint-{seed}")  # the tied weight once, as model.shared.weight
+        (folder / f"all-names-{seed}").mkdir()  # as a run under FSDP saves it: under each of its four names
+        weights = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+        save_file(weights, folder / f"all-names-{seed}" / "model.safetensors", metadata={"format": "pt"})
     torch.multiprocessing.spawn(rank, args=(folder, sys.argv[3]), nprocs=2)
     print("averaged into the shards of 2 ranks: FSDP 1 and 2, each eager and compiled")
 """
@@ -81,10 +87,12 @@ if __name__ == "__main__":
 
 def test_checkpoints_are_averaged_into_a_model_sharded_by_fsdp(tmp_path):
     """Two gloo processes, each loading its shards of the mean, with FSDP 1 and 2, each eager and compiled (one pair
-    of processes for the four: a pair costs ~15 s of imports and process-group setup). Before, on an H200 with
-    fsdp.yaml (FSDP 2), load_state_dict failed on the first DTensor parameter ("got mixed torch.Tensor and DTensor")
-    after the whole run had trained; with FSDP 1 the inner module's flat parameters took none of the checkpoints'
-    names, and compiled the wrapper's ``_orig_mod.`` names took none either."""
+    of processes for the four: a pair costs ~15 s of imports and process-group setup), and with FSDP 2 from
+    checkpoints holding the tied weight under all four of its names, as a run under FSDP saves them. On lent H200s
+    the FSDP config's run failed after the whole run had trained: load_state_dict, then (torch 2.11)
+    set_model_state_dict, on a DTensor parameter ("got mixed torch.Tensor and DTensor"), then on the tied weight's
+    other names ("unexpected weights in the checkpoints: ['lm_head.weight', ...]"); with FSDP 1 the inner module's
+    flat parameters took none of the checkpoints' names, and compiled the wrapper's ``_orig_mod.`` names none."""
     script = tmp_path / "average_into_shards.py"  # a file: spawn's children import __main__ from it
     script.write_text(AVERAGE_INTO_SHARDS)
     done = subprocess.run([sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port())],
