@@ -118,7 +118,7 @@ class LinearCrossEntropy(torch.autograd.Function):
 
     §3.4's pre-softmax linear layer and §5.4's label-smoothed cross-entropy in one: the same value as
     ``F.cross_entropy(z, y, label_smoothing=eps, reduction="sum") / denominator``, without ever holding the
-    (tokens, vocab) logits or their gradient. Rows go through in chunks; each chunk's gradient
+    (tokens, vocab) logits or their gradient. Rows go through in chunks (compiled, in one); each chunk's gradient
     dL/dz = (softmax(z) - (1 - eps) onehot(y) - eps / V) / denominator is formed in place over its logits and
     multiplied straight into dL/dh and dL/dW, so ``backward`` only scales them. torch has no such fused op; with a
     small model the vocabulary side is a large share of a training step (``vanilla-bench``: training tokens/s and
@@ -136,10 +136,11 @@ class LinearCrossEntropy(torch.autograd.Function):
             torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if ctx.needs_input_grad[1] else None
         )
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
-        rows = LOSS_CHUNK_ROWS
+        # Compiled, one chunk: the graph unrolls the loop, so each number of chunks was a graph of its own (the
+        # wmt14 preset's batches need 1 to 4; on a lent H200 each took ~50 s to compile). Split, and dL/dh
+        # concatenated, not a range of slices written: slices would fix N in the graph.
+        rows = h.shape[0] if torch.compiler.is_compiling() else LOSS_CHUNK_ROWS
         with torch.autocast(device, enabled=False):
-            # split, and dL/dh concatenated, not a range of slices written: compiled, those fixed N (a new graph for
-            # each N, or whenever N is a multiple of rows); this guards only on the number of chunks
             for h_c, y_c in zip(h.split(rows), labels[:, None].split(rows), strict=True):
                 counts = y_c != -100  # (rows, 1); masked, not dropped, so shapes stay static for torch.compile
                 y_c = y_c.masked_fill(~counts, 0)

@@ -250,6 +250,29 @@ def test_an_epoch_of_bucketed_shapes_compiles_once_a_shape_or_with_dynamic_shape
     ]  # fmt: skip
 
 
+def test_batches_of_every_loss_chunk_count_compile_once_with_dynamic_shapes():
+    """Eager, the fused loss goes through 1,024 rows at a time; compiled, through all at once: batches of 384 to
+    3,200 target rows (1 to 4 chunks eager) compile into one graph with dynamic=True, with the eager loss and
+    gradient. Before, the graph unrolled the chunks' loop, so each count was a graph of its own: 4 here, and on a
+    lent H200 each of the wmt14 preset's (its batches need 1 to 4) took ~50 s to compile."""
+    from benchmarks.training_step import epoch_compiles
+
+    shapes = [(64, 8, 8), (48, 8, 8), (96, 16, 16), (128, 16, 16), (160, 16, 16), (200, 16, 16)]
+    batches = [batch_of(shape, seed) for seed, shape in enumerate(shapes)]
+    counted = epoch_compiles(tiny_model(label_smoothing=0.1).train(), batches, True, backend="aot_eager")
+    assert (counted["distinct_shapes"], counted["graphs"], counted["graph_breaks"]) == (6, 1, 0)
+    model = tiny_model(label_smoothing=0.1)  # dropout 0: eager and compiled draw nothing
+    compiled = torch.compile(model, backend="aot_eager", dynamic=True)
+    for forward in (model, compiled):
+        model.zero_grad()
+        loss = forward(**batches[-1]).loss  # 3,200 rows
+        loss.backward()
+        if forward is model:
+            eager = (loss.detach(), model.lm_head.weight.grad.clone())
+    torch.testing.assert_close(loss.detach(), eager[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(model.lm_head.weight.grad, eager[1], rtol=1e-4, atol=1e-6)
+
+
 def test_the_operators_a_step_launches_eager_and_compiled():
     """benchmarks.training_step --launches' count on a tiny model's training step (2+2 layers, batch (3, 7, 6), fused
     AdamW). With torch 2.13: eager calls 293 computing ATen operators (views launch nothing and are not counted);
