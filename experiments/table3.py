@@ -40,7 +40,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -55,7 +55,7 @@ from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
 from vanilla_tools.provenance import git_commit
 
-from . import table3_page
+from . import comparable, table3_page
 from .comparable import BF16, FP32, code_key, experiment_precision, precision_flags
 
 logger = logging.getLogger("table3")
@@ -207,8 +207,13 @@ def matching_record(path: Path, settings: list[str], name: str) -> dict | None:
 
 def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> dict | None:
     """The run's record if it was trained with the settings ``run`` has now (and, given ``code``, at that code);
-    else None, and it is trained again."""
-    record = matching_record(results / run.folder / RECORD, run.settings(preset), run.folder)
+    else None, and it is trained again. Once bf16 autocast and fp32 are measured to train alike
+    (``comparable.PRECISION_EVIDENCE``), a record of the same run in the other precision stands for it: a machine
+    continues a sweep that another began in its own precision."""
+    twins = [run] + ([replace(run, precision=other) for other in PRECISIONS.values() if other != run.precision]
+                     if comparable.PRECISION_EVIDENCE else [])  # fmt: skip
+    record = next((found for twin in twins if (found := matching_record(
+        results / twin.folder / RECORD, twin.settings(preset), twin.folder)) is not None), None)  # fmt: skip
     if record is None:
         return None
     if code is not None and code_key(record["run"]) != code:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from vanilla_tools.cli import pyplot
 
-from .comparable import BF16, CRITERIA, FP32, PRECISION_EVIDENCE, code_key, groups, precisions_agree, why_not
+from . import comparable
+from .comparable import BF16, CRITERIA, FP32, code_key, groups, precisions_agree, why_not
 from .verdict import MIN_SEEDS, NO_CHANGE, TOO_FEW, Difference, difference, paper_direction, verdict, verdict_rate
 
 PAPER_BASE = {"ppl": 4.92, "bleu": 25.8}
@@ -193,8 +194,8 @@ def rule(cells: int) -> list[str]:
         "made before it was recorded, count by commit), the same budget in steps, the same kind of device, and the "
         "same precision"
         + (
-            f" (bf16 autocast and fp32 train alike: {PRECISION_EVIDENCE})"
-            if PRECISION_EVIDENCE
+            f" (bf16 autocast and fp32 train alike: {comparable.PRECISION_EVIDENCE})"
+            if comparable.PRECISION_EVIDENCE
             else " (bf16 autocast and fp32 are not yet measured to train alike: the section on precision below)"
         )
         + ". Otherwise the cell says "
@@ -336,8 +337,8 @@ def precision_section(records: list[dict]) -> list[str]:
         lines.append(f"| {steps:,} steps | {commits(sides[FP32] + sides[BF16])} | {seeds[0]} | {seeds[1]} | "
                      f"{cells[0]} | {cells[1]} | {word} |")  # fmt: skip
         words.append(word)
-    if PRECISION_EVIDENCE:
-        after = f"Runs of either precision are compared: {PRECISION_EVIDENCE}."
+    if comparable.PRECISION_EVIDENCE:
+        after = f"Runs of either precision are compared: {comparable.PRECISION_EVIDENCE}."
     elif "yes" in words:
         after = (
             "They agree by this rule. The runners still keep the two apart until the multi30k preset at its "

@@ -14,7 +14,8 @@ def reasons(a: dict, b: dict, **kwargs) -> list[str]:
     return [str(apart) for apart in why_not(a, b, **kwargs)]
 
 
-def test_runs_alike_are_compared_and_each_difference_is_named():
+def test_runs_alike_are_compared_and_each_difference_is_named(monkeypatch):
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", None)  # the rule before the precisions are measured
     assert why_not(synthetic_run(seed=1), synthetic_run(seed=2)) == []  # seeds are the replicates
     assert reasons(synthetic_run(), synthetic_run(code="older")) == ["other code (new and older)"]
     assert reasons(synthetic_run(), synthetic_run(max_steps=3000)) == [
@@ -38,6 +39,7 @@ def test_runs_alike_are_compared_and_each_difference_is_named():
 
 
 def test_precisions_compare_once_measured_to_agree(monkeypatch):
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", None)  # the rule before the precisions are measured
     assert comparable.experiment_precision() == FP32  # not measured: fp32, the precision every machine runs
     monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", "docs/table3.md#precision")
     assert why_not(synthetic_run(FP32), synthetic_run(BF16)) == []

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from training_helpers import synthetic_run, tiny_preset
 
-from experiments import recipe
+from experiments import comparable, recipe
 from experiments.comparable import FP32
 from training.arguments import parse_args
 from vanilla_tools.cli import UsageError
@@ -73,9 +73,10 @@ def test_a_rounds_preset_runs_are_the_full_runs_with_its_values_and_its_referenc
     assert recipe.preset_runs(second, records, summaries) == [42.0, 43.0]
 
 
-def test_a_candidate_trains_only_where_its_run_compares_with_its_presets_runs():
+def test_a_candidate_trains_only_where_its_run_compares_with_its_presets_runs(monkeypatch):
     """experiments/comparable.py's rule, but the code (the band holds runs of earlier code on purpose): the same
     budget, kind of device and precision."""
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", None)  # the rule before the precisions are measured
     summaries = [
         {"role": "seed", "validation": {"bleu": 42.0}, "arguments": {"warmup_steps": 1200}, "run": synthetic_run()},
         {"role": "seed", "validation": {"bleu": 40.0}, "arguments": {"warmup_steps": 600},

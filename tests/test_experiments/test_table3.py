@@ -7,7 +7,7 @@ import sys
 import pytest
 from training_helpers import synthetic_run, tiny_preset
 
-from experiments import table3, table3_page
+from experiments import comparable, table3, table3_page
 from experiments.comparable import BF16, FP32, experiment_precision
 from experiments.verdict import difference
 from training.record import check_run_record
@@ -53,7 +53,8 @@ def test_rows_are_chosen_by_name_group_or_the_longer_budgets_rule():
     assert "B-dk-16" in [row.name for row in table3.select(["longer"], opposite)]
 
 
-def test_every_run_is_a_vanilla_train_command_with_its_seed_curve_and_precision():
+def test_every_run_is_a_vanilla_train_command_with_its_seed_curve_and_precision(monkeypatch):
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", None)  # the rule before the precisions are measured
     run = table3.plan(table3.select(["A-heads-1"], []), [2], 3000)[0]
     argv = [*run.settings("multi30k"), "--output_dir", "out", "--summary_dir", "rec"]
     model_args, _, training_args = table3.parse_args(argv)
@@ -69,6 +70,20 @@ def test_every_run_is_a_vanilla_train_command_with_its_seed_curve_and_precision(
 
 
 @pytest.mark.slow
+def test_a_run_recorded_in_the_other_precision_stands_for_it_once_they_are_measured_alike(tmp_path, monkeypatch):
+    """Without the evidence, a sweep in fp32 trains a run that a bf16 machine recorded; with it, that record stands
+    for the run and the machine goes on with the next."""
+    bf16, fp32 = (table3.plan(table3.select(["A-heads-1"], []), [1], 1000, precision)[0] for precision in (BF16, FP32))
+    folder = tmp_path / bf16.folder
+    folder.mkdir(parents=True)
+    (folder / table3.RECORD).write_text(json.dumps({"settings": bf16.settings("multi30k"), "run": synthetic_run()}))
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", None)
+    assert table3.recorded(fp32, "multi30k", tmp_path) is None
+    assert table3.recorded(bf16, "multi30k", tmp_path)["settings"] == bf16.settings("multi30k")
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", "docs/table3.md#precision")
+    assert table3.recorded(fp32, "multi30k", tmp_path)["settings"] == bf16.settings("multi30k")
+
+
 def test_the_command_trains_records_skips_and_reports(tmp_path):
     """Two rows of a tiny preset end to end: trained, recorded with perplexity, learning curve, BLEU and code, skipped
     on the second call, trained again when their settings change; the page lists them beside the paper's rows."""
@@ -145,7 +160,8 @@ def line(page: str, start: str, section: str = "## 1,000 steps") -> str:
     return found
 
 
-def test_the_page_gives_each_cell_its_difference_interval_and_word(tmp_path):
+def test_the_page_gives_each_cell_its_difference_interval_and_word(tmp_path, monkeypatch):
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", None)  # the rule before the precisions are measured
     runs = synthetic_sweep()
     page = table3.report(runs)
     base = line(page, "| base |")
