@@ -19,7 +19,7 @@ INTRO = Path(__file__).with_name("results_intro.md")  # the page's opening: what
 ROLES = {
     "canonical": "The canonical run",
     "seed": "Repeats of the canonical recipe",
-    "hardware": "The canonical recipe on other hardware (another precision or speed: not comparable with its repeats)",
+    "hardware": "The canonical recipe on other hardware (another precision or speed: each note says if it compares)",
     "superseded": "The runs of earlier presets, before a recipe candidate replaced them",
     "ablation": "Ablations that chose the preset",
     "history": "History: earlier presets and code",
@@ -56,13 +56,22 @@ def steps_cell(run: dict) -> str:
     return f"{run['steps']:,} ({limit})" if run["steps"] is not None else f"? ({limit})"
 
 
+def training_minutes(record: dict) -> str:
+    """The run's training minutes: its launches' together where it had several (the summary's own minutes are its
+    last launch's, as the command's are)."""
+    launches = record["run"].get("launches") or []
+    if len(launches) > 1:
+        return f"{sum(launch['train_minutes'] for launch in launches):.2f} ({len(launches)} launches)"
+    return str(record.get("train_minutes", "?"))
+
+
 def row(folder: Path, record: dict) -> str:
     test, validation = test_scores(record), record.get("validation", {})
     alpha = record.get("beam", {}).get("length_penalty")
     link = f"[{folder.name}]({Path('..') / folder.relative_to(ROOT)})"  # docs/results.md links up to results/
     run = record["run"]
     commit = run["code"].get("commit") or "?"
-    minutes = f"{record.get('train_minutes', '?')} / {record.get('wall_clock_minutes', '?')}"
+    minutes = f"{training_minutes(record)} / {record.get('wall_clock_minutes', '?')}"
     speed = record.get("machine_speed") or {}
     gflops = f"{speed['fp32_gflops_before']} / {speed['fp32_gflops_after']}" if speed else "-"
     scores = (f"**{test.get('bleu', '?')}** | {test.get('chrf', '?')} | {test.get('length_ratio', '?')} | "

@@ -11,10 +11,10 @@ The order spends the compute where it decides something: the base first, then th
 the first sweep's single-seed rule (``PRIORITY``), then the rest, each row's seeds together. Each run is one
 vanilla-train process; a run recorded with the same settings is skipped, so stopping the command (or the machine)
 loses at most the run in progress, and the sweep goes on over several days on whatever machine is at hand: every run
-is bounded by steps, and its precision is the sweep's (``--precision``, default ``experiment_precision()``: fp32
-until bf16 autocast is measured to train alike), a setting recorded with it, never what the CPU happens to run. A
-verdict compares only runs that experiments/comparable.py lets be compared (the same code, budget, device and
-precision); ``--rerun_other_code`` trains again the runs recorded at other code than the checkout's.
+is bounded by steps, and its precision is the sweep's (``--precision``, default ``experiment_precision()``: the one
+the machine runs fast, now that bf16 autocast and fp32 are measured to train alike), a setting recorded with it. A
+verdict compares only runs that experiments/comparable.py lets be compared (the same code, budget and device, and a
+precision measured alike); ``--rerun_other_code`` trains again the runs recorded at other code than the checkout's.
 
 Beside the paper's rows, the schedule rows halve the §5.3 learning rate (``--lr_scale 0.5``) of the base and of
 N = 4: whether the (C) rows that lag the base lag for their size or for the preset's peak learning rate.
@@ -278,8 +278,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--curve_steps", type=int, default=CURVE_STEPS, help="validation PPL every this many steps")
     parser.add_argument("--precision", choices=list(PRECISIONS), default=None,
                         help="what every run trains in (default: experiments/comparable.py's experiment_precision(), "
-                        f"now {experiment_precision()}); a run records it, and only runs of one precision compare "
-                        "until bf16 autocast and fp32 are measured to agree")  # fmt: skip
+                        f"now {experiment_precision()}); a run records it, and runs of two precisions compare only "
+                        "once bf16 autocast and fp32 are measured to agree (experiments/comparable.py)")  # fmt: skip
     parser.add_argument("--config", default="multi30k", help="the base row's preset (a name or a YAML file)")
     parser.add_argument("--runs", default=str(ROOT / "runs" / "table3"), help="where the runs' model folders go")
     parser.add_argument("--results", default=str(RESULTS), help="where the runs' records go")

@@ -76,12 +76,23 @@ def compare(runs: list[dict], base: list[dict]) -> Comparison:
     return Comparison(runs, base, differences, words)
 
 
+def one_per_seed(runs: list[dict]) -> list[dict]:
+    """A row's runs with each seed once at each code: seeds are the replicates, and a seed trained in both
+    precisions (the base's, for the precision check) is one replicate twice, not two. Its first record counts (by
+    date): the run the row was recorded with before the precision was checked."""
+    first: dict[tuple, dict] = {}
+    for run in sorted(runs, key=lambda run: run.get("date", "")):
+        first.setdefault((run["code_key"], run["seed"]), run)
+    return [run for run in runs if first[run["code_key"], run["seed"]] is run]
+
+
 def budget(records: list[dict], steps: int) -> tuple[list[dict], dict[str, Comparison]]:
     """The base's runs at ``steps`` (at the code of most base seeds) and each other row's comparison with them."""
     rows = defaultdict(list)
     for record in records:
         if record["steps"] == steps:
             rows[record["row"]].append(record)
+    rows = {name: one_per_seed(runs) for name, runs in rows.items()}
     if "base" not in rows:
         return [], {}
     base = base_group(rows.pop("base"), [r for runs in rows.values() for r in runs])

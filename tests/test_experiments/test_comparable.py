@@ -49,10 +49,13 @@ def test_precisions_compare_once_measured_to_agree(monkeypatch):
     assert comparable.experiment_precision() == FP32
 
 
-def test_runs_split_into_groups_that_compare():
+def test_runs_split_into_groups_that_compare(monkeypatch):
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", None)  # the rule before the precisions are measured
     runs = [{"run": synthetic_run(p, code=c)} for p, c in ((FP32, "a"), (BF16, "a"), (FP32, "a"), (FP32, "b"))]
     assert [len(group) for group in groups(runs)] == [2, 1, 1]
     assert [len(group) for group in groups(runs, ignoring=("precision",))] == [3, 1]
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", "docs/multi30k.md#bf16-autocast-and-fp32")
+    assert [len(group) for group in groups(runs)] == [3, 1]  # measured alike: precision no longer splits
 
 
 def test_the_precision_rule_needs_no_difference_found_and_one_under_the_seed_spread():

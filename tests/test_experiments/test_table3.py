@@ -208,6 +208,28 @@ def test_the_page_measures_fp32_against_bf16_by_the_rule_stated_before_the_runs(
     assert "No budget has base runs of both precisions" in table3.report(runs)
 
 
+def test_once_the_precisions_agree_a_row_in_fp32_reads_against_the_base_and_a_seed_counts_once(monkeypatch):
+    """With the evidence, an fp32 row gets its word against the bf16 base; the base's seeds trained in both
+    precisions for the check are three replicates, not six (the first record of each: bf16); at another code a
+    seed's records are other runs, and both stay for their own group."""
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", "docs/multi30k.md#bf16-autocast-and-fp32")
+    runs = [record("base", seed, ppl, bleu) for seed, ppl, bleu in ((1, 16.3, 21.7), (2, 15.3, 22.5), (3, 16.4, 23.2))]
+    runs += [record("base", seed, ppl, bleu, precision=FP32, date="2026-12-02")
+             for seed, ppl, bleu in ((1, 16.0, 22.0), (2, 15.6, 22.9), (3, 16.5, 22.4))]  # fmt: skip
+    runs += [record("schedule-lr-half", seed, 13.5 + seed / 10, 25.0, precision=FP32, group="schedule")
+             for seed in (1, 2, 3)]  # fmt: skip
+    page = table3.report(runs)
+    assert "The base: 3 seeds at commit new0000, bf16 autocast." in page
+    assert "| 1, 2, 3 | new0000 | 16.00 (15.30-16.40) | 22.47 (21.70-23.20) |" in line(page, "| base |")
+    ppl = difference([13.6, 13.7, 13.8], [16.3, 15.3, 16.4])
+    low, high = ppl.interval()
+    assert f"| {ppl.delta:+.2f} [{low:+.2f}, {high:+.2f}]: lower |" in line(page, "| schedule schedule-lr-half |")
+    older = [record("base", 1, 17.0, 20.0, code="older", date="2026-11-30"), runs[0]]
+    assert table3_page.one_per_seed([table3_page.normalized(r) for r in older + runs[3:4]]) == [
+        table3_page.normalized(r) for r in older
+    ]
+
+
 def test_the_page_is_the_generators_output_and_an_output_not_code():
     """docs/table3.md is never edited by hand: it is what --report makes of results/table3/; and neither it nor its
     records make a later record "uncommitted" (vanilla_tools.provenance.GENERATED)."""
