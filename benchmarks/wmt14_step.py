@@ -121,7 +121,7 @@ class SyncWatch(TrainerCallback):
             event.synchronize()
             self.events.append(event)
             self.marks.append(len(self.batches.shapes))
-            self.graphs.append(compile_counts()["graphs"])
+            self.graphs.append(graphs)
         if state.global_step == self.warmup:
             self.warm_s = time.perf_counter() - self.start
         if state.global_step == self.timed:
@@ -167,8 +167,7 @@ def warm_steps(trainer, measured: int) -> dict:
     shapes = []
     for epoch in range(EPOCHS_PLANNED):
         sampler.set_epoch(epoch)
-        shapes += [(len(b), int(sampler.padded_source[b].max()), int(sampler.padded_target[b].max()))
-                   for b in sampler.global_batches()]  # fmt: skip
+        shapes += sampler.batch_shapes()
     first_met: dict = {}
     for at, shape in enumerate(shapes):
         first_met.setdefault(shape, at)

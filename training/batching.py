@@ -190,6 +190,11 @@ class TokenBatchSampler(BatchRebalanceSampler):
     def __len__(self) -> int:
         return self.num_batches
 
+    def batch_shapes(self) -> list[tuple[int, int, int]]:
+        """The (pairs, source length, target length) of each of this epoch's batches, as the collator pads them."""
+        return [(len(b), int(self.padded_source[b].max()), int(self.padded_target[b].max()))
+                for b in self.global_batches()]  # fmt: skip
+
     def padding(self) -> float:
         """Padding share of this epoch's batches as the collator pads them, over source and target tokens
         together."""

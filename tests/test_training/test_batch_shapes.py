@@ -24,12 +24,6 @@ WMT_LIKE = Path(__file__).parents[1] / "fixtures" / "wmt-like-lengths.npz"
 WMT14_BUDGET = 3125  # the wmt14 preset's --max_tokens_per_batch
 
 
-def epoch_shapes(sampler: TokenBatchSampler) -> list[tuple[int, int, int]]:
-    """The (batch, source length, target length) of each batch of the sampler's epoch, as the collator pads it."""
-    return [(len(b), int(sampler.padded_source[b].max()), int(sampler.padded_target[b].max()))
-            for b in sampler.global_batches()]  # fmt: skip
-
-
 def test_a_wmt_like_epoch_has_few_shapes_bucketed():
     """The epoch behind docs/performance.md's GPU profile: 605 batches, 604 of them a shape of their own (cuDNN
     planned almost every one). CUDA's defaults (8 length buckets a side, lengths and batch sizes multiples of 8) leave
@@ -39,11 +33,11 @@ def test_a_wmt_like_epoch_has_few_shapes_bucketed():
     today = TokenBatchSampler(lengths["source"], lengths["target"], WMT14_BUDGET, seed=1)
     on_cuda = BatchShapes.for_device("cuda", 128)
     bucketed = TokenBatchSampler(lengths["source"], lengths["target"], WMT14_BUDGET, seed=1, shapes=on_cuda)
-    counts = {name: (len(s), len(set(epoch_shapes(s))), round(s.padding(), 4))
+    counts = {name: (len(s), len(set(s.batch_shapes())), round(s.padding(), 4))
               for name, s in (("today", today), ("bucketed", bucketed))}  # fmt: skip
     print("batches, distinct shapes, padding:", counts)
     assert counts == {"today": (605, 604, 0.1166), "bucketed": (673, 61, 0.169)}
-    shapes = epoch_shapes(bucketed)
+    shapes = bucketed.batch_shapes()
     assert max(size * max(source, target) for size, source, target in shapes) <= WMT14_BUDGET
     assert {source for _, source, _ in shapes} | {target for _, _, target in shapes} <= set(on_cuda.buckets.tolist())
     assert all(size % 8 == 0 for size, _, _ in shapes)
