@@ -124,6 +124,26 @@ ROWS = (
     Row("schedule-layers-4-lr-half", "schedule", "N = 4, learning rate x 0.5",
         ("--encoder_layers", "4", "--decoder_layers", "4", "--lr_scale", "0.5")),
     Row("schedule-lr-half", "schedule", "learning rate x 0.5", ("--lr_scale", "0.5")),
+    # The learning rate for each size, by a walk stated before its runs (2026-11-28): lr_scale in powers of two from
+    # the preset's x1, 1,000 steps, read on validation PPL (the mean of a point's recorded seeds); from x1 to x1/2,
+    # halving again while PPL falls (doubling from x1 instead where x1/2 is not lower), between x1/8 and x4; the
+    # size's rate is the point of lowest PPL, then run with three seeds. These are the walk's next points.
+    Row("schedule-lr-quarter", "schedule", "learning rate x 0.25", ("--lr_scale", "0.25")),
+    Row("schedule-layers-4-lr-quarter", "schedule", "N = 4, learning rate x 0.25",
+        ("--encoder_layers", "4", "--decoder_layers", "4", "--lr_scale", "0.25")),
+    Row("schedule-layers-6-lr-half", "schedule", "N = 6, learning rate x 0.5",
+        ("--encoder_layers", "6", "--decoder_layers", "6", "--lr_scale", "0.5")),
+    Row("schedule-layers-1-lr-half", "schedule", "N = 1, learning rate x 0.5",
+        ("--encoder_layers", "1", "--decoder_layers", "1", "--lr_scale", "0.5")),
+    Row("schedule-layers-2-lr-half", "schedule", "N = 2, learning rate x 0.5",
+        ("--encoder_layers", "2", "--decoder_layers", "2", "--lr_scale", "0.5")),
+    Row("schedule-dmodel-128-lr-half", "schedule", "d_model = 128, learning rate x 0.5",
+        ("--d_model", "128", "--lr_scale", "0.5")),
+    Row("schedule-dmodel-512-lr-half", "schedule", "d_model = 512, learning rate x 0.5",
+        ("--d_model", "512", "--lr_scale", "0.5")),
+    Row("schedule-dff-512-lr-half", "schedule", "d_ff = 512, learning rate x 0.5", ("--ffn_dim", "512", "--lr_scale", "0.5")),
+    Row("schedule-dff-2048-lr-half", "schedule", "d_ff = 2048, learning rate x 0.5",
+        ("--ffn_dim", "2048", "--lr_scale", "0.5")),
 )  # fmt: skip
 
 GROUP_OF = {row.name: row.group for row in ROWS}
