@@ -133,6 +133,8 @@ ROWS = (
         ("--encoder_layers", "4", "--decoder_layers", "4", "--lr_scale", "0.25")),
     Row("schedule-layers-6-lr-half", "schedule", "N = 6, learning rate x 0.5",
         ("--encoder_layers", "6", "--decoder_layers", "6", "--lr_scale", "0.5")),
+    Row("schedule-layers-6-lr-quarter", "schedule", "N = 6, learning rate x 0.25",
+        ("--encoder_layers", "6", "--decoder_layers", "6", "--lr_scale", "0.25")),
     Row("schedule-layers-1-lr-half", "schedule", "N = 1, learning rate x 0.5",
         ("--encoder_layers", "1", "--decoder_layers", "1", "--lr_scale", "0.5")),
     Row("schedule-layers-2-lr-half", "schedule", "N = 2, learning rate x 0.5",
