@@ -137,6 +137,8 @@ ROWS = (
         ("--encoder_layers", "6", "--decoder_layers", "6", "--lr_scale", "0.25")),
     Row("schedule-layers-1-lr-half", "schedule", "N = 1, learning rate x 0.5",
         ("--encoder_layers", "1", "--decoder_layers", "1", "--lr_scale", "0.5")),
+    Row("schedule-layers-1-lr-double", "schedule", "N = 1, learning rate x 2",
+        ("--encoder_layers", "1", "--decoder_layers", "1", "--lr_scale", "2")),
     Row("schedule-layers-2-lr-half", "schedule", "N = 2, learning rate x 0.5",
         ("--encoder_layers", "2", "--decoder_layers", "2", "--lr_scale", "0.5")),
     Row("schedule-dmodel-128-lr-half", "schedule", "d_model = 128, learning rate x 0.5",
