@@ -13,11 +13,12 @@ that day (each record keeps its steps, epochs and the fp32 matrix-product peak m
 candidate trains only where its run could be read against its preset's runs (``check_comparable``: the same budget,
 kind of device and precision; experiments/comparable.py).
 
-The choice follows ``RULE``, stated before the candidates ran and printed at the top of the page: one run of a
-candidate against the preset's own spread over its recorded runs (``Band``, ``chosen``). Candidates come in
-``ROUNDS``, data read from recipe_rounds.yaml with the reasons for each: a round's choice goes into
-training/configs/multi30k.yaml and the next round's candidates change that preset, read against its own runs; a
-round whose preset is no longer the YAML's trains nothing more.
+The choice follows ``RULE``, stated before the candidates ran and printed at the top of the page (with
+``LEARNING_RATE_RULE``: the peak a candidate of another size trains at): one run of a candidate against the
+preset's own spread over its recorded runs (``Band``, ``chosen``). Candidates come in ``ROUNDS``, data read
+from recipe_rounds.yaml with the reasons for each: a round's choice goes into training/configs/multi30k.yaml and
+the next round's candidates change that preset, read against its own runs; a round whose preset is no longer the
+YAML's trains nothing more.
 
 A candidate recorded with the same settings is skipped, so the command goes on where it stopped, over several
 sessions and machines (each run is the preset's whole budget). Records: results/recipe/[ROUND/]NAME/ (vanilla-train's
@@ -57,6 +58,14 @@ RULE = (
     "more run of the preset (mean +- t * s * sqrt(1 + 1/n) over its n recorded runs: the canonical run and repeats "
     "in [results.md](results.md), and the preset candidate here). The preset changes only for a candidate above that "
     "band, the best of them; a candidate within it is not told apart from the preset by one run."
+)
+LEARNING_RATE_RULE = (
+    "a candidate that changes the model's size (depth, d_model, d_ff) trains at the peak learning rate its size "
+    "takes in Table 3's walk ([table3.md](table3.md#the-learning-rate-for-each-size), experiments/lr_walk.py) "
+    "relative to the base's there: `--lr_scale` = the size's rate / the base's rate, on the preset's own schedule "
+    "and warmup. A size the walk has not covered is first walked there (a row at the base's code), and the "
+    "candidate waits for it. That the ratio carries from Table 3's 1,000 steps (warmup 600) to the preset's budget "
+    "(warmup 1,200) is an assumption, stated here, that the candidate's own curve shows or refutes."
 )
 REPEATS = ROOT / "results"  # the presets' full runs: summary.json with a role in PRESET_ROLES (results_index)
 PRESET_ROLES = ("canonical", "seed", "superseded")
@@ -288,6 +297,8 @@ def report(records: dict[int, list[dict]], summaries: list[dict]) -> str:
         "change that preset.",
         "",
         f"**The rule**, stated before the candidates ran: {RULE}",
+        "",
+        f"**The learning rate for a size**, stated 2026-11-28 before any candidate used it: {LEARNING_RATE_RULE}",
         "",
     ]
     for one in ROUNDS:

@@ -6,6 +6,7 @@ records (experiments/table3_page.py, with the verdict rule of experiments/verdic
     python -m experiments.table3 --steps 3000 --rows longer  # the longer budget: base, (C), rows opposite at 1,000
     python -m experiments.table3 --rows base A --seeds 4 5   # rows by name or group letter, more seeds
     python -m experiments.table3 --report                    # docs/table3.md from the records, nothing trained
+    python -m experiments.table3 --adopt ../table3/results/table3/1000-steps/ROW  # a run made at the base's code
 
 The order spends the compute where it decides something: the base first, then the rows that had a verdict under
 the first sweep's single-seed rule (``PRIORITY``), then the rest, each row's seeds together. Each run is one
@@ -16,8 +17,16 @@ the machine runs fast, now that bf16 autocast and fp32 are measured to train ali
 verdict compares only runs that experiments/comparable.py lets be compared (the same code, budget and device, and a
 precision measured alike); ``--rerun_other_code`` trains again the runs recorded at other code than the checkout's.
 
-Beside the paper's rows, the schedule rows halve the §5.3 learning rate (``--lr_scale 0.5``) of the base and of
-N = 4: whether the (C) rows that lag the base lag for their size or for the preset's peak learning rate.
+Beside the paper's rows, the schedule rows scale the §5.3 learning rate (``--lr_scale``) of the base and of the (C)
+rows: whether the (C) rows that lag the base lag for their size or for the preset's peak learning rate. Each size
+gets its own rate by a walk over the scale (experiments/lr_walk.py, its rule stated before its runs; the page gives
+each walk's points and its next one, one seed each: ``--rows ROW --seeds 1``).
+
+A run is compared only with base runs of the same code, and the base's ran at code tree 4f460c9263c5 (commits
+d879cda to 2d758cf: the preset's warmup was 600 then). So a row added since runs from a checkout of that code with
+the row added, branch ``table3-lr-walk`` (``git worktree add ../table3 table3-lr-walk``, the row added to that
+runner's ``ROWS`` and committed, ``python -m experiments.table3 --rows ROW --seeds 1`` there), and ``--adopt`` here
+files its records: that runner predates the run record, which is built from each run's summary.
 
 The base row is the multi30k preset (d_model 256, N = 3, h = 4, d_k = 64, d_ff 1024, P_drop 0.1, eps_ls 0.1,
 BPE-dropout 0.1), trained for ``--steps`` steps instead of its budget. Each variation changes what its row of
@@ -51,6 +60,7 @@ from transformers import AutoModelForSeq2SeqLM
 from training.arguments import parse_args
 from training.checkpoints import checkpoint_step, complete_checkpoints
 from training.data import load_parallel_data, tokenize_splits
+from training.record import check_run_record, run_record
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
 from vanilla_tools.provenance import git_commit
@@ -252,17 +262,56 @@ def train(run: Run, preset: str, runs: Path, results: Path) -> dict:
     return record
 
 
+def adopt(folder: Path, results: Path, preset: str) -> list[Path]:
+    """The runs recorded under ``folder`` by this runner at an older checkout, filed as this checkout's runner files
+    them: a row added after the code changed runs at the code of the base's runs (docs/table3.md says which), whose
+    runner predates the run record. Each run's record gets the run record built from its summary's own fields (the
+    resolved arguments, the steps reached, the code and the machine: training/record.py's ``run_record``) and
+    ``Run.settings``' statement of its settings, checked to be the ones it trained with, under
+    ``results``/STEPS-steps/PRECISION/ROW/seed-SEED/. A run already filed there is left as it is. Returns the folders
+    written."""
+    rows = {row.name: row for row in ROWS}
+    written = []
+    for path in sorted(folder.rglob(RECORD)):
+        record, summary = json.loads(path.read_text()), json.loads((path.parent / "summary.json").read_text())
+        if "run" in record or record["row"] not in rows:
+            raise UsageError(f"{path}: {'already filed' if 'run' in record else 'a row this checkout lacks'} "
+                             f"({record['row']}): nothing to adopt")  # fmt: skip
+        arguments = summary["arguments"]
+        device = "cuda" if summary["machine"].get("gpus") and not arguments.get("use_cpu") else "cpu"
+        run_ = run_record(arguments, summary["steps"], device, code=summary["code"], host=summary["machine"])
+        check_run_record(run_)
+        one = Run(rows[record["row"]], record["seed"], record["steps"], run_["precision"])
+        settings = one.settings(preset)
+        at = settings.index("--bf16")  # the older runner stated no precision, and a budget in minutes of 0 (none)
+        older = [*settings[:2], "--max_train_minutes", "0", *settings[2:at], *settings[at + 2 :]]
+        if record["settings"] != older:
+            raise UsageError(f"{path}: trained with {record['settings']}, not this checkout's {older}")
+        target = results / one.folder
+        if (target / RECORD).exists():
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        summary = {**{k: v for k, v in summary.items() if k not in ("code", "machine", "steps")}, "run": run_}
+        record = {**{k: v for k, v in record.items() if k not in ("code", "machine")}, "settings": settings,
+                  "run": run_}  # fmt: skip
+        (target / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+        (target / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        written.append(target)
+    return written
+
+
 def records(results: Path) -> list[dict]:
     """Every run's record: this sweep's (STEPS-steps/PRECISION/ROW/seed-SEED/) and the first sweep's (ROW/)."""
     return [json.loads(p.read_text()) for p in sorted(results.rglob(RECORD))]
 
 
 def report(found: list[dict]) -> str:
-    return table3_page.report(found, GROUP_OF, (STEPS, LONGER))
+    return table3_page.report(found, GROUP_OF, (STEPS, LONGER), {row.name: row.flags for row in ROWS})
 
 
 def write_page(results: Path, page: Path) -> None:
     found = records(results)
+    page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(report(found))
     table3_page.plot_curves([table3_page.normalized(r) for r in found], page)
 
@@ -285,6 +334,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--results", default=str(RESULTS), help="where the runs' records go")
     parser.add_argument("--page", default=str(PAGE), help="the page generated from the records (plots beside it)")
     parser.add_argument("--report", action="store_true", help="only write the page from the records")
+    parser.add_argument("--adopt", metavar="FOLDER",
+                        help="file the records an older checkout's runner wrote under FOLDER (a row run at the base's "
+                        "code: docs/table3.md), then write the page; nothing is trained")  # fmt: skip
     parser.add_argument("--rerun_other_code", action="store_true",
                         help="train again the runs recorded at other code than the checkout's")  # fmt: skip
     return parser
@@ -299,9 +351,16 @@ def run(argv: list[str] | None = None) -> None:
         raise UsageError(
             f"--rerun_other_code: the checkout's code differs from its commit ({code.get('changed_files')})"
         )
+    if args.adopt:
+        for folder in adopt(Path(args.adopt), results, args.config):
+            logger.info("adopted %s", shown(folder))
     found = records(results)
     precision = PRECISIONS[args.precision] if args.precision else experiment_precision()
-    todo = [] if args.report else plan(select(args.rows, found), args.seeds, args.steps, precision, args.curve_steps)
+    todo = (
+        []
+        if args.report or args.adopt
+        else plan(select(args.rows, found), args.seeds, args.steps, precision, args.curve_steps)
+    )
     for one in todo:
         if recorded(one, args.config, results, code["code_tree"] if args.rerun_other_code else None):
             logger.info("%s: recorded, skipped", one.folder)

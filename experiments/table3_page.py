@@ -10,7 +10,7 @@ from pathlib import Path
 
 from vanilla_tools.cli import pyplot
 
-from . import comparable
+from . import comparable, lr_walk
 from .comparable import BF16, CRITERIA, FP32, code_key, groups, precisions_agree, why_not
 from .verdict import MIN_SEEDS, NO_CHANGE, TOO_FEW, Difference, difference, paper_direction, verdict, verdict_rate
 
@@ -361,9 +361,45 @@ def precision_section(records: list[dict]) -> list[str]:
     return [*lines, "", *paragraph(after), ""]
 
 
-def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int]) -> str:
-    """docs/table3.md: the rule, then each budget's rows beside the paper's, then the longer budget's answer.
-    ``rows`` are the table's (name: group, in the page's order), ``budgets`` the sweep's and the longer one."""
+def walk_section(records: list[dict], steps: int, rows: dict[str, str], flags: dict[str, tuple[str, ...]]) -> list[str]:
+    """Each size's learning-rate walk (experiments/lr_walk.py) over the rows' runs at ``steps`` that may be compared
+    with the base's: its points, the point the rule trains next (and the row that trains it), and the size's rate."""
+    base, comparisons = budget(records, steps)
+    runs = {name: [r for r in c.runs if not why_not(base[0]["run"], r["run"])] for name, c in comparisons.items()}
+    perplexities = {name: [r["validation_ppl"] for r in found] for name, found in {"base": base, **runs}.items()}
+    walks = lr_walk.walks({name: (flags[name], perplexities.get(name, [])) for name in flags},
+                          [name for name, group in rows.items() if group in ("base", "(C)")])  # fmt: skip
+    scales = sorted({scale for walk in walks.values() for scale in walk.points()} | {1.0, 0.5}, reverse=True)
+    lines = [
+        "## The learning rate for each size",
+        "",
+        *paragraph(
+            f"The rule, stated before its runs (`experiments/lr_walk.py`): {lr_walk.RULE} Each cell: the "
+            f"validation PPL at {steps:,} steps, the mean over the point's seeds (how many), runs at the base's "
+            "code only."
+        ),  # fmt: skip
+        "",
+        "| size | " + " | ".join(map(lr_walk.scale_text, scales)) + " | next point | the size's rate |",
+        "| --- | " + " | ".join("---:" for _ in scales) + " | --- | --- |",
+    ]
+    for walk in walks.values():
+        points = walk.points()
+        cells = [f"{points[s]:.2f} ({len(walk.perplexities[s])})" if s in points else "" for s in scales]
+        scale = walk.next_scale()
+        row = walk.rows.get(scale) if scale is not None else None
+        upcoming = ("stopped" if scale is None else
+                    f"{lr_walk.scale_text(scale)}: {f'row {row}' if row else 'no row yet'}")  # fmt: skip
+        chosen = walk.chosen()
+        lines.append(f"| {walk.size} | " + " | ".join(cells) + f" | {upcoming} | "
+                     f"{lr_walk.scale_text(chosen) if chosen is not None else 'not yet'} |")  # fmt: skip
+    return [*lines, ""]
+
+
+def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int],
+           flags: dict[str, tuple[str, ...]]) -> str:  # fmt: skip
+    """docs/table3.md: the rule, then each budget's rows beside the paper's, then the longer budget's answer, then
+    each size's learning rate. ``rows`` are the table's (name: group, in the page's order), ``budgets`` the sweep's
+    and the longer one, ``flags`` each row's vanilla-train flags."""
     records = [normalized(r) for r in records]
     lines = [
         "# Table 3 on Multi30k",
@@ -391,4 +427,5 @@ def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int]) 
     ]
     for steps in sorted({r["steps"] for r in records} | set(budgets)):
         lines += budget_section(records, steps, rows)
-    return "\n".join([*lines, *longer_section(records, *budgets, rows), *precision_section(records)])
+    return "\n".join([*lines, *longer_section(records, *budgets, rows), *walk_section(records, budgets[0], rows, flags),
+                      *precision_section(records)])  # fmt: skip

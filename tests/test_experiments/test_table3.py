@@ -20,10 +20,12 @@ PAPER = {"C-layers-2": {"change": "N = 4", "ppl": 5.19, "bleu": 25.3}, "B-dk-16"
 
 def test_the_sweep_runs_the_base_then_the_decided_rows_then_the_rest():
     runs = table3.plan(table3.select(None, []), [1, 2, 3], 1000)
-    assert len(runs) == 3 * 24 and len({run.folder for run in runs}) == len(runs)
+    assert len(runs) == 3 * 35 and len({run.folder for run in runs}) == len(runs)
     names = list(dict.fromkeys(run.row.name for run in runs))
     assert names[0] == "base" and names[1 : 1 + len(table3.PRIORITY)] == list(table3.PRIORITY)
-    assert names[-4:] == ["restricted-r-4", "restricted-r-8", "schedule-layers-4-lr-half", "schedule-lr-half"]
+    first = names.index("restricted-r-4")  # then the schedule rows, last: not in the paper
+    assert names[first : first + 3] == ["restricted-r-4", "restricted-r-8", "schedule-layers-4-lr-half"]
+    assert all(name.startswith("schedule-") for name in names[first + 2 :])
     assert [run.seed for run in runs[:6]] == [1, 2, 3, 1, 2, 3]  # a row's seeds together: its cell decides sooner
     assert runs[3].folder == "1000-steps/fp32/A-heads-1/seed-1"  # the sweep's precision keeps its runs apart
 
@@ -32,7 +34,7 @@ def test_every_row_of_the_rows_file_is_a_vanilla_train_change():
     """experiments/table3_rows.yaml is data: a misspelt flag, a repeated name or an unknown group fails here, not
     hours into a sweep."""
     names = [row.name for row in table3.ROWS]
-    assert len(names) == len(set(names)) == 24
+    assert len(names) == len(set(names)) == 35
     assert {row.group for row in table3.ROWS} == {"base", "(A)", "(B)", "(C)", "(D)", "(E)", "restricted", "schedule"}
     for run in table3.plan(list(table3.ROWS), [1], 1000):
         parsed = table3.parse_args([*run.settings("multi30k"), "--output_dir", "out"])
@@ -45,7 +47,8 @@ def test_every_row_of_the_rows_file_is_a_vanilla_train_change():
 
 def test_rows_are_chosen_by_name_group_or_the_longer_budgets_rule():
     assert [row.name for row in table3.select(["A"], [])] == ["A-heads-1", "A-heads-2", "A-heads-8", "A-heads-16"]
-    assert [row.name for row in table3.select(["schedule"], [])] == ["schedule-layers-4-lr-half", "schedule-lr-half"]
+    schedule = [row.name for row in table3.select(["schedule"], [])]
+    assert schedule[:3] == ["schedule-layers-4-lr-half", "schedule-lr-half", "schedule-lr-quarter"]
     longer = [row.name for row in table3.select(["longer"], [])]  # no verdict yet: the base and the (C) rows
     assert longer[0] == "base" and {row.group for row in table3.select(["longer"], [])} == {"base", "(C)"}
     opposite = [record("base", seed, 16.0 + seed / 10, 21.0) for seed in (1, 2, 3)]
@@ -244,3 +247,41 @@ def test_the_curves_without_matplotlib_name_the_plot_extra(tmp_path, monkeypatch
     with pytest.raises(UsageError, match=r'^python -m experiments.table3 needs matplotlib: pip install '
                        r'"vanilla-transformer\[plot\]"$'):  # fmt: skip
         table3_page.plot_curves([], tmp_path / "table3.md")
+
+
+def test_a_run_an_older_checkouts_runner_recorded_is_filed_with_its_run_record(tmp_path):
+    """A row added after the code changed runs at the base's code, whose runner wrote no run record: --adopt files
+    it as this runner would have, refuses one trained with other settings, and the sweep then skips it."""
+    one = table3.Run(next(row for row in table3.ROWS if row.name == "schedule-lr-quarter"), 1, 1000, FP32)
+    settings = one.settings("multi30k")
+    at = settings.index("--bf16")
+    older = [*settings[:2], "--max_train_minutes", "0", *settings[2:at], *settings[at + 2 :]]
+    code = {"commit": "3b6e9b8", "uncommitted_changes": False, "changed_files": [], "code_tree": "4f460c9263c5"}
+    host = {"processor": "AMD EPYC (x86_64)", "cpu_cores": 2, "gpus": [], "torch": "2.13.0+cpu"}
+    arguments = {"bf16": False, "seed": 1, "max_steps": 1000, "num_train_epochs": 40, "max_train_minutes": 0.0,
+                 "max_tokens_per_batch": 2048, "gradient_accumulation_steps": 1, "use_cpu": True}  # fmt: skip
+    folder = tmp_path / "older" / "1000-steps" / "schedule-lr-quarter" / "seed-1"
+    folder.mkdir(parents=True)
+    summary = {"validation": {"bleu": 22.7}, "arguments": arguments, "steps": 1000, "code": code, "machine": host}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    record = {"row": "schedule-lr-quarter", "group": "schedule", "change": "learning rate x 0.25", "seed": 1,
+              "flags": list(one.row.flags), "steps": 1000, "settings": older, "paper": {}, "validation_ppl": 21.04,
+              "validation_bleu": 22.7, "curve": [], "parameters": 7577600, "row_minutes": 20.97,
+              "date": "2026-11-28T05:36:52+0000", "code": code, "machine": host}  # fmt: skip
+    (folder / "table3.json").write_text(json.dumps(record))
+    results, page = tmp_path / "results", tmp_path / "docs" / "table3.md"
+    table3.run(["--adopt", str(tmp_path / "older"), "--results", str(results), "--page", str(page)])
+    filed = json.loads((results / one.folder / "table3.json").read_text())
+    assert one.folder == "1000-steps/fp32/schedule-lr-quarter/seed-1"
+    assert filed["settings"] == settings and "code" not in filed and "machine" not in filed
+    check_run_record(filed["run"])
+    assert filed["run"]["code"] == code and filed["run"]["precision"] == FP32 and filed["run"]["steps"] == 1000
+    assert filed["run"]["budget"] == {"max_steps": 1000, "num_train_epochs": None, "max_train_minutes": None,
+                                      "tokens_per_step": 2048}  # fmt: skip
+    assert json.loads((results / one.folder / "summary.json").read_text())["run"] == filed["run"]
+    assert table3.recorded(one, "multi30k", results) == filed  # the sweep skips it
+    assert table3.adopt(tmp_path / "older", results, "multi30k") == []  # filed once
+    assert "| base |" not in page.read_text().split("## 1,000 steps")[1].split("\n## ")[0]  # no base: no cells
+    (folder / "table3.json").write_text(json.dumps({**record, "settings": [*older, "--dropout", "0.2"]}))
+    with pytest.raises(UsageError, match="trained with .*--dropout"):
+        table3.adopt(tmp_path / "older", tmp_path / "other", "multi30k")

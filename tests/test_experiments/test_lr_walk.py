@@ -1,0 +1,75 @@
+"""The learning rate for each size (experiments/lr_walk.py): the walk's next point and its stop, the rows that join
+a size's walk, and docs/table3.md's table of the walks."""
+
+import pytest
+from test_table3 import line, record
+
+from experiments import lr_walk, table3
+from experiments.lr_walk import Walk
+
+
+def walk(**points: float) -> Walk:
+    """A walk with one seed at each point, named x1=16.0, x0_5=14.7 ..."""
+    return Walk("base", {float(name[1:].replace("_", ".")): [ppl] for name, ppl in points.items()})
+
+
+@pytest.mark.parametrize(
+    ("points", "upcoming", "chosen"),
+    [
+        ({}, 1.0, None),
+        ({"x1": 16.0}, 0.5, None),
+        ({"x1": 16.0, "x0_5": 14.7}, 0.25, None),  # lower: halve again
+        ({"x1": 16.0, "x0_5": 14.7, "x0_25": 15.1}, None, 0.5),  # higher at x1/4: stopped, x1/2 is the lowest
+        ({"x1": 16.0, "x0_5": 14.7, "x0_25": 14.0, "x0_125": 13.9}, None, 0.125),  # stopped at the bound
+        ({"x1": 13.9, "x0_5": 14.2}, 2.0, None),  # not lower at x1/2: double from x1
+        ({"x1": 13.9, "x0_5": 14.2, "x2": 13.0, "x4": 12.9}, None, 4.0),  # the upper bound
+        ({"x1": 13.9, "x0_5": 13.9, "x2": 14.5}, None, 1.0),  # a tie is not lower
+    ],
+)
+def test_the_walk_halves_while_perplexity_falls_or_doubles_and_stops_at_its_bounds(points, upcoming, chosen):
+    assert walk(**points).next_scale() == upcoming
+    assert walk(**points).chosen() == chosen
+
+
+def test_a_point_is_the_mean_of_its_seeds():
+    one = Walk("C-layers-4", {1.0: [28.4, 34.2, 24.1], 0.5: [17.7, 17.7, 18.2]})
+    assert one.points() == pytest.approx({1.0: 28.9, 0.5: 17.8667}, abs=1e-4)
+    assert one.next_scale() == 0.25
+
+
+def test_a_row_joins_the_walk_of_the_size_it_has_but_for_the_scale():
+    rows = {
+        "base": ((), [16.0]),
+        "C-layers-4": (("--encoder_layers", "4", "--decoder_layers", "4"), [28.9]),
+        "schedule-layers-4-lr-half": (("--decoder_layers", "4", "--encoder_layers", "4", "--lr_scale", "0.5"), [17.9]),
+        "schedule-lr-half": (("--lr_scale", "0.5"), [14.7]),
+        "A-heads-1": (("--num_attention_heads", "1"), [17.5]),  # a size not walked: in no walk
+    }
+    found = lr_walk.walks(rows, ["base", "C-layers-4"])
+    assert list(found) == ["base", "C-layers-4"]
+    assert found["C-layers-4"].rows == {1.0: "C-layers-4", 0.5: "schedule-layers-4-lr-half"}
+    assert found["base"].points() == {1.0: 16.0, 0.5: 14.7}
+    assert lr_walk.size_and_scale(["--lr_scale", "0.25", "--d_model", "512"]) == (("--d_model", "512"), 0.25)
+    assert [lr_walk.scale_text(s) for s in (4.0, 1.0, 0.5, 0.125)] == ["x4", "x1", "x1/2", "x1/8"]
+
+
+def test_the_page_gives_each_size_its_points_its_next_row_and_its_rate():
+    runs = [record("base", seed, ppl, 22.0) for seed, ppl in ((1, 16.3), (2, 15.3), (3, 16.4))]
+    runs += [record("schedule-lr-half", 1, 14.7, 25.0, group="schedule")]
+    runs += [record("C-layers-4", seed, 28.9, 10.0) for seed in (1, 2, 3)]
+    runs += [
+        record(name, 1, ppl, 20.0, group="schedule")
+        for name, ppl in (("schedule-layers-4-lr-half", 17.9), ("schedule-layers-4-lr-quarter", 18.5))
+    ]
+    runs += [record("schedule-layers-6-lr-half", 1, 20.0, 18.0, group="schedule", code="older")]  # other code
+    page = table3.report(runs)
+    section = "## The learning rate for each size"
+    assert line(page, "| size |", section) == "| size | x1 | x1/2 | x1/4 | next point | the size's rate |"
+    assert (
+        line(page, "| base |", section)
+        == "| base | 16.00 (3) | 14.70 (1) |  | x1/4: row schedule-lr-quarter | not yet |"
+    )
+    assert (
+        line(page, "| C-layers-4 |", section) == "| C-layers-4 | 28.90 (3) | 17.90 (1) | 18.50 (1) | stopped | x1/2 |"
+    )
+    assert line(page, "| C-layers-6 |", section).endswith("|  |  |  | x1: row C-layers-6 | not yet |")
