@@ -64,6 +64,7 @@ from training.record import check_run_record, run_record
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
 from vanilla_tools.provenance import git_commit
+from vanilla_tools.run_files import write_json
 
 from . import comparable, table3_page
 from .comparable import BF16, FP32, code_key, experiment_precision, precision_flags
@@ -258,7 +259,7 @@ def train(run: Run, preset: str, runs: Path, results: Path) -> dict:
         "row_minutes": round((time.monotonic() - start) / 60, 2), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": "python -m training.train " + " ".join(argv), "run": summary["run"],
     }  # fmt: skip
-    (record_dir / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+    write_json(record_dir / RECORD, record)
     return record
 
 
@@ -294,8 +295,8 @@ def adopt(folder: Path, results: Path, preset: str) -> list[Path]:
         summary = {**{k: v for k, v in summary.items() if k not in ("code", "machine", "steps")}, "run": run_}
         record = {**{k: v for k, v in record.items() if k not in ("code", "machine")}, "settings": settings,
                   "run": run_}  # fmt: skip
-        (target / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
-        (target / RECORD).write_text(json.dumps(record, indent=2) + "\n")
+        write_json(target / "summary.json", summary)
+        write_json(target / RECORD, record)
         written.append(target)
     return written
 
