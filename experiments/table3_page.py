@@ -62,8 +62,10 @@ class Comparison:
     words: dict[str, str]
 
 
-def compare(runs: list[dict], base: list[dict]) -> Comparison:
-    paper = runs[0].get("paper") or {}
+def compare(runs: list[dict], base: list[dict], paper: dict | None = None) -> Comparison:
+    """``runs`` against ``base``, each metric's word in the direction of ``paper`` (the paper's row: the runs' own
+    unless given)."""
+    paper = (runs[0].get("paper") if paper is None else paper) or {}
     differences, words = {}, {}
     for metric, key in METRICS.items():
         diff = difference([r[key] for r in runs], [r[key] for r in base])
@@ -386,12 +388,45 @@ def walk_section(records: list[dict], steps: int, rows: dict[str, str], flags: d
         points = walk.points()
         cells = [f"{points[s]:.2f} ({len(walk.perplexities[s])})" if s in points else "" for s in scales]
         scale = walk.next_scale()
-        row = walk.rows.get(scale) if scale is not None else None
-        upcoming = ("stopped" if scale is None else
-                    f"{lr_walk.scale_text(scale)}: {f'row {row}' if row else 'no row yet'}")  # fmt: skip
-        chosen = walk.chosen()
-        lines.append(f"| {walk.size} | " + " | ".join(cells) + f" | {upcoming} | "
-                     f"{lr_walk.scale_text(chosen) if chosen is not None else 'not yet'} |")  # fmt: skip
+        if scale is None:
+            upcoming, rate = "stopped", lr_walk.scale_text(walk.chosen())
+        else:
+            row = walk.rows.get(scale)
+            upcoming, rate = f"{lr_walk.scale_text(scale)}: {f'row {row}' if row else 'no row yet'}", "not yet"
+        lines.append(f"| {walk.size} | " + " | ".join(cells) + f" | {upcoming} | {rate} |")
+    return [*lines, "", *at_own_rates(walks, base, comparisons)]
+
+
+def at_own_rates(walks: dict[str, lr_walk.Walk], base: list[dict], comparisons: dict[str, Comparison]) -> list[str]:
+    """Each size whose walk has stopped, at its rate, against the base at the base's rate, by the rule of the cells
+    above in the direction of the size's row of the paper: whether a disagreement belongs to the size or to the rate
+    it trained at. Waits for the base's walk."""
+    lines = ["### Each size at its rate against the base at its rate", ""]
+    if "base" not in walks or walks["base"].chosen() is None:
+        return [*lines, "Once the base's walk has stopped.", ""]
+
+    def at_rate(walk: lr_walk.Walk) -> tuple[str, list[dict]]:
+        row = walk.rows[walk.chosen()]
+        return row, base if row == "base" else comparisons[row].runs
+
+    base_row, base_runs = at_rate(walks["base"])
+    sizes = [walk for name, walk in walks.items() if name != "base" and walk.chosen() is not None]
+    lines += [
+        "| size | its rate: row (seeds) | the base's rate: row (seeds) | paper's row | PPL: size less base [95%] | "
+        "BLEU: size less base [95%] |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for walk in sizes:
+        row, runs = at_rate(walk)
+        paper = comparisons[walk.size].runs[0].get("paper") or {}
+        c = compare(runs, base_runs, paper)
+        lines.append(
+            f"| {walk.size} | {lr_walk.scale_text(walk.chosen())}: {row} ({len(runs)}) | "
+            f"{lr_walk.scale_text(walks['base'].chosen())}: {base_row} ({len(base_runs)}) | {paper.get('change', '—')}"
+            " | " + " | ".join(verdict_cell(c.differences[m], c.words[m]) for m in METRICS) + " |"
+        )
+    if not sizes:
+        lines.append("| no size's walk has stopped yet | | | | | |")
     return [*lines, ""]
 
 

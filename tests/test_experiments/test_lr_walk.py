@@ -73,3 +73,32 @@ def test_the_page_gives_each_size_its_points_its_next_row_and_its_rate():
         line(page, "| C-layers-4 |", section) == "| C-layers-4 | 28.90 (3) | 17.90 (1) | 18.50 (1) | stopped | x1/2 |"
     )
     assert line(page, "| C-layers-6 |", section).endswith("|  |  |  | x1: row C-layers-6 | not yet |")
+
+
+def test_each_size_at_its_rate_is_compared_with_the_base_at_its_rate_in_the_direction_of_the_papers_row():
+    def seeds(name: str, ppls: tuple[float, ...], bleus: tuple[float, ...], **paper: object) -> list[dict]:
+        runs = [record(name, seed, ppl, bleu, group="schedule" if name.startswith("schedule") else None)
+                for seed, (ppl, bleu) in enumerate(zip(ppls, bleus, strict=True), start=1)]  # fmt: skip
+        return [{**run, "paper": paper} if paper else run for run in runs]
+
+    runs = [
+        *seeds("base", (16.3, 15.3, 16.4), (22.0, 22.0, 22.0)),
+        *seeds("schedule-lr-half", (14.5, 14.7, 14.9), (25.0, 24.6, 25.2)),
+        *seeds("C-layers-4", (28.9, 28.9, 28.9), (10.0, 10.0, 10.0), change="N = 8", ppl=4.88, bleu=25.5),
+        *seeds("schedule-layers-4-lr-half", (17.7, 17.9, 18.2), (20.6, 21.0, 20.9)),
+        *seeds("C-layers-6", (55.8, 55.8, 55.8), (3.0, 3.0, 3.0)),
+    ]
+    section = "### Each size at its rate against the base at its rate"
+    waiting = [*runs, *seeds("schedule-lr-quarter", (14.0,), (25.0,))]  # lower at x1/4: the base's walk goes on
+    assert line(table3.report(waiting), "Once the base's walk", section) == "Once the base's walk has stopped."
+
+    stopped = [*runs, *seeds("schedule-lr-quarter", (21.0,), (18.0,)), *seeds("schedule-layers-4-lr-quarter",
+                                                                             (22.1,), (17.0,))]  # fmt: skip
+    page = table3.report(stopped)
+    # 17.93 - 14.70 and 20.83 - 24.93 by Welch's t (df 3.8 and 3.5, by hand): N = 8's PPL is the paper's base's
+    # within 0.1 (no change), its BLEU lower
+    assert line(page, "| C-layers-4 |", section) == (
+        "| C-layers-4 | x1/2: schedule-layers-4-lr-half (3) | x1/2: schedule-lr-half (3) | N = 8 | "
+        "+3.23 [+2.71, +3.76]: differs (paper: no change) | -4.10 [-4.73, -3.47]: holds |"
+    )
+    assert "| C-layers-6 |" not in page.split(section)[1].split("##")[0]  # its walk has not stopped: no cell yet
