@@ -314,7 +314,8 @@ def write_page(results: Path, page: Path) -> None:
     found = records(results)
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(report(found))
-    table3_page.plot_curves([table3_page.normalized(r) for r in found], page)
+    table3_page.plot_curves([table3_page.normalized(r) for r in found], page,
+                            (STEPS, GROUP_OF, {row.name: row.flags for row in ROWS}))  # fmt: skip
 
 
 def arguments() -> argparse.ArgumentParser:

@@ -20,6 +20,7 @@ METRICS = {"ppl": "validation_ppl", "bleu": "validation_bleu"}
 APART = {criterion: f"base at other {criterion}" for criterion in CRITERIA}
 OTHER_CODE, OTHER_PRECISION = APART["code"], APART["precision"]
 CURVES = "table3-curves"  # beside the page: one plot per budget and group
+OWN_RATES = "own-rates"  # the plot of each size at its rate
 
 
 def normalized(record: dict) -> dict:
@@ -171,24 +172,32 @@ def curve_groups(base: list[dict], comparisons: dict[str, Comparison]) -> dict[s
     return {group: {"base": mean_curve(base), **rows} for group, rows in sorted(by_group.items())}
 
 
-def plot_curves(records: list[dict], folder: Path) -> list[Path]:
-    """One figure per budget and group: validation PPL against steps, the base against each of the group's rows."""
+def plot_curves(
+    records: list[dict], folder: Path, walked: tuple[int, dict[str, str], dict] | None = None
+) -> list[Path]:
+    """One figure per budget and group: validation PPL against steps, the base against each of the group's rows;
+    with ``walked`` (the walks' budget, the rows and their flags), one of each size at its rate against the base at
+    its rate."""
+    figures = {(steps, group): curves for steps in sorted({r["steps"] for r in records})
+               for group, curves in curve_groups(*budget(records, steps)).items()}  # fmt: skip
+    if walked is not None and (curves := SizeWalks.of(records, *walked).curves()):
+        figures[walked[0], OWN_RATES] = curves
     plt = pyplot("python -m experiments.table3")
     written = []
-    for steps in sorted({r["steps"] for r in records}):
-        for group, curves in curve_groups(*budget(records, steps)).items():
-            figure, axis = plt.subplots(figsize=(6, 4))
-            for name, curve in curves.items():
-                style = {"color": "black", "linewidth": 2.5} if name == "base" else {}
-                axis.plot(*zip(*curve, strict=True), label=name, **style)
-            axis.set(yscale="log", xlabel="step", ylabel="validation PPL (mean over seeds)",
-                     title=f"Table 3 {group} on Multi30k, {steps:,} steps")  # fmt: skip
-            axis.legend()
-            path = folder.parent / curve_file(steps, group)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            figure.savefig(path, dpi=100, bbox_inches="tight")
-            plt.close(figure)
-            written.append(path)
+    for (steps, group), curves in figures.items():
+        figure, axis = plt.subplots(figsize=(6, 4))
+        for name, curve in curves.items():
+            style = {"color": "black", "linewidth": 2.5} if name.startswith("base") else {}
+            axis.plot(*zip(*curve, strict=True), label=name, **style)
+        axis.set(yscale="log", xlabel="step", ylabel="validation PPL (mean over seeds)",
+                 title=f"Table 3 {'sizes, each at its rate' if group == OWN_RATES else group} on Multi30k, "
+                       f"{steps:,} steps")  # fmt: skip
+        axis.legend()
+        path = folder.parent / curve_file(steps, group)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, dpi=100, bbox_inches="tight")
+        plt.close(figure)
+        written.append(path)
     return written
 
 
@@ -363,15 +372,52 @@ def precision_section(records: list[dict]) -> list[str]:
     return [*lines, "", *paragraph(after), ""]
 
 
+@dataclass
+class SizeWalks:
+    """Each size's learning-rate walk at one budget (experiments/lr_walk.py), over the runs that may be compared with
+    the base's, and the runs it reads: the base's and each row's comparison with them."""
+
+    walks: dict[str, lr_walk.Walk]
+    base: list[dict]
+    comparisons: dict[str, Comparison]
+
+    @classmethod
+    def of(cls, records: list[dict], steps: int, rows: dict[str, str],
+           flags: dict[str, tuple[str, ...]]) -> "SizeWalks":  # fmt: skip
+        base, comparisons = budget(records, steps)
+        runs = {name: [r for r in c.runs if not why_not(base[0]["run"], r["run"])] for name, c in comparisons.items()}
+        perplexities = {name: [r["validation_ppl"] for r in found] for name, found in {"base": base, **runs}.items()}
+        walks = lr_walk.walks({name: (flags[name], perplexities.get(name, [])) for name in flags},
+                              [name for name, group in rows.items() if group in ("base", "(C)")])  # fmt: skip
+        return cls(walks, base, comparisons)
+
+    def at_rate(self, walk: lr_walk.Walk) -> tuple[str, list[dict]]:
+        """The row that trains ``walk``'s size at its rate (its walk stopped), and that row's runs."""
+        row = walk.rows[walk.chosen()]
+        return row, self.base if row == "base" else self.comparisons[row].runs
+
+    def stopped(self) -> list[lr_walk.Walk]:
+        """The sizes whose walk has stopped, once the base's has (none before: each is read against the base)."""
+        if "base" not in self.walks or self.walks["base"].chosen() is None:
+            return []
+        return [walk for name, walk in self.walks.items() if name != "base" and walk.chosen() is not None]
+
+    def curves(self) -> dict[str, list[tuple[int, float]]]:
+        """The mean learning curve of the base at its rate and of each stopped size at its rate, labelled by both."""
+        stopped = self.stopped()
+        if not stopped:
+            return {}
+        curves = {f"{walk.size} at {lr_walk.scale_text(walk.chosen())}": mean_curve(self.at_rate(walk)[1])
+                  for walk in [self.walks["base"], *stopped]}  # fmt: skip
+        curves = {name: curve for name, curve in curves.items() if curve}
+        return curves if len(curves) > 1 else {}  # the base's and at least one size's
+
+
 def walk_section(records: list[dict], steps: int, rows: dict[str, str], flags: dict[str, tuple[str, ...]]) -> list[str]:
     """Each size's learning-rate walk (experiments/lr_walk.py) over the rows' runs at ``steps`` that may be compared
     with the base's: its points, the point the rule trains next (and the row that trains it), and the size's rate."""
-    base, comparisons = budget(records, steps)
-    runs = {name: [r for r in c.runs if not why_not(base[0]["run"], r["run"])] for name, c in comparisons.items()}
-    perplexities = {name: [r["validation_ppl"] for r in found] for name, found in {"base": base, **runs}.items()}
-    walks = lr_walk.walks({name: (flags[name], perplexities.get(name, [])) for name in flags},
-                          [name for name, group in rows.items() if group in ("base", "(C)")])  # fmt: skip
-    scales = sorted({scale for walk in walks.values() for scale in walk.points()} | {1.0, 0.5}, reverse=True)
+    sizes = SizeWalks.of(records, steps, rows, flags)
+    scales = sorted({scale for walk in sizes.walks.values() for scale in walk.points()} | {1.0, 0.5}, reverse=True)
     lines = [
         "## The learning rate for each size",
         "",
@@ -384,7 +430,7 @@ def walk_section(records: list[dict], steps: int, rows: dict[str, str], flags: d
         "| size | " + " | ".join(map(lr_walk.scale_text, scales)) + " | next point | the size's rate |",
         "| --- | " + " | ".join("---:" for _ in scales) + " | --- | --- |",
     ]
-    for walk in walks.values():
+    for walk in sizes.walks.values():
         points = walk.points()
         cells = [f"{points[s]:.2f} ({len(walk.perplexities[s])})" if s in points else "" for s in scales]
         scale = walk.next_scale()
@@ -394,39 +440,36 @@ def walk_section(records: list[dict], steps: int, rows: dict[str, str], flags: d
             row = walk.rows.get(scale)
             upcoming, rate = f"{lr_walk.scale_text(scale)}: {f'row {row}' if row else 'no row yet'}", "not yet"
         lines.append(f"| {walk.size} | " + " | ".join(cells) + f" | {upcoming} | {rate} |")
-    return [*lines, "", *at_own_rates(walks, base, comparisons)]
+    return [*lines, "", *at_own_rates(sizes, steps)]
 
 
-def at_own_rates(walks: dict[str, lr_walk.Walk], base: list[dict], comparisons: dict[str, Comparison]) -> list[str]:
+def at_own_rates(sizes: SizeWalks, steps: int) -> list[str]:
     """Each size whose walk has stopped, at its rate, against the base at the base's rate, by the rule of the cells
     above in the direction of the size's row of the paper: whether a disagreement belongs to the size or to the rate
-    it trained at. Waits for the base's walk."""
+    it trained at; and their learning curves. Waits for the base's walk."""
     lines = ["### Each size at its rate against the base at its rate", ""]
-    if "base" not in walks or walks["base"].chosen() is None:
+    if "base" not in sizes.walks or sizes.walks["base"].chosen() is None:
         return [*lines, "Once the base's walk has stopped.", ""]
-
-    def at_rate(walk: lr_walk.Walk) -> tuple[str, list[dict]]:
-        row = walk.rows[walk.chosen()]
-        return row, base if row == "base" else comparisons[row].runs
-
-    base_row, base_runs = at_rate(walks["base"])
-    sizes = [walk for name, walk in walks.items() if name != "base" and walk.chosen() is not None]
+    base_walk = sizes.walks["base"]
+    base_row, base_runs = sizes.at_rate(base_walk)
     lines += [
         "| size | its rate: row (seeds) | the base's rate: row (seeds) | paper's row | PPL: size less base [95%] | "
         "BLEU: size less base [95%] |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for walk in sizes:
-        row, runs = at_rate(walk)
-        paper = comparisons[walk.size].runs[0].get("paper") or {}
+    for walk in sizes.stopped():
+        row, runs = sizes.at_rate(walk)
+        paper = sizes.comparisons[walk.size].runs[0].get("paper") or {}
         c = compare(runs, base_runs, paper)
         lines.append(
             f"| {walk.size} | {lr_walk.scale_text(walk.chosen())}: {row} ({len(runs)}) | "
-            f"{lr_walk.scale_text(walks['base'].chosen())}: {base_row} ({len(base_runs)}) | {paper.get('change', '—')}"
+            f"{lr_walk.scale_text(base_walk.chosen())}: {base_row} ({len(base_runs)}) | {paper.get('change', '—')}"
             " | " + " | ".join(verdict_cell(c.differences[m], c.words[m]) for m in METRICS) + " |"
         )
-    if not sizes:
+    if not sizes.stopped():
         lines.append("| no size's walk has stopped yet | | | | | |")
+    if sizes.curves():
+        lines += ["", f"![each size at its rate, {steps:,} steps]({curve_file(steps, OWN_RATES)})"]
     return [*lines, ""]
 
 

@@ -2,9 +2,10 @@
 a size's walk, and docs/table3.md's table of the walks."""
 
 import pytest
+from pytest import approx
 from test_table3 import line, record
 
-from experiments import lr_walk, table3
+from experiments import lr_walk, table3, table3_page
 from experiments.lr_walk import Walk
 
 
@@ -75,9 +76,10 @@ def test_the_page_gives_each_size_its_points_its_next_row_and_its_rate():
     assert line(page, "| C-layers-6 |", section).endswith("|  |  |  | x1: row C-layers-6 | not yet |")
 
 
-def test_each_size_at_its_rate_is_compared_with_the_base_at_its_rate_in_the_direction_of_the_papers_row():
+def test_each_size_at_its_rate_is_compared_with_the_base_at_its_rate_in_the_direction_of_the_papers_row(tmp_path):
     def seeds(name: str, ppls: tuple[float, ...], bleus: tuple[float, ...], **paper: object) -> list[dict]:
-        runs = [record(name, seed, ppl, bleu, group="schedule" if name.startswith("schedule") else None)
+        runs = [record(name, seed, ppl, bleu, group="schedule" if name.startswith("schedule") else None,
+                       curve=((100, 10 * ppl), (200, 2 * ppl)))
                 for seed, (ppl, bleu) in enumerate(zip(ppls, bleus, strict=True), start=1)]  # fmt: skip
         return [{**run, "paper": paper} if paper else run for run in runs]
 
@@ -102,3 +104,14 @@ def test_each_size_at_its_rate_is_compared_with_the_base_at_its_rate_in_the_dire
         "+3.23 [+2.71, +3.76]: differs (paper: no change) | -4.10 [-4.73, -3.47]: holds |"
     )
     assert "| C-layers-6 |" not in page.split(section)[1].split("##")[0]  # its walk has not stopped: no cell yet
+    figure = "![each size at its rate, 1,000 steps](table3-curves/1000-steps-own-rates.png)"
+    assert line(page, "![each size", section) == figure
+    assert "![each size" not in table3.report(waiting)  # nothing to draw before the base's walk stops
+    records = [table3_page.normalized(r) for r in stopped]
+    walked = (1000, table3.GROUP_OF, {row.name: row.flags for row in table3.ROWS})
+    assert table3_page.SizeWalks.of(records, *walked).curves() == {
+        "base at x1/2": [(100, 147.0), (200, 29.4)],  # the mean over schedule-lr-half's seeds
+        "C-layers-4 at x1/2": [(100, approx(179.33, abs=0.01)), (200, approx(35.87, abs=0.01))],
+    }
+    written = table3_page.plot_curves(records, tmp_path / "table3.md", walked)
+    assert tmp_path / "table3-curves/1000-steps-own-rates.png" in written
