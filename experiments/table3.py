@@ -118,6 +118,7 @@ ROWS = load_rows()
 PRIORITY = tuple(row.name for row in ROWS if row.priority)
 
 GROUP_OF = {row.name: row.group for row in ROWS}
+FLAGS = {row.name: row.flags for row in ROWS}
 PRECISIONS = {"bf16": BF16, "fp32": FP32}  # --precision's names, and the folders that keep each precision's runs apart
 FOLDER_OF = {name: folder for folder, name in PRECISIONS.items()}
 GROUPS = sorted({group.strip("()") for group in GROUP_OF.values()} - {"base"})  # A ... E, restricted, schedule
@@ -306,16 +307,22 @@ def records(results: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(results.rglob(RECORD))]
 
 
-def report(found: list[dict]) -> str:
-    return table3_page.report(found, GROUP_OF, (STEPS, LONGER), {row.name: row.flags for row in ROWS})
+def size_walks(found: list[dict]) -> table3_page.SizeWalks:
+    """Each size's learning-rate walk at the sweep's budget, over the records."""
+    return table3_page.SizeWalks.of([table3_page.normalized(r) for r in found], STEPS, GROUP_OF, FLAGS)
+
+
+def report(found: list[dict], sizes: table3_page.SizeWalks | None = None) -> str:
+    """docs/table3.md from the records (``sizes``: their walks, where the caller has them)."""
+    return table3_page.report(found, GROUP_OF, (STEPS, LONGER), sizes or size_walks(found))
 
 
 def write_page(results: Path, page: Path) -> None:
-    found = records(results)
+    found = [table3_page.normalized(r) for r in records(results)]
+    sizes = size_walks(found)
     page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text(report(found))
-    table3_page.plot_curves([table3_page.normalized(r) for r in found], page,
-                            (STEPS, GROUP_OF, {row.name: row.flags for row in ROWS}))  # fmt: skip
+    page.write_text(report(found, sizes))
+    table3_page.plot_curves(found, page, sizes)
 
 
 def arguments() -> argparse.ArgumentParser:

@@ -172,16 +172,13 @@ def curve_groups(base: list[dict], comparisons: dict[str, Comparison]) -> dict[s
     return {group: {"base": mean_curve(base), **rows} for group, rows in sorted(by_group.items())}
 
 
-def plot_curves(
-    records: list[dict], folder: Path, walked: tuple[int, dict[str, str], dict] | None = None
-) -> list[Path]:
+def plot_curves(records: list[dict], folder: Path, sizes: "SizeWalks | None" = None) -> list[Path]:
     """One figure per budget and group: validation PPL against steps, the base against each of the group's rows;
-    with ``walked`` (the walks' budget, the rows and their flags), one of each size at its rate against the base at
-    its rate."""
+    with ``sizes`` (the walks at one budget), one of each size at its rate against the base at its rate."""
     figures = {(steps, group): curves for steps in sorted({r["steps"] for r in records})
                for group, curves in curve_groups(*budget(records, steps)).items()}  # fmt: skip
-    if walked is not None and (curves := SizeWalks.of(records, *walked).curves()):
-        figures[walked[0], OWN_RATES] = curves
+    if sizes is not None and (curves := sizes.curves()):
+        figures[sizes.steps, OWN_RATES] = curves
     plt = pyplot("python -m experiments.table3")
     written = []
     for (steps, group), curves in figures.items():
@@ -377,6 +374,7 @@ class SizeWalks:
     """Each size's learning-rate walk at one budget (experiments/lr_walk.py), over the runs that may be compared with
     the base's, and the runs it reads: the base's and each row's comparison with them."""
 
+    steps: int
     walks: dict[str, lr_walk.Walk]
     base: list[dict]
     comparisons: dict[str, Comparison]
@@ -389,16 +387,21 @@ class SizeWalks:
         perplexities = {name: [r["validation_ppl"] for r in found] for name, found in {"base": base, **runs}.items()}
         walks = lr_walk.walks({name: (flags[name], perplexities.get(name, [])) for name in flags},
                               [name for name, group in rows.items() if group in ("base", "(C)")])  # fmt: skip
-        return cls(walks, base, comparisons)
+        return cls(steps, walks, base, comparisons)
 
     def at_rate(self, walk: lr_walk.Walk) -> tuple[str, list[dict]]:
         """The row that trains ``walk``'s size at its rate (its walk stopped), and that row's runs."""
         row = walk.rows[walk.chosen()]
         return row, self.base if row == "base" else self.comparisons[row].runs
 
+    def base_walk(self) -> lr_walk.Walk | None:
+        """The base's walk once it has stopped (every size is read against the base at its rate), else None."""
+        walk = self.walks.get("base")
+        return walk if walk is not None and walk.chosen() is not None else None
+
     def stopped(self) -> list[lr_walk.Walk]:
-        """The sizes whose walk has stopped, once the base's has (none before: each is read against the base)."""
-        if "base" not in self.walks or self.walks["base"].chosen() is None:
+        """The sizes whose walk has stopped, once the base's has (none before)."""
+        if self.base_walk() is None:
             return []
         return [walk for name, walk in self.walks.items() if name != "base" and walk.chosen() is not None]
 
@@ -408,15 +411,15 @@ class SizeWalks:
         if not stopped:
             return {}
         curves = {f"{walk.size} at {lr_walk.scale_text(walk.chosen())}": mean_curve(self.at_rate(walk)[1])
-                  for walk in [self.walks["base"], *stopped]}  # fmt: skip
+                  for walk in [self.base_walk(), *stopped]}  # fmt: skip
         curves = {name: curve for name, curve in curves.items() if curve}
         return curves if len(curves) > 1 else {}  # the base's and at least one size's
 
 
-def walk_section(records: list[dict], steps: int, rows: dict[str, str], flags: dict[str, tuple[str, ...]]) -> list[str]:
-    """Each size's learning-rate walk (experiments/lr_walk.py) over the rows' runs at ``steps`` that may be compared
+def walk_section(sizes: SizeWalks) -> list[str]:
+    """Each size's learning-rate walk (experiments/lr_walk.py) over the rows' runs at its budget that may be compared
     with the base's: its points, the point the rule trains next (and the row that trains it), and the size's rate."""
-    sizes = SizeWalks.of(records, steps, rows, flags)
+    steps = sizes.steps
     scales = sorted({scale for walk in sizes.walks.values() for scale in walk.points()} | {1.0, 0.5}, reverse=True)
     lines = [
         "## The learning rate for each size",
@@ -440,24 +443,24 @@ def walk_section(records: list[dict], steps: int, rows: dict[str, str], flags: d
             row = walk.rows.get(scale)
             upcoming, rate = f"{lr_walk.scale_text(scale)}: {f'row {row}' if row else 'no row yet'}", "not yet"
         lines.append(f"| {walk.size} | " + " | ".join(cells) + f" | {upcoming} | {rate} |")
-    return [*lines, "", *at_own_rates(sizes, steps)]
+    return [*lines, "", *at_own_rates(sizes)]
 
 
-def at_own_rates(sizes: SizeWalks, steps: int) -> list[str]:
+def at_own_rates(sizes: SizeWalks) -> list[str]:
     """Each size whose walk has stopped, at its rate, against the base at the base's rate, by the rule of the cells
     above in the direction of the size's row of the paper: whether a disagreement belongs to the size or to the rate
     it trained at; and their learning curves. Waits for the base's walk."""
     lines = ["### Each size at its rate against the base at its rate", ""]
-    if "base" not in sizes.walks or sizes.walks["base"].chosen() is None:
+    base_walk, stopped = sizes.base_walk(), sizes.stopped()
+    if base_walk is None:
         return [*lines, "Once the base's walk has stopped.", ""]
-    base_walk = sizes.walks["base"]
     base_row, base_runs = sizes.at_rate(base_walk)
     lines += [
         "| size | its rate: row (seeds) | the base's rate: row (seeds) | paper's row | PPL: size less base [95%] | "
         "BLEU: size less base [95%] |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for walk in sizes.stopped():
+    for walk in stopped:
         row, runs = sizes.at_rate(walk)
         paper = sizes.comparisons[walk.size].runs[0].get("paper") or {}
         c = compare(runs, base_runs, paper)
@@ -466,18 +469,17 @@ def at_own_rates(sizes: SizeWalks, steps: int) -> list[str]:
             f"{lr_walk.scale_text(base_walk.chosen())}: {base_row} ({len(base_runs)}) | {paper.get('change', '—')}"
             " | " + " | ".join(verdict_cell(c.differences[m], c.words[m]) for m in METRICS) + " |"
         )
-    if not sizes.stopped():
+    if not stopped:
         lines.append("| no size's walk has stopped yet | | | | | |")
     if sizes.curves():
-        lines += ["", f"![each size at its rate, {steps:,} steps]({curve_file(steps, OWN_RATES)})"]
+        lines += ["", f"![each size at its rate, {sizes.steps:,} steps]({curve_file(sizes.steps, OWN_RATES)})"]
     return [*lines, ""]
 
 
-def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int],
-           flags: dict[str, tuple[str, ...]]) -> str:  # fmt: skip
+def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int], sizes: SizeWalks) -> str:
     """docs/table3.md: the rule, then each budget's rows beside the paper's, then the longer budget's answer, then
     each size's learning rate. ``rows`` are the table's (name: group, in the page's order), ``budgets`` the sweep's
-    and the longer one, ``flags`` each row's vanilla-train flags."""
+    and the longer one, ``sizes`` the walks at the sweep's."""
     records = [normalized(r) for r in records]
     lines = [
         "# Table 3 on Multi30k",
@@ -505,5 +507,5 @@ def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int],
     ]
     for steps in sorted({r["steps"] for r in records} | set(budgets)):
         lines += budget_section(records, steps, rows)
-    return "\n".join([*lines, *longer_section(records, *budgets, rows), *walk_section(records, budgets[0], rows, flags),
+    return "\n".join([*lines, *longer_section(records, *budgets, rows), *walk_section(sizes),
                       *precision_section(records)])  # fmt: skip

@@ -107,11 +107,10 @@ def test_each_size_at_its_rate_is_compared_with_the_base_at_its_rate_in_the_dire
     figure = "![each size at its rate, 1,000 steps](table3-curves/1000-steps-own-rates.png)"
     assert line(page, "![each size", section) == figure
     assert "![each size" not in table3.report(waiting)  # nothing to draw before the base's walk stops
-    records = [table3_page.normalized(r) for r in stopped]
-    walked = (1000, table3.GROUP_OF, {row.name: row.flags for row in table3.ROWS})
-    assert table3_page.SizeWalks.of(records, *walked).curves() == {
+    sizes = table3.size_walks(stopped)
+    assert sizes.curves() == {
         "base at x1/2": [(100, 147.0), (200, 29.4)],  # the mean over schedule-lr-half's seeds
         "C-layers-4 at x1/2": [(100, approx(179.33, abs=0.01)), (200, approx(35.87, abs=0.01))],
     }
-    written = table3_page.plot_curves(records, tmp_path / "table3.md", walked)
+    written = table3_page.plot_curves([table3_page.normalized(r) for r in stopped], tmp_path / "table3.md", sizes)
     assert tmp_path / "table3-curves/1000-steps-own-rates.png" in written
