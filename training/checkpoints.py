@@ -41,14 +41,6 @@ BATCH_PLAN = "batch_plan.json"  # in a checkpoint: how its run cut the data into
 RERUN = "rerun the same command"  # how a run goes on after it failed: the relaunch resumes it (``relaunch``)
 
 
-def batch_plan(args: TrainingArguments, max_tokens_per_batch: int) -> dict:
-    """What decides which pairs make each step: the sampler's batches of ``max_tokens_per_batch`` x processes
-    tokens (dealt out pair by pair to the processes), and how many make a step."""
-    return {"tokens_per_batch": max_tokens_per_batch * args.world_size,
-            "gradient_accumulation_steps": args.gradient_accumulation_steps,
-            "processes": args.world_size, "max_tokens_per_batch": max_tokens_per_batch}  # fmt: skip
-
-
 def saved_on_signal(folder: Path) -> bool:
     """Whether ``folder`` was written off the save schedule when the run was stopped by a signal: kept to resume
     from, not averaged (the run would then average other weights than an uninterrupted one), and deleted once a
@@ -182,7 +174,7 @@ class CompleteCheckpoints(TrainerCallback):
     def __init__(self, training_set: TrainingSet, plan: dict, settings: dict | None,
                  stop: SaveOnSignal | None = None, launches: Launches | None = None):  # fmt: skip
         self.training_set = training_set
-        self.plan = plan  # batch_plan(): what a resumed run must keep (relaunch.check_resume)
+        self.plan = plan  # run_settings.batch_plan(): what a resumed run must keep (relaunch.check_resume)
         self.settings = settings  # run_settings(): what a relaunch and rotation compare
         self.stop = stop
         self.launches = launches  # the run's launches so far, for its record after a relaunch

@@ -50,9 +50,9 @@ def run_settings(model_args: ModelArguments, data_args: DataArguments,
     data["train_files"] = [file_identity(p) for p in data_args.train_files or ()]
     if data_args.streaming:
         data["streaming_window"] = data_args.streaming_window
+    plan = batch_plan(data_args, training_args)
     batches = {
-        "tokens_per_batch": data_args.max_tokens_per_batch * training_args.world_size,
-        "gradient_accumulation_steps": gradient_accumulation(data_args, training_args),
+        **{key: plan[key] for key in BATCHES},
         "batch_shapes": asdict(batch_shapes(data_args, training_args.device.type)),  # resolved by device
     }
     optimization = {
@@ -69,6 +69,15 @@ def run_settings(model_args: ModelArguments, data_args: DataArguments,
     length = {"max_steps": training_args.max_steps, "num_train_epochs": training_args.num_train_epochs,
               "max_train_minutes": model_args.max_train_minutes}  # fmt: skip
     return json.loads(json.dumps({**model, **data, **batches, **optimization, **length}, default=str))
+
+
+def batch_plan(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> dict:
+    """What decides which pairs make each step, kept in every checkpoint: the sampler's batches of
+    --max_tokens_per_batch x processes tokens (dealt out pair by pair to the processes), and how many make a step
+    (``gradient_accumulation``)."""
+    return {"tokens_per_batch": data_args.max_tokens_per_batch * training_args.world_size,
+            "gradient_accumulation_steps": gradient_accumulation(data_args, training_args),
+            "processes": training_args.world_size, "max_tokens_per_batch": data_args.max_tokens_per_batch}  # fmt: skip
 
 
 def continuable(settings: dict) -> tuple[str, ...]:

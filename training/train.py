@@ -17,6 +17,7 @@ override. Every write names its failure in one line (vanilla_tools.disk).
 import logging
 import os
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -52,7 +53,7 @@ from .arguments import ModelArguments, gradient_accumulation, model_fields, on_c
 from .average import average_newest_into, load_average
 from .batching import TokenizedPairs, TrainingSet, batch_shapes
 from .bpe_dropout import BPEDropoutPairs
-from .checkpoints import RERUN, CompleteCheckpoints, batch_plan
+from .checkpoints import RERUN, CompleteCheckpoints
 from .compiled import CompileReport, fit_for_compile
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
@@ -62,7 +63,7 @@ from .launches import Launches
 from .record import write_recipe, write_summary
 from .relaunch import WAYS_ON, FinishedRun, Start, check_resume, plan_start
 from .run_lock import OutputDirLock
-from .run_settings import run_settings
+from .run_settings import batch_plan, run_settings
 from .stopping import SaveOnSignal, TimeBudget, stopped_by_signal, train_until_stopped
 from .streaming import StreamingTokenBatches, streaming_pairs
 from .tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
@@ -74,6 +75,24 @@ logger = logging.getLogger("vanilla_train")
 def output_guard(path: Path, what: str, cleanup=None):
     """A failed write of ``what`` under ``path`` named in one line (``write_guard``); the same command goes on."""
     return write_guard(path, what, RERUN, cleanup)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a launch decides from its arguments before its trainer is built, decided once and carried: the run's
+    settings (``run_settings``: what a relaunch and the checkpoints' rotation compare), its batch plan
+    (``batch_plan``: what a resumed run must keep) and its signal stop (--save_on_signal)."""
+
+    settings: dict
+    batches: dict
+    stop: SaveOnSignal | None
+
+    @classmethod
+    def of(cls, model_args: ModelArguments, data_args: DataArguments,
+           training_args: Seq2SeqTrainingArguments) -> "RunPlan":  # fmt: skip
+        return cls(run_settings(model_args, data_args, training_args),
+                   batch_plan(data_args, training_args),
+                   SaveOnSignal() if model_args.save_on_signal else None)  # fmt: skip
 
 
 def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> VanillaTransformerForSeq2Seq:
@@ -123,10 +142,12 @@ def build_trainer(
     training_args: Seq2SeqTrainingArguments,
     hub: HubPush | None = None,
     launches: Launches | None = None,
+    plan: RunPlan | None = None,
 ) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
     """Data, tokenizer (trained on the training text unless the run or the start model has one), model, trainer;
     with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's; with ``launches``, each
-    checkpoint holds the run's launches."""
+    checkpoint holds the run's launches; ``plan``: the launch's (vanilla-train's), else decided here."""
+    plan = plan or RunPlan.of(model_args, data_args, training_args)
     set_seed(training_args.seed)
     output_dir = Path(training_args.output_dir)
 
@@ -164,11 +185,9 @@ def build_trainer(
         training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
     shapes = batch_shapes(data_args, training_args.device.type)  # training's and evaluation's batches alike
     logger.info("batch shapes on %s: %s", training_args.device.type, shapes.describe())
-    stop = SaveOnSignal() if model_args.save_on_signal else None
     train_set = training_set(data_args, training_args, train if data_args.streaming else data["train"], tokenizer,
                              shapes)  # fmt: skip
-    completion = CompleteCheckpoints(train_set, batch_plan(training_args, data_args.max_tokens_per_batch),
-                                     run_settings(model_args, data_args, training_args), stop, launches)  # fmt: skip
+    completion = CompleteCheckpoints(train_set, plan.batches, plan.settings, plan.stop, launches)
     collator = fit_for_compile(
         training_args,
         PaddedBatches(
@@ -197,8 +216,8 @@ def build_trainer(
     check_fsdp_state_dict(trainer)
     if model_args.max_train_minutes:
         trainer.add_callback(TimeBudget(model_args.max_train_minutes))
-    if stop is not None:  # after the time budget: a signal's checkpoint and stop win over its decision at a step
-        trainer.add_callback(stop)
+    if plan.stop is not None:  # after the time budget: a signal's checkpoint and stop win over its decision at a step
+        trainer.add_callback(plan.stop)
     if hub is not None:  # after CompleteCheckpoints: a checkpoint is pushed once it is complete
         trainer.add_callback(hub)
     sampler = trainer.token_batches()  # the very sampler training uses
@@ -329,9 +348,9 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
     """The run after its arguments: how it begins in its output directory (``relaunch``), then train, average,
     evaluate, save, push, and record it finished."""
     output_dir = Path(training_args.output_dir)
-    settings = run_settings(model_args, data_args, training_args)
+    plan = RunPlan.of(model_args, data_args, training_args)
     with training_args.main_process_first(local=False, desc="reading the output directory"):  # the first deletes
-        begin = plan_start(output_dir, settings, training_args.resume_from_checkpoint,
+        begin = plan_start(output_dir, plan.settings, training_args.resume_from_checkpoint,
                            model_args.overwrite_output_dir, training_args.should_save)  # fmt: skip
     if begin.message:
         logger.info(begin.message)
@@ -339,10 +358,10 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
         return (EvalResults.read(output_dir) or EvalResults()).as_dict()
     hub = HubPush(training_args) if training_args.push_to_hub else None  # a wrong repo or token fails here
     launches = Launches(training_args)
-    trainer, data = build_trainer(model_args, data_args, training_args, hub, launches)
+    trainer, data = build_trainer(model_args, data_args, training_args, hub, launches, plan)
     trainer.add_callback(FirstStepLog())
     if begin.checkpoint:
-        check_batches(trainer, begin)
+        check_batches(begin, plan.batches)
         trainer.training_set.resume(begin.checkpoint)
         launches.resume(begin.checkpoint)
     # a record keeps the machine's speed around training: a time-bounded run's steps depend on it, and a drop
@@ -353,7 +372,7 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
         logger.info("%s before training: %.1f GFLOP/s fp32 (1024^3 matrix product)", training_args.device,
                     *speed.values())  # fmt: skip
     start = time.monotonic()
-    train_result = train_from(trainer, begin.checkpoint)
+    train_result = train_from(trainer, begin.checkpoint, plan.stop)
     if speed:
         speed["fp32_gflops_after"] = fp32_gflops(str(training_args.device))
     results = {"train": {**train_result.metrics, "steps": train_result.global_step}}
@@ -379,13 +398,13 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
         hub.push_final(training_args)
     if trainer.is_world_process_zero():  # last: a rerun of the same command now has nothing to do
         with output_guard(output_dir, FinishedRun.FILE):
-            FinishedRun(step=trainer.state.global_step, settings=settings).write(output_dir)
+            FinishedRun(step=trainer.state.global_step, settings=plan.settings).write(output_dir)
     return results
 
 
-def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None) -> TrainOutput:
-    """Train from ``checkpoint`` (None: from scratch), stopping with a checkpoint on a signal if the trainer has a
-    ``SaveOnSignal`` callback (--save_on_signal).
+def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None, stop: SaveOnSignal | None) -> TrainOutput:
+    """Train from ``checkpoint`` (None: from scratch), stopping with a checkpoint on a signal with ``stop`` (the
+    trainer's callback, --save_on_signal).
     A checkpoint of the run's last step (--max_steps) is the trained model as it is: transformers' loop, resumed
     there in the middle of an epoch, would train one step more than the run had."""
     # the step the checkpoint holds (its folder may be named otherwise: --resume_from_checkpoint takes any)
@@ -396,8 +415,6 @@ def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None) -> TrainOu
         logger.info("%s is of the last step: nothing left to train", checkpoint)
         return TrainOutput(trainer.state.global_step, 0.0, {"epoch": trainer.state.epoch})
     resume = str(checkpoint) if checkpoint else None
-    stop = next((callback for callback in trainer.callback_handler.callbacks if isinstance(callback, SaveOnSignal)),
-                None)  # fmt: skip
     if stop is None:
         result = trainer.train(resume_from_checkpoint=resume)
     elif (result := train_until_stopped(trainer, stop, resume)) is None:
@@ -421,11 +438,11 @@ def launch_metrics(result: TrainOutput, first_step: int, max_steps: int,
     return result._replace(training_loss=metrics["train_loss"], metrics=metrics)
 
 
-def check_batches(trainer: PaperSeq2SeqTrainer, begin: Start) -> None:
-    """The check that the resumed run keeps its batches (``relaunch.check_resume``); a checkpoint found in the output
-    directory (not named by --resume_from_checkpoint) is refused with the other ways on too."""
+def check_batches(begin: Start, batches: dict) -> None:
+    """The check that the resumed run keeps its batches (``batches``, ``relaunch.check_resume``); a checkpoint found
+    in the output directory (not named by --resume_from_checkpoint) is refused with the other ways on too."""
     try:
-        check_resume(begin.checkpoint, batch_plan(trainer.args, trainer.max_tokens_per_batch))
+        check_resume(begin.checkpoint, batches)
     except UsageError as refusal:
         if not begin.detected:
             raise

@@ -16,12 +16,14 @@ from transformers.trainer_utils import TrainOutput
 
 from training import stopping
 from training.allocator import keep_freed_memory
+from training.arguments import parse_args
 from training.batching import TokenBatchSampler, make_batches, make_exact_batches
 from training.checkpoints import checkpoint_write_guard, complete_checkpoints, mark_complete, resolve_checkpoint
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
+from training.run_settings import BATCHES
 from training.stopping import TimeBudget
 from training.tokenizer import train_tokenizer
-from training.train import launch_metrics
+from training.train import RunPlan, launch_metrics
 from training.trainer import NoamSchedule
 from vanilla_tools.metrics import score_translations, tokenized_bleu
 
@@ -330,6 +332,22 @@ def test_the_checkpoint_being_completed_is_not_called_unfinished(tmp_path, caplo
 
 
 # ---- metrics -----------------------------------------------------------------------------------------------------
+def test_a_launch_decides_its_batch_plan_and_settings_once_before_the_trainer_sets_the_accumulation(tmp_path):
+    """--tokens_per_step decides the accumulation; the trainer's build writes it into the arguments later. The plan a
+    launch carries (its checkpoints' batch plan, the settings a relaunch compares) holds the decided accumulation
+    from the start, and --save_on_signal's stop."""
+    argv = ["--config", "multi30k", "--output_dir", str(tmp_path), "--max_tokens_per_batch", "1024",
+            "--tokens_per_step", "4096"]  # fmt: skip
+    model_args, data_args, training_args = parse_args(argv)
+    assert training_args.gradient_accumulation_steps == 1  # not yet written
+    plan = RunPlan.of(model_args, data_args, training_args)
+    assert plan.batches == {"tokens_per_batch": 1024, "gradient_accumulation_steps": 4, "processes": 1,
+                            "max_tokens_per_batch": 1024}  # fmt: skip
+    assert {key: plan.settings[key] for key in BATCHES} == {"tokens_per_batch": 1024, "gradient_accumulation_steps": 4}
+    assert isinstance(plan.stop, stopping.SaveOnSignal)
+    assert RunPlan.of(*parse_args([*argv, "--save_on_signal", "false"])).stop is None
+
+
 def test_sacrebleu_scores_and_signature():
     perfect = score_translations(GERMAN, GERMAN)
     assert perfect.bleu == 100.0 and perfect.chrf == 100.0 and perfect.length_ratio == 1.0
