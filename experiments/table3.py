@@ -152,6 +152,8 @@ ROWS = (
     Row("schedule-dff-512-lr-half", "schedule", "d_ff = 512, learning rate x 0.5", ("--ffn_dim", "512", "--lr_scale", "0.5")),
     Row("schedule-dff-2048-lr-half", "schedule", "d_ff = 2048, learning rate x 0.5",
         ("--ffn_dim", "2048", "--lr_scale", "0.5")),
+    Row("schedule-dff-2048-lr-quarter", "schedule", "d_ff = 2048, learning rate x 0.25",
+        ("--ffn_dim", "2048", "--lr_scale", "0.25")),
 )  # fmt: skip
 
 GROUP_OF = {row.name: row.group for row in ROWS}
