@@ -150,6 +150,8 @@ ROWS = (
     Row("schedule-dmodel-512-lr-half", "schedule", "d_model = 512, learning rate x 0.5",
         ("--d_model", "512", "--lr_scale", "0.5")),
     Row("schedule-dff-512-lr-half", "schedule", "d_ff = 512, learning rate x 0.5", ("--ffn_dim", "512", "--lr_scale", "0.5")),
+    Row("schedule-dff-512-lr-quarter", "schedule", "d_ff = 512, learning rate x 0.25",
+        ("--ffn_dim", "512", "--lr_scale", "0.25")),
     Row("schedule-dff-2048-lr-half", "schedule", "d_ff = 2048, learning rate x 0.5",
         ("--ffn_dim", "2048", "--lr_scale", "0.5")),
     Row("schedule-dff-2048-lr-quarter", "schedule", "d_ff = 2048, learning rate x 0.25",
