@@ -550,7 +550,14 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
         }
         self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), **auto_map}
         self.config.custom_pipelines = {**(getattr(self.config, "custom_pipelines", None) or {}), **CUSTOM_PIPELINES}
-        return super().save_pretrained(save_directory, *args, **kwargs)
+        # FSDP 2's fully_shard swaps the model's class for FSDP<Class>, which torch defines: transformers would copy
+        # torch's modules as the model's code and name that class in auto_map. The model is saved as what it was built.
+        built_as = next(cls for cls in type(self).__mro__ if not cls.__module__.startswith("torch."))
+        sharded_as, self.__class__ = self.__class__, built_as
+        try:
+            return super().save_pretrained(save_directory, *args, **kwargs)
+        finally:
+            self.__class__ = sharded_as
 
     def mark_tied_weights_as_initialized(self, loading_info) -> None:
         """For remote-code models transformers drops from ``missing_keys`` every weight flagged as initialised, and it

@@ -17,6 +17,7 @@ from vanilla_tools.cli import UsageError, console_script, positive_int
 from vanilla_tools.disk import write_guard
 
 from .checkpoints import MODEL_FILES, complete_checkpoints, saved_on_signal
+from .ties import named_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -87,26 +88,21 @@ def load_weights(model: torch.nn.Module, averaged: dict[str, torch.Tensor]) -> N
 def load_shards(model: torch.nn.Module, full: dict[str, torch.Tensor]) -> list[str]:
     """FSDP 2: each parameter (a tied one once, from the first of its names that ``full`` holds: a model saved by
     ``save_pretrained`` holds one, a run under FSDP saves all of them) copied from its full tensor, distributed as the
-    parameter is. Returns the names in ``full`` that no parameter has. Written out because torch 2.11's
-    ``set_model_state_dict`` left a tied weight's other names (``model.encoder.embed_tokens.weight`` beside the saved
-    ``model.shared.weight``) full tensors and failed copying them into the DTensor (on a lent H200; 2.13 distributes
-    them)."""
-    names: dict[int, list[str]] = {}
-    parameters: dict[int, torch.nn.Parameter] = {}
-    for name, parameter in model.named_parameters(remove_duplicate=False):
-        names.setdefault(id(parameter), []).append(name)
-        parameters[id(parameter)] = parameter
+    parameter is. Returns the names in ``full`` that no parameter has. Written out because torch's
+    ``set_model_state_dict`` leaves a tied weight's other names (``model.encoder.embed_tokens.weight`` beside
+    ``model.shared.weight``) full tensors and fails copying them into the DTensor (torch 2.11 on a lent H200, and
+    2.13 here: training/ties.py)."""
     loaded = set()
     with torch.no_grad():
-        for key, parameter in parameters.items():
-            name = next((name for name in names[key] if name in full), None)
+        for parameter, names in named_parameters(model):
+            name = next((name for name in names if name in full), None)
             if name is None:
                 continue
             value = full[name].to(parameter.device, parameter.dtype)
             if isinstance(parameter, DTensor):
                 value = distribute_tensor(value, parameter.device_mesh, parameter.placements)
             parameter.copy_(value)
-            loaded.update(names[key])
+            loaded.update(names)
     return sorted(full.keys() - loaded)
 
 

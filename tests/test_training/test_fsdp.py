@@ -2,6 +2,7 @@
 sharded model. The sharding is real (FSDP 1's wrapper or FSDP 2's ``fully_shard`` over a two-process gloo group, each
 Encoder/DecoderLayer a unit, as accelerate wraps them); a GPU run of the config is in docs/performance.md."""
 
+import json
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -83,6 +84,102 @@ if __name__ == "__main__":
     torch.multiprocessing.spawn(rank, args=(folder, sys.argv[3]), nprocs=2)
     print("averaged into the shards of 2 ranks: FSDP 1 and 2, each eager and compiled")
 """
+
+
+SAVE_AND_RESUME = """
+import os, sys, torch, torch.distributed as dist
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from helpers import tiny_config
+from modeling_vanilla import VanillaTransformerForSeq2Seq
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+from training.ties import hold_ties_once
+
+TIED = ("embed_tokens.weight", "shared.weight", "lm_head.weight")
+
+
+def say(line):  # one write: the two processes' lines do not interleave
+    sys.stdout.write(line + "\\n")
+    sys.stdout.flush()
+
+
+def sharded(seed, hooked):
+    torch.manual_seed(seed)
+    model = VanillaTransformerForSeq2Seq(tiny_config())
+    if hooked:  # as train.py does under FSDP
+        hold_ties_once(model)
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    for layer in [*model.model.encoder.layers, *model.model.decoder.layers]:
+        fully_shard(layer, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
+def rank(index, folder, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+    dist.init_process_group("gloo", rank=index, world_size=2)
+    full = {}
+    for hooked in (False, True):  # as accelerate saves a checkpoint: before the hooks, and with them
+        model = sharded(1, hooked)
+        full[hooked] = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+        saved = sorted(name for name in full[hooked] if name.endswith(TIED))
+        say(f"{'hooked' if hooked else 'unhooked'} saves {saved}")
+    if index == 0:  # as Trainer saves a checkpoint or the final model under FSDP
+        model.save_pretrained(folder / "sharded", state_dict=dict(full[True]))  # (it drops the tied names it holds)
+        VanillaTransformerForSeq2Seq(tiny_config()).save_pretrained(folder / "plain")
+    # resuming: accelerate's load_fsdp_model, as one process (each its full state dict) and several (rank 0's, sent)
+    cases = (("unhooked", False, False, False), ("hooked, all names", True, False, False),
+             ("hooked", True, True, False), ("hooked, broadcast", True, True, True))
+    for label, hooked, once, broadcast in cases:
+        resumed = sharded(2, hooked)
+        options = StateDictOptions(full_state_dict=True, cpu_offload=broadcast, broadcast_from_rank0=broadcast)
+        try:
+            set_model_state_dict(resumed, dict(full[once]) if index == 0 or not broadcast else {}, options=options)
+        except RuntimeError as error:
+            say(f"{label} failed: {str(error).splitlines()[-1]}")
+            continue
+        weights = {name: parameter.full_tensor() for name, parameter in resumed.named_parameters()}
+        same = all(torch.equal(weights[name], full[False][name]) for name in weights)
+        tied = resumed.lm_head.weight is resumed.model.shared.weight
+        say(f"{label} loaded rank {index} {'equal' if same else 'DIFFERENT'} {'tied' if tied else 'UNTIED'}")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    torch.multiprocessing.spawn(rank, args=(Path(sys.argv[1]), sys.argv[3]), nprocs=2)
+"""
+
+
+def test_a_model_sharded_by_fsdp_2_saves_its_own_code_and_its_checkpoints_resume(tmp_path):
+    """On a lent H200 the FSDP config's run saved torch's FSDP modules as the model's code, with auto_map naming
+    ``_fsdp_init.FSDPVanillaTransformerForSeq2Seq`` (``fully_shard`` swaps the class), so no checkpoint of the run
+    loaded; and resuming failed in torch's ``set_model_state_dict`` on the tied weight's other names ("mixed
+    torch.Tensor and DTensor"). Two gloo processes: the sharded model saves what the unsharded one saves, and loads
+    from its own code files; with train.py's hooks (training/ties.py) a checkpoint holds the tied weight once and
+    loads into the shards, as one process and as several, and a checkpoint of all four names as one process."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    script = tmp_path / "save_and_resume.py"
+    script.write_text(SAVE_AND_RESUME)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port())],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = ["lm_head.weight", "model.decoder.embed_tokens.weight", "model.encoder.embed_tokens.weight",
+             "model.shared.weight"]  # fmt: skip
+    assert f"unhooked saves {names}" in done.stdout and "hooked saves ['model.shared.weight']" in done.stdout
+    assert done.stdout.count("unhooked failed: ") == 2 and "mixed torch.Tensor and DTensor" in done.stdout
+    for index in (0, 1):
+        for label in ("hooked, all names", "hooked", "hooked, broadcast"):
+            assert f"{label} loaded rank {index} equal tied" in done.stdout
+    sharded, plain = tmp_path / "sharded", tmp_path / "plain"
+    assert sorted(path.name for path in sharded.iterdir()) == sorted(path.name for path in plain.iterdir())
+    config = json.loads((sharded / "config.json").read_text())
+    assert config["auto_map"] == json.loads((plain / "config.json").read_text())["auto_map"]
+    assert config["architectures"] == ["VanillaTransformerForSeq2Seq"]
+    # (what the plain save's code files load from the Hub is test_hf_contract's)
+    assert type(AutoModelForSeq2SeqLM.from_pretrained(sharded, trust_remote_code=True)).__name__ == config[
+        "architectures"][0]  # fmt: skip
 
 
 def test_checkpoints_are_averaged_into_a_model_sharded_by_fsdp(tmp_path):
