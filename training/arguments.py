@@ -158,6 +158,13 @@ def gradient_accumulation(data_args: DataArguments, training_args) -> int:
     return max(1, round(data_args.tokens_per_step / (data_args.max_tokens_per_batch * training_args.world_size)))
 
 
+# On a GPU a step makes the host wait for nothing: batches are copied from pinned memory (Trainer pins them)
+# without waiting for the copy (accelerate's non_blocking), and Trainer does not read each batch's loss on the host
+# to leave a NaN or infinite one out of the logged mean (such a loss shows in the log). Each made the host wait for
+# the GPU in every batch (benchmarks/wmt14_step.py's host syncs on a lent H200).
+ON_CUDA = {"accelerator_config": {"non_blocking": True}, "logging_nan_inf_filter": False}
+
+
 def parse_args(argv: list[str] | None = None):
     """(ModelArguments, DataArguments, Seq2SeqTrainingArguments); a ``--config`` preset gives the defaults, and
     bf16 autocast is on where the hardware runs it fast and safely."""
@@ -166,6 +173,7 @@ def parse_args(argv: list[str] | None = None):
     parser.add_argument("--config", default=None, help=f"preset: one of {PRESETS} or a YAML file")
     known, _ = parser.parse_known_args(argv)
     defaults = {
+        **(ON_CUDA if torch.cuda.is_available() else {}),
         "bf16": bf16_supported(),
         "use_cpu": not torch.cuda.is_available(),
         "predict_with_generate": True,

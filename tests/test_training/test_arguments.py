@@ -87,3 +87,22 @@ def test_bf16_on_a_cpu_that_would_emulate_it_is_refused_in_one_line(monkeypatch)
     monkeypatch.setattr(hardware, "cpu_bf16", lambda: True)
     assert hardware.precision_line(True, True) == "bf16 autocast: this CPU has AVX512-BF16 or AMX"
     assert hardware.precision_line(True, False) == "bf16 autocast on the GPU"
+
+
+def test_on_a_gpu_a_step_makes_the_host_wait_for_nothing_unless_asked(monkeypatch):
+    """On CUDA batches are copied without waiting (accelerate's non_blocking, from Trainer's pinned memory) and the
+    loss is not read on the host to filter NaNs: each made the host wait for the GPU in every batch on a lent H200.
+    Given flags win; elsewhere Trainer's defaults stay."""
+    import torch
+
+    _, _, training_args = parse_args(["--output_dir", "x", "--use_cpu", "true"])
+    assert not training_args.accelerator_config.non_blocking and training_args.logging_nan_inf_filter
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(arguments, "bf16_supported", lambda: False)
+    on_gpu = ["--output_dir", "x", "--use_cpu", "true"]  # (Trainer would set the device up: this machine has none)
+    _, _, training_args = parse_args(on_gpu)
+    assert training_args.accelerator_config.non_blocking
+    assert not training_args.logging_nan_inf_filter
+    _, _, training_args = parse_args([*on_gpu, "--logging_nan_inf_filter", "true", "--accelerator_config",
+                                      '{"non_blocking": false}'])  # fmt: skip
+    assert not training_args.accelerator_config.non_blocking and training_args.logging_nan_inf_filter
