@@ -37,7 +37,7 @@ is N = 6, ours N = 3). As in §6.2: beam search (4, alpha 0.6), no checkpoint av
 without label smoothing, teacher-forced, ``</s>`` counted) every ``--curve_steps`` steps (measured on checkpoints
 written for it, removed once measured) and at the end, the validation BLEU, the parameters, the minutes, the
 command, and the run record of its summary (training/record.py: the code, machine, device, precision, budget, seed
-and steps), in results/table3/STEPS-steps/PRECISION/ROW/seed-SEED/. The first sweep's records (one seed a row,
+and steps), in results/table3/STEPS-steps/PRECISION[-DEVICE]/ROW/seed-SEED/. The first sweep's records (one seed a row,
 results/table3/ROW/table3.json, kept as they are) are read with them.
 """
 
@@ -133,10 +133,12 @@ class Run:
     steps: int
     precision: str = FP32
     curve_steps: int = CURVE_STEPS
+    device: str = "cpu"  # the kind of device (a record of another kind does not stand for the run: comparable.py)
 
     @property
     def folder(self) -> str:
-        return f"{self.steps}-steps/{FOLDER_OF[self.precision]}/{self.row.name}/seed-{self.seed}"
+        kind = FOLDER_OF[self.precision] + ("" if self.device == "cpu" else f"-{self.device}")
+        return f"{self.steps}-steps/{kind}/{self.row.name}/seed-{self.seed}"
 
     def settings(self, preset: str) -> list[str]:
         """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
@@ -145,12 +147,18 @@ class Run:
                 "--seed", str(self.seed), *self.row.flags]  # fmt: skip
 
 
-def plan(rows: list[Row], seeds: list[int], steps: int, precision: str = FP32,
-         curve_steps: int = CURVE_STEPS) -> list[Run]:  # fmt: skip
+def device_kind() -> str:
+    """The kind of device this machine's runs train on: vanilla-train's default, a GPU where there is one. A run on
+    another kind than the CPU is filed apart (``Run.folder``: bf16-cuda/)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def plan(rows: list[Row], seeds: list[int], steps: int, precision: str = FP32, curve_steps: int = CURVE_STEPS,
+         device: str = "cpu") -> list[Run]:  # fmt: skip
     """The runs in the order that decides most first: the base, then PRIORITY, then the rest (ROWS' order within
     each), every seed of a row before the next row."""
     tier = {row.name: 0 if row.group == "base" else 1 if row.name in PRIORITY else 2 for row in rows}
-    return [Run(row, seed, steps, precision, curve_steps) for row in sorted(rows, key=lambda r: tier[r.name])
+    return [Run(row, seed, steps, precision, curve_steps, device) for row in sorted(rows, key=lambda r: tier[r.name])
             for seed in seeds]  # fmt: skip
 
 
@@ -270,8 +278,8 @@ def adopt(folder: Path, results: Path, preset: str) -> list[Path]:
     runner predates the run record. Each run's record gets the run record built from its summary's own fields (the
     resolved arguments, the steps reached, the code and the machine: training/record.py's ``run_record``) and
     ``Run.settings``' statement of its settings, checked to be the ones it trained with, under
-    ``results``/STEPS-steps/PRECISION/ROW/seed-SEED/. A run already filed there is left as it is. Returns the folders
-    written."""
+    ``results``/STEPS-steps/PRECISION[-DEVICE]/ROW/seed-SEED/. A run already filed there is left as it is. Returns
+    the folders written."""
     rows = {row.name: row for row in ROWS}
     written = []
     for path in sorted(folder.rglob(RECORD)):
@@ -283,7 +291,7 @@ def adopt(folder: Path, results: Path, preset: str) -> list[Path]:
         device = "cuda" if summary["machine"].get("gpus") and not arguments.get("use_cpu") else "cpu"
         run_ = run_record(arguments, summary["steps"], device, code=summary["code"], host=summary["machine"])
         check_run_record(run_)
-        one = Run(rows[record["row"]], record["seed"], record["steps"], run_["precision"])
+        one = Run(rows[record["row"]], record["seed"], record["steps"], run_["precision"], device=device)
         settings = one.settings(preset)
         at = settings.index("--bf16")  # the older runner stated no precision, and a budget in minutes of 0 (none)
         older = [*settings[:2], "--max_train_minutes", "0", *settings[2:at], *settings[at + 2 :]]
@@ -303,7 +311,7 @@ def adopt(folder: Path, results: Path, preset: str) -> list[Path]:
 
 
 def records(results: Path) -> list[dict]:
-    """Every run's record: this sweep's (STEPS-steps/PRECISION/ROW/seed-SEED/) and the first sweep's (ROW/)."""
+    """Every run's record: this sweep's (STEPS-steps/PRECISION[-DEVICE]/ROW/seed-SEED/) and the first sweep's (ROW/)."""
     return [json.loads(p.read_text()) for p in sorted(results.rglob(RECORD))]
 
 
@@ -368,7 +376,7 @@ def run(argv: list[str] | None = None) -> None:
     todo = (
         []
         if args.report or args.adopt
-        else plan(select(args.rows, found), args.seeds, args.steps, precision, args.curve_steps)
+        else plan(select(args.rows, found), args.seeds, args.steps, precision, args.curve_steps, device_kind())
     )
     for one in todo:
         if recorded(one, args.config, results, code["code_tree"] if args.rerun_other_code else None):

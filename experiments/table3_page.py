@@ -80,13 +80,17 @@ def compare(runs: list[dict], base: list[dict], paper: dict | None = None) -> Co
 
 
 def one_per_seed(runs: list[dict]) -> list[dict]:
-    """A row's runs with each seed once at each code: seeds are the replicates, and a seed trained in both
-    precisions (the base's, for the precision check) is one replicate twice, not two. Its first record counts (by
-    date): the run the row was recorded with before the precision was checked."""
+    """A row's runs with each seed once at each code and kind of device: seeds are the replicates, and a seed trained
+    in both precisions (the base's, for the precision check) is one replicate twice, not two. Its first record counts
+    (by date): the run the row was recorded with before the precision was checked."""
     first: dict[tuple, dict] = {}
+
+    def replicate(run: dict) -> tuple:  # a seed on another kind of device is another replicate, kept apart
+        return run["code_key"], run["run"]["device"]["type"], run["seed"]
+
     for run in sorted(runs, key=lambda run: run.get("date", "")):
-        first.setdefault((run["code_key"], run["seed"]), run)
-    return [run for run in runs if first[run["code_key"], run["seed"]] is run]
+        first.setdefault(replicate(run), run)
+    return [run for run in runs if first[replicate(run)] is run]
 
 
 def budget(records: list[dict], steps: int) -> tuple[list[dict], dict[str, Comparison]]:

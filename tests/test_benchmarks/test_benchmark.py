@@ -208,8 +208,8 @@ def test_the_gpu_experiments_script_rehearsed_on_the_cpu_brings_back_only_its_ne
     env = {**os.environ, "OUT": str(tmp_path / "out"), "RUNS": str(tmp_path / "runs"), "BUDGET_S": "300",
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
     done = subprocess.run(["bash", "benchmarks/gpu_experiments.sh", "--config", str(preset), "--rows", "base",
-                           "--steps", "2", "--curve_steps", "1", "--seeds", "1"], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+                           "--steps", "2", "--curve_steps", "1", "--seeds", "1", "--precision", "fp32"], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "no GPU: the runs train on the CPU" in done.stdout and "experiments.table3 exit 0" in done.stdout
     assert "new records: 1\n2-steps/fp32/base/seed-1/table3.json" in done.stdout

@@ -87,15 +87,33 @@ def test_a_run_recorded_in_the_other_precision_stands_for_it_once_they_are_measu
     assert table3.recorded(fp32, "multi30k", tmp_path)["settings"] == bf16.settings("multi30k")
 
 
+def test_a_run_on_a_gpu_is_filed_apart_and_a_cpu_record_does_not_stand_for_it(tmp_path, monkeypatch):
+    """A GPU and a CPU have not been measured to train alike (experiments/comparable.py): a lent GPU trains the runs
+    the CPUs recorded, into folders of its own, and the page counts its seed as another replicate than the CPU's."""
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", "docs/table3.md#precision")
+    cpu, gpu = (table3.plan(table3.select(["A-heads-1"], []), [1], 1000, BF16, device=kind)[0] for kind in ("cpu",
+                "cuda"))  # fmt: skip
+    assert (cpu.folder, gpu.folder) == ("1000-steps/bf16/A-heads-1/seed-1", "1000-steps/bf16-cuda/A-heads-1/seed-1")
+    assert table3.device_kind() == "cpu"  # this machine has no GPU
+    for one in (cpu, table3.plan(table3.select(["A-heads-1"], []), [1], 1000, FP32)[0]):
+        (tmp_path / one.folder).mkdir(parents=True)
+        record = {"settings": one.settings("multi30k"), "run": synthetic_run(one.precision.split()[0])}
+        (tmp_path / one.folder / table3.RECORD).write_text(json.dumps(record))
+    assert table3.recorded(cpu, "multi30k", tmp_path) is not None and table3.recorded(gpu, "multi30k", tmp_path) is None
+    runs = [{"code_key": "new", "seed": 1, "date": date, "run": synthetic_run(device=kind)}
+            for date, kind in (("1", "cpu"), ("2", "cuda"), ("3", "cpu"))]  # fmt: skip
+    assert table3_page.one_per_seed(runs) == runs[:2]
+
+
 def test_the_command_trains_records_skips_and_reports(tmp_path):
     """Two rows of a tiny preset end to end: trained, recorded with perplexity, learning curve, BLEU and code, skipped
     on the second call, trained again when their settings change; the page lists them beside the paper's rows."""
     preset = tiny_preset(tmp_path)
 
-    def argv(curve_steps: int, *rows: str) -> list[str]:
+    def argv(curve_steps: int, *rows: str) -> list[str]:  # in fp32: a bf16 CPU's default is bf16
         return ["--config", str(preset), "--steps", "2", "--curve_steps", str(curve_steps), "--seeds", "1", "--rows",
                 *rows, "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--page",
-                str(tmp_path / "t.md")]  # fmt: skip
+                str(tmp_path / "t.md"), "--precision", "fp32"]  # fmt: skip
 
     table3.run(argv(1, "base", "B-dk-32"))
     path = tmp_path / "results" / "2-steps" / "fp32" / "B-dk-32" / "seed-1" / "table3.json"
