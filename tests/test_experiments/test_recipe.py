@@ -8,7 +8,7 @@ import pytest
 from training_helpers import synthetic_run, tiny_preset
 
 from experiments import comparable, recipe
-from experiments.comparable import FP32
+from experiments.comparable import FP32, experiment_precision
 from training.arguments import parse_args
 from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT, generated
@@ -149,7 +149,7 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
         summary = json.loads((tmp_path / "results" / "round-2" / name / "summary.json").read_text())
         assert record["validation_bleu"] == summary["validation"]["bleu"] and not summary["test"]
         assert record["steps"] == 3 and record["epochs"] > 0 and record["fp32_gflops_before"] > 0
-        assert record["run"] == summary["run"] and record["run"]["precision"] == FP32
+        assert record["run"] == summary["run"] and record["run"]["precision"] == experiment_precision()  # the machine's
         assert record["run"]["code"]["commit"] and record["run"]["machine"]["cpu_cores"] >= 1
         assert summary["arguments"]["warmup_steps"] == 1200  # the preset's, which the round changes
     assert records["average-20"]["settings"][-4:] == ["--average_last", "20", "--save_total_limit", "20"]
