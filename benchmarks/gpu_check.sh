@@ -3,7 +3,8 @@
 # preset's step after every batch shape is warm (warm-up seconds, tokens/s, MFU, host syncs and kernel launches,
 # eager and compiled; benchmarks/wmt14_step.py), and the FSDP 2 config training the preset, checkpointing,
 # averaging, resuming, and saving a model that loads from its own code files. At most 9 minutes (each part has its
-# timeout; STEP_S, default 330, bounds the step's): give the call timeout_s 560, or run it from gpu_call.sh.
+# timeout; STEP_S, default 330, bounds the step's, STEP_MODES names its modes): give the call timeout_s 560, or run
+# it from gpu_call.sh.
 # `python -m benchmarks.wmt14_step --data ... --profile 3` prints where an eager step's time goes, when a record
 # asks why.
 # Prepared here first (the machine reaches no package index and no Hub):
@@ -19,7 +20,9 @@ export PYTHONPATH=$PWD TOKENIZERS_PARALLELISM=false
 python3 -c "import torch, transformers, accelerate; print(torch.__version__, transformers.__version__,
 accelerate.__version__, torch.cuda.get_device_name())"
 data=.device/wmt-like
-PYTHONUNBUFFERED=1 timeout "${STEP_S:-330}" python3 -m benchmarks.wmt14_step --data $data --json "$out/wmt14-step.json" \
+# shellcheck disable=SC2086  # STEP_MODES: several words
+PYTHONUNBUFFERED=1 timeout "${STEP_S:-330}" python3 -m benchmarks.wmt14_step --data $data --modes ${STEP_MODES:-eager compiled} \
+    --json "$out/wmt14-step.json" \
     > "$out/step.log" 2>&1
 echo "wmt14_step exit $?; c10 sync warnings (other threads): $(grep -c 'synchronizing CUDA' "$out/step.log")"
 grep -A4 '^| step' "$out/step.log"; grep ' syncs:' "$out/step.log"; grep -E "Error|error:" "$out/step.log" | tail -3

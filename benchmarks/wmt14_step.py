@@ -8,14 +8,15 @@ writes a stand-in with WMT14's shape: pairs from ``benchmarks/wmt_like.py`` (WMT
 long tail) and the preset's 37k vocabulary learned on them. A step does the same work on it as on WMT14 for the same
 batch shapes; the shapes of every batch are recorded and the FLOPs counted from them.
 
-For each of eager and ``--torch_compile``: the preset's trainer (``vanilla-train``'s, through ``build_trainer``)
-trains until every batch shape it will meet in the measured steps has been trained once (``warm_steps``, from its
-sampler's plan; ``--warmup`` sets the count instead), then ``--steps`` timed ones (the GPU synchronised only at the
-two ends), then ``--sync_steps`` with CUDA's sync debug mode on, which names every call that makes the host wait for
-the GPU, then ``--launch_steps`` under the profiler, which counts the kernels the host launched. MFU is the timed
-steps' matrix-product FLOPs (``inference.bench.train_flops`` on each padded batch) over their time and the bf16
-matrix-product peak measured in the same run (and, beside it, the datasheet's dense bf16 rate where the GPU is
-known). The record is rewritten after each of eager and compiled, so a call cut short keeps what it measured.
+For each of the ``MODES`` asked for (eager, ``--torch_compile``, compiled with CUDA graphs): the preset's trainer
+(``vanilla-train``'s, through ``build_trainer``) trains until every batch shape it will meet in the measured steps
+has been trained once (``warm_steps``, from its sampler's plan; ``--warmup`` sets the count instead), then
+``--steps`` timed ones (the GPU synchronised only at the two ends), then ``--sync_steps`` with CUDA's sync debug
+mode on, which names every call that makes the host wait for the GPU, then ``--launch_steps`` under the profiler,
+which counts the kernels the host launched. MFU is the timed steps' matrix-product FLOPs
+(``inference.bench.train_flops`` on each padded batch) over their time and the bf16 matrix-product peak measured in
+the same run (and, beside it, the datasheet's dense bf16 rate where the GPU is known). The record is rewritten after
+each mode, so a call cut short keeps what it measured.
 
     python -m benchmarks.wmt14_step --prepare .device/wmt-like           # here: corpus and tokenizer
     python -m benchmarks.wmt14_step --data .device/wmt-like --json results/benchmarks/wmt14-step.json   # on a GPU
@@ -58,6 +59,10 @@ DATASHEET_BF16 = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "H200
                   "A100": 312e12}  # fmt: skip
 TORCH_DIR = str(Path(torch.__file__).parent) + "/"  # not "/torch/": a lent GPU's venv is /opt/torch/.venv
 LAUNCH = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch)")  # a kernel (or graph) launch
+# The steps measured (--modes): vanilla-train's flags for each. cudagraphs: inductor's CUDA graph trees replay a
+# step's kernels in one launch, one graph a batch shape (the shapes are bounded), where the host would launch each.
+MODES = {"eager": ["--torch_compile", "false"], "compiled": ["--torch_compile", "true"],
+         "cudagraphs": ["--torch_compile", "true", "--torch_compile_mode", "reduce-overhead"]}  # fmt: skip
 
 
 def prepare(folder: Path, pairs: int) -> None:
@@ -178,14 +183,14 @@ def warm_steps(trainer, measured: int) -> dict:
     return {"steps": steps, "shapes": len(set(shapes[: steps * accumulated])), "batches_per_epoch": len(sampler)}
 
 
-def train(data: Path, compiled: bool, warmup: int | None, measured: int,
+def train(data: Path, mode: str, warmup: int | None, measured: int,
           watch: Callable[[TokenCount, int], list[TrainerCallback]]):  # fmt: skip
     """The preset trained on the prepared data, without evaluation or checkpoints, for ``warmup`` steps (None:
     ``warm_steps``) and ``measured`` more, its batches counted, watched by the callbacks of ``watch(the count, the
     warm-up's steps)``; returns the trainer, the callbacks and the warm-up (``warm_steps``'s fields)."""
     with tempfile.TemporaryDirectory() as out:
-        trainer, _ = preset_trainer(1, out, [*data_flags(data), "--logging_steps", "1000", "--torch_compile",
-                                             str(compiled).lower()], preset=PRESET)  # fmt: skip
+        trainer, _ = preset_trainer(1, out, [*data_flags(data), "--logging_steps", "1000", *MODES[mode]],
+                                    preset=PRESET)  # fmt: skip
         warm = warm_steps(trainer, measured) if warmup is None else {"steps": warmup}
         trainer.args.max_steps = warm["steps"] + measured  # the warm-up is known once the sampler has planned
         trainer.data_collator = batches = TokenCount(trainer.data_collator)
@@ -205,8 +210,8 @@ def kernel_launches(clock: StepClock, steps: int) -> dict:
     return {"host_launches_per_step": launches / steps, "gpu_kernels_per_step": kernels / steps}
 
 
-def measure(data: Path, compiled: bool, warmup: int | None, steps: int, sync_steps: int, launch_steps: int) -> dict:
-    """The preset's step on the prepared data, eager or compiled (see the module's docstring)."""
+def measure(data: Path, mode: str, warmup: int | None, steps: int, sync_steps: int, launch_steps: int) -> dict:
+    """The preset's step on the prepared data in ``mode`` (see the module's docstring)."""
     measured = steps + sync_steps + launch_steps
     torch.cuda.reset_peak_memory_stats()
 
@@ -215,7 +220,7 @@ def measure(data: Path, compiled: bool, warmup: int | None, steps: int, sync_ste
         activities = (ProfilerActivity.CPU, ProfilerActivity.CUDA)
         return [SyncWatch(warm, warm + steps, last, batches), StepClock(last, launch_steps, activities, False)]
 
-    trainer, (watch, clock), warm = train(data, compiled, warmup, measured, watch)
+    trainer, (watch, clock), warm = train(data, mode, warmup, measured, watch)
     batches = trainer.data_collator
     accumulated = trainer.args.gradient_accumulation_steps
     timed = watch.timed_batches()
@@ -224,7 +229,8 @@ def measure(data: Path, compiled: bool, warmup: int | None, steps: int, sync_ste
     seconds = watch.seconds()
     padded = sum(pairs * (source + target) for pairs, source, target in batches.shapes[timed])
     return {
-        "torch_compile": compiled,
+        "mode": mode,
+        "torch_compile": trainer.args.torch_compile,
         "precision": "bf16 autocast" if trainer.args.bf16 else "fp32",
         "batch_shapes": trainer.shapes.describe(),
         "batches_per_step": accumulated,
@@ -248,14 +254,14 @@ def measure(data: Path, compiled: bool, warmup: int | None, steps: int, sync_ste
         "syncs": dict(watch.syncs.most_common()),
         "launches_in_steps": launch_steps,
         **kernel_launches(clock, launch_steps),
-        **({"compilation": compile_counts()} if compiled else {}),
+        **({"compilation": compile_counts()} if trainer.args.torch_compile else {}),
     }
 
 
 def profile_steps(data: Path, warmup: int | None, steps: int) -> None:
     """Prints the operators of ``steps`` eager steps by their own CUDA time, then by their own CPU time."""
     activities = (ProfilerActivity.CPU, ProfilerActivity.CUDA)
-    _, (clock,), _ = train(data, False, warmup, steps,
+    _, (clock,), _ = train(data, "eager", warmup, steps,
                            lambda _, warm: [StepClock(warm, steps, activities, with_flops=False)])  # fmt: skip
     averages = clock.profiler.key_averages()
     for key in ("self_cuda_time_total", "self_cpu_time_total"):
@@ -269,15 +275,15 @@ def datasheet_peak(device: str) -> float | None:
 
 def run(data: Path, warmup: int | None, steps: int, sync_steps: int, launch_steps: int, modes: list[str],
         json_path: str | None) -> dict:  # fmt: skip
-    """Each of ``modes`` (eager, compiled) in turn; the record (with ``provenance()``) written to ``json_path``
+    """Each of ``modes`` (``MODES``) in turn; the record (with ``provenance()``) written to ``json_path``
     after each."""
     peak = matmul_peak(torch.bfloat16, n=8192, repeats=10, device="cuda")
     datasheet = datasheet_peak(torch.cuda.get_device_name())
     record = {**provenance(), "preset": PRESET, "data": "benchmarks/wmt_like.py stand-in (--prepare)",
               "warmup_steps": warmup if warmup is not None else "every shape met (warm_steps)",
               "matmul_peak_bf16_flops_per_s": peak, "datasheet_bf16_flops_per_s": datasheet, "runs": []}  # fmt: skip
-    for compiled in (mode == "compiled" for mode in modes):
-        result = measure(data, compiled, warmup, steps, sync_steps, launch_steps)
+    for mode in modes:
+        result = measure(data, mode, warmup, steps, sync_steps, launch_steps)
         result["mfu"] = result["train_flops_per_s"] / peak
         result["mfu_datasheet"] = result["train_flops_per_s"] / datasheet if datasheet else None
         record["runs"].append(result)
@@ -292,7 +298,7 @@ def table(record: dict) -> str:
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for r in record["runs"]:
         syncs = sum(r["syncs"].values())
-        rows.append(f"| {'compiled' if r['torch_compile'] else 'eager'} "
+        rows.append(f"| {r['mode']} "
                     f"| {r['warmup']['seconds']:.1f} ({r['warmup']['steps']}) | {r['step_s']:.3f} "
                     f"| {r['tokens_per_s']:,.0f} | {r['mfu']:.1%} | {r['padding']:.1%} | {r['peak_memory_gib']:.1f} "
                     f"| {syncs} in {r['syncs_in_steps']} steps | {r['host_launches_per_step']:,.0f} |")  # fmt: skip
@@ -310,7 +316,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--sync_steps", type=positive_int, default=3, help="steps watched for host syncs, after")
     parser.add_argument("--launch_steps", type=positive_int, default=2, help="steps profiled for launches, after")
     parser.add_argument("--profile", type=positive_int, metavar="STEPS", help="profile STEPS eager steps instead")
-    parser.add_argument("--modes", nargs="+", choices=("eager", "compiled"), default=["eager", "compiled"],
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=["eager", "compiled"],
                         help="the steps measured, in turn")  # fmt: skip
     parser.add_argument("--json", help="write the record here")
     return parser
@@ -332,7 +338,7 @@ def main(argv: list[str] | None = None) -> dict:
     record = run(args.data, args.warmup, args.steps, args.sync_steps, args.launch_steps, args.modes, args.json)
     print(table(record))
     for r in record["runs"]:
-        print(("compiled" if r["torch_compile"] else "eager"), "syncs:", r["syncs"])
+        print(r["mode"], "syncs:", r["syncs"])
     return record
 
 

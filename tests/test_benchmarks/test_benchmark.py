@@ -157,7 +157,7 @@ def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_b
             "--required_batch_size_multiple", "2", "--required_seq_len_multiple", "4",
             "--num_batch_buckets", "4"]  # fmt: skip
     monkeypatch.setattr(wmt14_step, "data_flags", lambda data, flags=wmt14_step.data_flags: [*flags(data), *tiny])
-    trainer, (watch,), warm = wmt14_step.train(tmp_path, False, None, 6, lambda counted, warm: [TrainerCallback()])
+    trainer, (watch,), warm = wmt14_step.train(tmp_path, "eager", None, 6, lambda counted, warm: [TrainerCallback()])
     batches = trainer.data_collator
     assert isinstance(batches, TokenCount) and watch in trainer.callback_handler.callbacks
     assert trainer.args.gradient_accumulation_steps == 2 and trainer.state.global_step == warm["steps"] + 6
@@ -172,6 +172,17 @@ def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_b
         assert pairs * max(source, target) <= 200 and 0 < tokens <= pairs * (source + target)
     assert trainer.processing_class.get_vocab() == tokenizer.get_vocab()  # the prepared one, not learned again
     assert trainer.model.config.encoder_layers == 1 and trainer.model.config.vocab_size == len(tokenizer)
+
+
+def test_each_step_mode_is_a_set_of_vanilla_train_flags():
+    """wmt14_step's modes are vanilla-train's own flags: eager, compiled, and compiled with inductor's CUDA graphs."""
+    from benchmarks.wmt14_step import MODES
+    from training.arguments import parse_args
+
+    for mode, flags in MODES.items():
+        _, _, args = parse_args(["--output_dir", "x", "--use_cpu", "true", *flags])
+        assert args.torch_compile == (mode != "eager"), mode
+        assert args.torch_compile_mode == ("reduce-overhead" if mode == "cudagraphs" else None), mode
 
 
 def test_the_datasheet_peak_is_the_gpu_named():
