@@ -151,6 +151,8 @@ ROWS = (
         ("--d_model", "512", "--lr_scale", "0.5")),
     Row("schedule-dmodel-512-lr-quarter", "schedule", "d_model = 512, learning rate x 0.25",
         ("--d_model", "512", "--lr_scale", "0.25")),
+    Row("schedule-dff-512-lr-double", "schedule", "d_ff = 512, learning rate x 2",
+        ("--ffn_dim", "512", "--lr_scale", "2")),
     Row("schedule-dff-512-lr-half", "schedule", "d_ff = 512, learning rate x 0.5", ("--ffn_dim", "512", "--lr_scale", "0.5")),
     Row("schedule-dff-512-lr-quarter", "schedule", "d_ff = 512, learning rate x 0.25",
         ("--ffn_dim", "512", "--lr_scale", "0.25")),
