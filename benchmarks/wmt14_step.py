@@ -16,7 +16,8 @@ mode on, which names every call that makes the host wait for the GPU, then ``--l
 which counts the kernels the host launched. MFU is the timed steps' matrix-product FLOPs
 (``inference.bench.train_flops`` on each padded batch) over their time and the bf16 matrix-product peak measured in
 the same run (and, beside it, the datasheet's dense bf16 rate where the GPU is known). The record is rewritten after
-each mode, so a call cut short keeps what it measured.
+each mode, so a call cut short keeps what it measured; a mode that fails is recorded with its error, and the next
+one measured.
 
     python -m benchmarks.wmt14_step --prepare .device/wmt-like           # here: corpus and tokenizer
     python -m benchmarks.wmt14_step --data .device/wmt-like --json results/benchmarks/wmt14-step.json   # on a GPU
@@ -213,6 +214,8 @@ def kernel_launches(clock: StepClock, steps: int) -> dict:
 def measure(data: Path, mode: str, warmup: int | None, steps: int, sync_steps: int, launch_steps: int) -> dict:
     """The preset's step on the prepared data in ``mode`` (see the module's docstring)."""
     measured = steps + sync_steps + launch_steps
+    torch._dynamo.reset()  # each mode compiles, and counts its graphs and seconds, as if it ran alone
+    torch._dynamo.utils.counters.clear()
     torch.cuda.reset_peak_memory_stats()
 
     def watch(batches: TokenCount, warm: int) -> list[TrainerCallback]:
@@ -283,7 +286,13 @@ def run(data: Path, warmup: int | None, steps: int, sync_steps: int, launch_step
               "warmup_steps": warmup if warmup is not None else "every shape met (warm_steps)",
               "matmul_peak_bf16_flops_per_s": peak, "datasheet_bf16_flops_per_s": datasheet, "runs": []}  # fmt: skip
     for mode in modes:
-        result = measure(data, mode, warmup, steps, sync_steps, launch_steps)
+        try:
+            result = measure(data, mode, warmup, steps, sync_steps, launch_steps)
+        except Exception as error:  # recorded, and the next mode still measured: a call is minutes of a lent GPU
+            traceback.print_exc()
+            record["runs"].append({"mode": mode, "error": f"{type(error).__name__}: {error}"[:2000]})
+            write_record(record, json_path)
+            continue
         result["mfu"] = result["train_flops_per_s"] / peak
         result["mfu_datasheet"] = result["train_flops_per_s"] / datasheet if datasheet else None
         record["runs"].append(result)
@@ -297,6 +306,9 @@ def table(record: dict) -> str:
             "| host syncs | launches/step |".format(record["matmul_peak_bf16_flops_per_s"] / 1e12),
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
     for r in record["runs"]:
+        if "error" in r:
+            rows.append(f"| {r['mode']} | failed: {r['error'].splitlines()[0][:200]} |")
+            continue
         syncs = sum(r["syncs"].values())
         rows.append(f"| {r['mode']} "
                     f"| {r['warmup']['seconds']:.1f} ({r['warmup']['steps']}) | {r['step_s']:.3f} "
@@ -338,7 +350,7 @@ def main(argv: list[str] | None = None) -> dict:
     record = run(args.data, args.warmup, args.steps, args.sync_steps, args.launch_steps, args.modes, args.json)
     print(table(record))
     for r in record["runs"]:
-        print(r["mode"], "syncs:", r["syncs"])
+        print(r["mode"], "syncs:", r.get("syncs", "not measured"))
     return record
 
 

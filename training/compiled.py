@@ -80,10 +80,12 @@ COMPILE_TIMERS = ("_compile.compile_inner", "compile_fx.<locals>.bw_compiler")
 
 
 def compile_counts() -> dict:
-    """Graphs compiled so far in this process, graph breaks, and the seconds spent compiling."""
+    """Graphs compiled so far in this process, graph breaks, the seconds spent compiling, and the compiled graphs
+    that ``mode="reduce-overhead"`` left without CUDA graphs (inductor logs why under ``TORCH_LOGS=cudagraphs``)."""
     counters, timers = torch._dynamo.utils.counters, torch._dynamo.utils.compilation_time_metrics
     return {"graphs": counters["stats"]["unique_graphs"], "graph_breaks": sum(counters["graph_break"].values()),
-            "compile_s": sum(sum(timers.get(name, ())) for name in COMPILE_TIMERS)}  # fmt: skip
+            "compile_s": sum(sum(timers.get(name, ())) for name in COMPILE_TIMERS),
+            "cudagraph_skips": counters["inductor"]["cudagraph_skips"]}  # fmt: skip
 
 
 class CompileReport(TrainerCallback):
