@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # One call of a lent GPU for the work of both GPU issues (docs/performance.md, "On a GPU"): benchmarks/gpu_check.sh
-# (the wmt14 step, given STEP_S seconds, default 330: its compiled warm-up has taken 99 s and more; then the FSDP
-# checks), then benchmarks/gpu_experiments.sh with the seconds left before DEADLINE_S (default 570 from the start:
-# give the call timeout_s 590). Arguments go to gpu_experiments.sh, as the runs of `python -m experiments.table3`
-# (default: the base row, 1,000 steps, seeds 1-3). Prepared here as those two scripts say; run there from the
-# repository root with .device carried.
+# (the wmt14 step, given STEP_S seconds, default 330: its compiled warm-up has taken 88-99 s; then the FSDP checks),
+# then benchmarks/gpu_experiments.sh with the seconds left before DEADLINE_S (default 570 from the start: give the
+# call timeout_s 590). Arguments go to gpu_experiments.sh, as the runs of `python -m experiments.table3` (default: the
+# base row, 1,000 steps, seeds 1-3). Prepared here as those two scripts say; run there from the repository root with
+# .device carried.
+# What comes back (a call brings back at most 8 files, 2 folders down): the step's record wmt14-step.json, the new
+# Table 3 records (table3-records.tgz, new-records.txt), and logs.tgz: every log, and machine.txt (the GPU, the host
+# CPU, and the commit the machine's copy of git holds, with the files that differ from it).
 set -uo pipefail
+out=${OUT:-/tmp/gpu-call}
+mkdir -p "$out"
 deadline=${DEADLINE_S:-570}
-STEP_S=${STEP_S:-330} bash benchmarks/gpu_check.sh
+{
+    nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,driver_version --format=csv
+    lscpu | grep -E "^Model name|^CPU\(s\)"
+    git log -1 --format="commit %H" && git status --short
+} > "$out/machine.txt" 2>&1
+OUT=$out STEP_S=${STEP_S:-330} bash benchmarks/gpu_check.sh
 left=$((deadline - SECONDS))
 if [ "$left" -ge 60 ]; then
-    BUDGET_S=$left bash benchmarks/gpu_experiments.sh "$@"
+    OUT=$out BUDGET_S=$left bash benchmarks/gpu_experiments.sh "$@"
 else
     echo "gpu_call: $left s left before ${deadline} s, too few for an experiment run"
 fi
+(cd "$out" && tar czf logs.tgz --remove-files ./machine.txt ./*.log)
+echo "gpu_call: back in \$OUT: $(cd "$out" && find . -type f | sort | tr '\n' ' ')"

@@ -3,13 +3,14 @@
 # `python -m experiments.table3` (its arguments are this script's: by default the base row at 1,000 steps, seeds 1-3),
 # as many as finish within BUDGET_S seconds (default 480, for a call of at most 9 minutes: give it timeout_s 600).
 # The runner skips every run recorded in results/table3, as it does on any machine, and the records of the runs made
-# here come back under $OUT/table3 (only those: the call's files are its new records and logs).
+# here come back in $OUT/table3-records.tgz (only those; the page and its plots are made back here from the records:
+# a call brings back at most 8 files, 2 folders down).
 # Prepared here first, as for benchmarks/gpu_check.sh (the machine reaches no package index and no Hub; the
 # Multi30k data is bundled):
 #   pip download --no-deps --python-version 3.12 --only-binary=:all: -d .device/wheels datasets evaluate dill \
 #       multiprocess sacremoses sacrebleu     # what the machine's Python lacks, at the versions this checkout tests
 # Run there from the repository root with .device carried; back here, add the new records and the page:
-#   cp -rn FILES_AT/table3/. results/table3/ && python -m experiments.table3 --report
+#   tar xzf FILES_AT/table3-records.tgz -C results/table3 --skip-old-files && python -m experiments.table3 --report
 set -uo pipefail
 out=${OUT:-/tmp/gpu-experiments}
 budget=${BUDGET_S:-480}
@@ -21,12 +22,11 @@ export PYTHONPATH=$PWD TOKENIZERS_PARALLELISM=false
 python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else
 'no GPU: the runs train on the CPU')"
 [ $# -gt 0 ] || set -- --rows base --steps 1000 --seeds 1 2 3
-records="$out/table3"
-mkdir -p "$records"
+records=$(mktemp -d)
 cp -r results/table3/. "$records/"                   # what is recorded is skipped
 find "$records" -name table3.json | sort > "$out/.before"
 # SIGTERM at the budget: the run in progress is lost (a run without its record is trained whole next time)
-timeout "$budget" python3 -m experiments.table3 --results "$records" --page "$out/table3.md" \
+timeout "$budget" python3 -m experiments.table3 --results "$records" --page "$records.page/table3.md" \
     --runs "${RUNS:-/tmp/table3-runs}" "$@" > "$out/table3.log" 2>&1
 echo "experiments.table3 exit $? after at most ${budget} s"
 find "$records" -name table3.json | sort | comm -13 "$out/.before" - > "$out/new-records.txt"
@@ -34,5 +34,8 @@ find "$records" -name table3.json | sort | comm -13 "$out/.before" - > "$out/new
 while read -r path; do rm -r "$(dirname "$path")"; done < "$out/.before"
 find "$records" -type d -empty -delete
 rm "$out/.before"
-echo "new records: $(wc -l < "$out/new-records.txt")"; sed "s|$records/||" "$out/new-records.txt"
+sed -i "s|^$records/||" "$out/new-records.txt"
+mkdir -p "$records"  # (none new: an empty archive)
+tar czf "$out/table3-records.tgz" -C "$records" .
+echo "new records: $(wc -l < "$out/new-records.txt")"; cat "$out/new-records.txt"
 grep -E "validation PPL|exited with status|Error" "$out/table3.log" | cut -c1-200 | tail -12

@@ -8,7 +8,8 @@ writes a stand-in with WMT14's shape: pairs from ``benchmarks/wmt_like.py`` (WMT
 long tail) and the preset's 37k vocabulary learned on them. A step does the same work on it as on WMT14 for the same
 batch shapes; the shapes of every batch are recorded and the FLOPs counted from them.
 
-For each of the ``MODES`` asked for (eager, ``--torch_compile``, compiled with CUDA graphs): the preset's trainer
+For each of the ``MODES`` asked for (eager, ``--torch_compile``, compiled with the step's tokens in one batch, and so
+with CUDA graphs): the preset's trainer
 (``vanilla-train``'s, through ``build_trainer``) trains until every batch shape it will meet in the measured steps
 has been trained once (``warm_steps``, from its sampler's plan; ``--warmup`` sets the count instead), then
 ``--steps`` timed ones (the GPU synchronised only at the two ends), then ``--sync_steps`` with CUDA's sync debug
@@ -60,10 +61,15 @@ DATASHEET_BF16 = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "H200
                   "A100": 312e12}  # fmt: skip
 TORCH_DIR = str(Path(torch.__file__).parent) + "/"  # not "/torch/": a lent GPU's venv is /opt/torch/.venv
 LAUNCH = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch)")  # a kernel (or graph) launch
-# The steps measured (--modes): vanilla-train's flags for each. cudagraphs: inductor's CUDA graph trees replay a
-# step's kernels in one launch, one graph a batch shape (the shapes are bounded), where the host would launch each.
+# The steps measured (--modes): vanilla-train's flags for each. The preset's step is 8 accumulated batches of 3,125
+# tokens a side (its 25,000 on 8 of the paper's GPUs); "one-batch" trains the step's tokens as one batch, 1/8 of the
+# launches, which a lent GPU's memory holds. cudagraphs: inductor's CUDA graph trees replay a step's kernels in one
+# launch, one graph a batch shape (the shapes are bounded), where the host would launch each; one batch a step, as
+# vanilla-train requires of CUDA graphs (training/compiled.py check_cuda_graphs).
+ONE_BATCH = ["--max_tokens_per_batch", str(load_preset(PRESET)["tokens_per_step"])]
 MODES = {"eager": ["--torch_compile", "false"], "compiled": ["--torch_compile", "true"],
-         "cudagraphs": ["--torch_compile", "true", "--torch_compile_mode", "reduce-overhead"]}  # fmt: skip
+         "compiled-one-batch": ["--torch_compile", "true", *ONE_BATCH],
+         "cudagraphs": ["--torch_compile", "true", "--torch_compile_mode", "reduce-overhead", *ONE_BATCH]}  # fmt: skip
 
 
 def prepare(folder: Path, pairs: int) -> None:

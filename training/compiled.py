@@ -5,6 +5,8 @@
   eagerly and says so in one line, rather than failing at its first step.
 - Token batches change their (batch, length) shape at every step: their tensors are marked dynamic, so the first
   compilation serves every shape. Unmarked, the first shape compiles a static graph and the second compiles again.
+- CUDA graphs (``--torch_compile_mode reduce-overhead`` or ``max-autotune``) are refused with gradient accumulation
+  on a GPU (``check_cuda_graphs``): torch's CUDA graph trees break it.
 - What compiling cost is logged when training ends (it is counted in the run's time, ``--max_train_minutes``).
 
 The model itself compiles whole (no graph breaks; ``tests/test_training/test_compiled.py``), its fused loss included.
@@ -18,6 +20,8 @@ from pathlib import Path
 
 import torch
 from transformers import Seq2SeqTrainingArguments, TrainerCallback
+
+from vanilla_tools.cli import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +43,25 @@ def cannot_build_kernels() -> str | None:
 
 def compiles_on_cpu(args: Seq2SeqTrainingArguments) -> bool:
     return args.torch_compile and args.torch_compile_backend == "inductor" and args.device.type == "cpu"
+
+
+def captures_cuda_graphs(mode: str | None) -> bool:
+    """Whether ``torch.compile``'s ``mode`` records CUDA graphs (inductor's own table of what each mode sets)."""
+    return bool(torch._inductor.list_mode_options(mode or "default").get("triton.cudagraphs"))
+
+
+def check_cuda_graphs(args: Seq2SeqTrainingArguments) -> None:
+    """Refuses CUDA graphs with gradient accumulation on a GPU. Inductor's CUDA graph trees hand a backward graph's
+    output to ``.grad`` as it is, and the next batch's replay overwrites it: the accumulation then fails ("accessing
+    tensor output of CUDAGraphs that has been overwritten by a subsequent run", pytorch/pytorch#169545, met by
+    ``benchmarks/wmt14_step.py`` on an H200 with torch 2.11) or keeps only the last batch's gradient
+    (pytorch/pytorch#96693). Called once the accumulation is known (``step_size``)."""
+    if (args.torch_compile and args.gradient_accumulation_steps > 1 and args.device.type == "cuda"
+            and captures_cuda_graphs(args.torch_compile_mode)):  # fmt: skip
+        raise UsageError(f"--torch_compile_mode {args.torch_compile_mode} records CUDA graphs, which break gradient "
+                         f"accumulation ({args.gradient_accumulation_steps} batches a step; pytorch/pytorch#169545): "
+                         "train one batch a step (--max_tokens_per_batch at --tokens_per_step) or compile without "
+                         "CUDA graphs (the default mode, or max-autotune-no-cudagraphs)")  # fmt: skip
 
 
 def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callable:

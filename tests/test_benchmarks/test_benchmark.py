@@ -175,14 +175,19 @@ def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_b
 
 
 def test_each_step_mode_is_a_set_of_vanilla_train_flags():
-    """wmt14_step's modes are vanilla-train's own flags: eager, compiled, and compiled with inductor's CUDA graphs."""
-    from benchmarks.wmt14_step import MODES
-    from training.arguments import parse_args
+    """wmt14_step's modes are vanilla-train's own flags on the preset: eager, compiled, compiled with the step's
+    25,000 tokens a side in one batch (no accumulation), and so with inductor's CUDA graphs."""
+    from benchmarks.wmt14_step import MODES, PRESET
+    from training.arguments import load_preset, parse_args
+    from training.compiled import captures_cuda_graphs
 
+    assert list(MODES) == ["eager", "compiled", "compiled-one-batch", "cudagraphs"]
+    preset = [f"--{key}={value}" for key, value in load_preset(PRESET).items() if key == "max_tokens_per_batch"]
     for mode, flags in MODES.items():
-        _, _, args = parse_args(["--output_dir", "x", "--use_cpu", "true", *flags])
+        _, data, args = parse_args(["--output_dir", "x", "--use_cpu", "true", *preset, *flags])
         assert args.torch_compile == (mode != "eager"), mode
-        assert args.torch_compile_mode == ("reduce-overhead" if mode == "cudagraphs" else None), mode
+        assert captures_cuda_graphs(args.torch_compile_mode) == (mode == "cudagraphs"), mode
+        assert data.max_tokens_per_batch == (25_000 if mode in ("compiled-one-batch", "cudagraphs") else 3_125), mode
 
 
 def test_the_datasheet_peak_is_the_gpu_named():
@@ -201,31 +206,42 @@ def test_the_gpu_step_benchmark_refuses_a_machine_without_a_gpu(tmp_path, monkey
             wmt14_step.main(["--data", str(tmp_path), *mode])
 
 
-def test_the_gpu_experiments_script_rehearsed_on_the_cpu_brings_back_only_its_new_records(tmp_path):
-    """benchmarks/gpu_experiments.sh as a lent GPU runs it, here on the CPU (its CUDA line says so): the pending runs
-    of a tiny Table 3 sweep within the budget, their records under $OUT/table3 and none of those already in
-    results/table3, ready to be copied in."""
+def test_a_gpu_call_rehearsed_on_the_cpu_brings_back_only_its_new_records_in_the_files_a_call_returns(tmp_path):
+    """benchmarks/gpu_call.sh as a lent GPU runs it, here on the CPU: the step benchmark refuses (no GPU), the FSDP
+    part is left out (CHECK_FSDP=0), and gpu_experiments.sh trains the pending runs of a tiny Table 3 sweep within the
+    budget. What comes back fits what a call returns (at most 8 files, 2 folders down): the new records in one
+    archive (none of those already in results/table3), ready to unpack into results/table3, and the logs in another."""
     import json
     import os
     import subprocess
     import sys
+    import tarfile
 
     from training_helpers import tiny_preset
 
     from training.record import check_run_record
 
     root = Path(__file__).resolve().parents[2]
-    preset = tiny_preset(tmp_path)
-    env = {**os.environ, "OUT": str(tmp_path / "out"), "RUNS": str(tmp_path / "runs"), "BUDGET_S": "300",
+    preset, out = tiny_preset(tmp_path), tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "RUNS": str(tmp_path / "runs"), "CHECK_FSDP": "0", "DEADLINE_S": "400",
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
-    done = subprocess.run(["bash", "benchmarks/gpu_experiments.sh", "--config", str(preset), "--rows", "base",
+    done = subprocess.run(["bash", "benchmarks/gpu_call.sh", "--config", str(preset), "--rows", "base",
                            "--steps", "2", "--curve_steps", "1", "--seeds", "1", "--precision", "fp32"], cwd=root,
                           env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert "FSDP: not checked (CHECK_FSDP=0)" in done.stdout
     assert "no GPU: the runs train on the CPU" in done.stdout and "experiments.table3 exit 0" in done.stdout
     assert "new records: 1\n2-steps/fp32/base/seed-1/table3.json" in done.stdout
-    records = sorted((tmp_path / "out" / "table3").rglob("table3.json"))
-    assert [path.relative_to(tmp_path / "out" / "table3").as_posix() for path in records] == [
+    assert sorted(path.name for path in out.rglob("*")) == ["logs.tgz", "new-records.txt", "table3-records.tgz"]
+    with tarfile.open(out / "logs.tgz") as logs:
+        names = logs.getnames()
+        step_log = logs.extractfile("./step.log").read().decode()
+    assert {"./machine.txt", "./step.log", "./table3.log"} <= set(names)
+    assert "measures a GPU's step: no CUDA device here" in step_log
+    with tarfile.open(out / "table3-records.tgz") as archive:
+        archive.extractall(tmp_path / "records", filter="data")
+    records = sorted((tmp_path / "records").rglob("table3.json"))
+    assert [path.relative_to(tmp_path / "records").as_posix() for path in records] == [
         "2-steps/fp32/base/seed-1/table3.json"
     ]
     record = json.loads(records[0].read_text())

@@ -106,3 +106,32 @@ def test_missing_python_headers_are_found_before_training(tmp_path, monkeypatch)
     monkeypatch.setattr(compiled.sysconfig, "get_path", lambda name: str(tmp_path))
     reason = compiled.cannot_build_kernels()
     assert reason == f"no Python.h in {tmp_path}: the Python development headers are not installed"
+
+
+@pytest.mark.parametrize(
+    ("mode", "accumulation", "device", "refused"),
+    [
+        ("reduce-overhead", 8, "cuda", True),
+        ("max-autotune", 2, "cuda", True),
+        ("reduce-overhead", 1, "cuda", False),  # one batch a step: .grad is read before the next replay
+        ("max-autotune-no-cudagraphs", 8, "cuda", False),
+        (None, 8, "cuda", False),
+        ("reduce-overhead", 8, "cpu", False),  # inductor records no CUDA graph on a CPU
+    ],
+)
+def test_cuda_graphs_are_refused_with_gradient_accumulation_on_a_gpu(mode, accumulation, device, refused):
+    """check_cuda_graphs reads the arguments only (a stand-in for a GPU's): the modes inductor says record CUDA
+    graphs, with more than one batch a step, on CUDA, are refused in one line that names the fix."""
+    from types import SimpleNamespace
+
+    from vanilla_tools.cli import UsageError
+
+    args = SimpleNamespace(torch_compile=True, torch_compile_mode=mode, gradient_accumulation_steps=accumulation,
+                           device=torch.device(device))  # fmt: skip
+    if refused:
+        with pytest.raises(UsageError, match=rf"--torch_compile_mode {mode} records CUDA graphs, which break "
+                                             rf"gradient accumulation \({accumulation} batches a step.*"
+                                             "--max_tokens_per_batch at --tokens_per_step"):  # fmt: skip
+            compiled.check_cuda_graphs(args)
+    else:
+        compiled.check_cuda_graphs(args)
