@@ -133,7 +133,7 @@ def batch_shape_flags(device: str) -> list[str]:
     (``BatchShapes``' defaults), stated where the device's own default differs: on CUDA batches are bucketed
     (``ON_CUDA``), and a 2,048-token batch then holds fewer real tokens. The base row bucketed on an H200 trained 2.96
     epochs in 1,000 steps against a CPU's 3.41, to validation PPL 19.4-20.0 against 15.3-16.4
-    (results/benchmarks/gpu/h200-2026-11-28-call5.json). A CPU's runs state none, as their records always have."""
+    (results/benchmarks/gpu/h200-2026-11-28-calls-5-7.json). A CPU's runs state none, as their records always have."""
     if device == "cpu":
         return []
     return [flag for field in fields(BatchShapes) if field.name in ON_CUDA for flag in (f"--{field.name}",
