@@ -27,8 +27,6 @@ import math
 import statistics
 from dataclasses import dataclass, fields
 
-import torch
-
 from vanilla_tools.batch_shapes import ON_CUDA, BatchShapes
 from vanilla_tools.hardware import bf16_supported, precision
 
@@ -140,14 +138,3 @@ def batch_shape_flags(device: str) -> list[str]:
         return []
     return [flag for field in fields(BatchShapes) if field.name in ON_CUDA for flag in (f"--{field.name}",
             str(field.default))]  # fmt: skip
-
-
-def stated_flags(precision: str, device: str) -> list[str]:
-    """What every run of an experiment states, so that the machine it lands on does not choose it: its precision
-    and its batches."""
-    return [*precision_flags(precision), *batch_shape_flags(device)]
-
-
-def device_kind() -> str:
-    """The kind of device this machine's runs train on: vanilla-train's default, a GPU where there is one."""
-    return "cuda" if torch.cuda.is_available() else "cpu"

@@ -43,7 +43,7 @@ from training.plot_curve import curve_columns
 from training.record import resolved_arguments, run_record
 from vanilla_tools.cli import UsageError, console_script, pyplot
 
-from .comparable import device_kind, experiment_precision, stated_flags, why_not
+from .comparable import experiment_precision, precision_flags, why_not
 from .table3 import ROOT, matching_record, shown
 from .verdict import CONFIDENCE, t_quantile
 
@@ -78,9 +78,9 @@ class Candidate:
     change: str  # what differs from the preset, and why it is worth an hour
     flags: tuple[str, ...] = ()
 
-    def settings(self, preset: str, stated: list[str]) -> list[str]:
+    def settings(self, preset: str, precision: str) -> list[str]:
         """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
-        return ["--config", preset, *COMMON, *stated, *self.flags]
+        return ["--config", preset, *COMMON, *precision_flags(precision), *self.flags]
 
 
 @dataclass(frozen=True)
@@ -112,15 +112,15 @@ CANDIDATES = tuple(candidate for one in ROUNDS for candidate in one.candidates)
 NAMES = [candidate.name for candidate in CANDIDATES]
 
 
-def recorded(candidate: Candidate, preset: str, stated: list[str], results: Path) -> dict | None:
+def recorded(candidate: Candidate, preset: str, precision: str, results: Path) -> dict | None:
     """The candidate's record if it was trained with the settings it has now; else None (trained again)."""
-    return matching_record(results / candidate.name / RECORD, candidate.settings(preset, stated), candidate.name)
+    return matching_record(results / candidate.name / RECORD, candidate.settings(preset, precision), candidate.name)
 
 
-def train(candidate: Candidate, preset: str, stated: list[str], runs: Path, results: Path) -> dict:
+def train(candidate: Candidate, preset: str, precision: str, runs: Path, results: Path) -> dict:
     """One candidate: vanilla-train in its own process, then its record."""
     output_dir, record_dir = runs / candidate.name, results / candidate.name
-    argv = [*candidate.settings(preset, stated), "--overwrite_output_dir", "--output_dir", shown(output_dir),
+    argv = [*candidate.settings(preset, precision), "--overwrite_output_dir", "--output_dir", shown(output_dir),
             "--summary_dir", shown(record_dir)]  # fmt: skip
     logger.info("%s: vanilla-train %s", candidate.name, " ".join(argv))
     done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
@@ -129,7 +129,7 @@ def train(candidate: Candidate, preset: str, stated: list[str], runs: Path, resu
     summary = json.loads((record_dir / "summary.json").read_text())
     record = {
         "candidate": candidate.name, "change": candidate.change, "flags": list(candidate.flags),
-        "settings": candidate.settings(preset, stated), "validation_bleu": summary["validation"]["bleu"],
+        "settings": candidate.settings(preset, precision), "validation_bleu": summary["validation"]["bleu"],
         "validation_bleu_lc_tok": summary["validation"].get("bleu_lc_tok"), "beam": summary.get("beam"),
         "steps": summary["run"]["steps"], "epochs": summary["epochs"], "parameters": summary["parameters"],
         "train_minutes": summary["train_minutes"], **summary["machine_speed"],
@@ -336,20 +336,20 @@ def run(argv: list[str] | None = None) -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     results, runs, page = Path(args.results).resolve(), Path(args.runs).resolve(), Path(args.page).resolve()
     repeats = Path(args.repeats).resolve()
-    stated = stated_flags(experiment_precision(), device_kind())  # carried to every run of the sweep
+    precision = experiment_precision()
     trained = False
     for one in [] if args.report else ROUNDS:
         todo = [c for c in one.candidates if not args.candidates or c.name in args.candidates]
         for candidate in todo:
-            if recorded(candidate, args.config, stated, results / one.folder):
+            if recorded(candidate, args.config, precision, results / one.folder):
                 logger.info("%s: recorded, skipped", candidate.name)
                 continue
             open_round(one, args.config)
             summaries = full_runs(repeats)
             records = read_records(results)
-            planned = planned_run(candidate.settings(args.config, stated))
+            planned = planned_run(candidate.settings(args.config, precision))
             check_comparable(one, planned, preset_run_records(one, records, summaries))
-            record = train(candidate, args.config, stated, runs / one.folder, results / one.folder)
+            record = train(candidate, args.config, precision, runs / one.folder, results / one.folder)
             logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
             write_page(results, repeats, page)  # after every run: an interrupted sweep still has its page
             trained = True

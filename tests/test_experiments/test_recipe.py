@@ -8,7 +8,7 @@ import pytest
 from training_helpers import synthetic_run, tiny_preset
 
 from experiments import comparable, recipe
-from experiments.comparable import FP32, experiment_precision, stated_flags
+from experiments.comparable import FP32, experiment_precision
 from training.arguments import parse_args
 from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT, generated
@@ -23,8 +23,7 @@ def test_every_candidate_is_the_preset_scored_on_validation_only():
     model_args, _, training_args = parse_args(["--config", "multi30k", "--output_dir", "x"])
     assert training_args.warmup_steps == 1200  # the YAML holds the open round's preset
     for candidate in recipe.CANDIDATES:
-        settings = candidate.settings("multi30k", stated_flags(FP32, "cpu"))
-        model_args, data_args, training_args = parse_args([*settings, "--output_dir", "x"])
+        model_args, data_args, training_args = parse_args([*candidate.settings("multi30k", FP32), "--output_dir", "x"])
         assert model_args.final_splits == ["validation"] and model_args.translate_examples == 0
         assert model_args.max_train_minutes == 0 and not training_args.bf16  # a budget in steps, the stated precision
         assert training_args.max_steps == (8000 if candidate.name == "tiny-wu2021" else 7200)
