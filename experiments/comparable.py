@@ -25,9 +25,8 @@ and ``PRECISION_EVIDENCE`` names the page that says so."""
 
 import math
 import statistics
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from vanilla_tools.batch_shapes import ON_CUDA, BatchShapes
 from vanilla_tools.hardware import bf16_supported, precision
 
 from .verdict import MIN_SEEDS, difference
@@ -126,15 +125,3 @@ def experiment_precision() -> str:
 def precision_flags(name: str) -> list[str]:
     """vanilla-train's flag for precision ``name`` (FP32 or BF16)."""
     return ["--bf16", "true" if name == BF16 else "false"]
-
-
-def batch_shape_flags(device: str) -> list[str]:
-    """vanilla-train's flags that give an experiment on ``device`` the batches it trains on a CPU, unbucketed
-    (``BatchShapes``' defaults), stated where the device's own default differs: on CUDA batches are bucketed
-    (``ON_CUDA``), and a 2,048-token batch then holds fewer real tokens. The base row bucketed on an H200 trained 2.96
-    epochs in 1,000 steps against a CPU's 3.41, to validation PPL 19.4-20.0 against 15.3-16.4
-    (results/benchmarks/gpu/h200-2026-11-28-calls-5-7.json). A CPU's runs state none, as their records always have."""
-    if device == "cpu":
-        return []
-    return [flag for field in fields(BatchShapes) if field.name in ON_CUDA for flag in (f"--{field.name}",
-            str(field.default))]  # fmt: skip

@@ -67,7 +67,7 @@ from vanilla_tools.provenance import git_commit
 from vanilla_tools.run_files import write_json
 
 from . import comparable, table3_page
-from .comparable import BF16, FP32, batch_shape_flags, code_key, experiment_precision, precision_flags
+from .comparable import BF16, FP32, code_key, experiment_precision, precision_flags
 
 logger = logging.getLogger("table3")
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,9 +142,9 @@ class Run:
 
     def settings(self, preset: str) -> list[str]:
         """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
-        return ["--config", preset, *COMMON, *precision_flags(self.precision), *batch_shape_flags(self.device),
-                "--save_steps", str(self.curve_steps), "--save_total_limit", str(self.steps // self.curve_steps + 1),
-                "--max_steps", str(self.steps), "--seed", str(self.seed), *self.row.flags]  # fmt: skip
+        return ["--config", preset, *COMMON, *precision_flags(self.precision), "--save_steps", str(self.curve_steps),
+                "--save_total_limit", str(self.steps // self.curve_steps + 1), "--max_steps", str(self.steps),
+                "--seed", str(self.seed), *self.row.flags]  # fmt: skip
 
 
 def device_kind() -> str:
