@@ -9,16 +9,15 @@ long tail) and the preset's 37k vocabulary learned on them. A step does the same
 batch shapes; the shapes of every batch are recorded and the FLOPs counted from them.
 
 For each of the ``MODES`` asked for (eager, ``--torch_compile``, compiled with the step's tokens in one batch, and so
-with CUDA graphs): the preset's trainer
-(``vanilla-train``'s, through ``build_trainer``) trains until every batch shape it will meet in the measured steps
-has been trained once (``warm_steps``, from its sampler's plan; ``--warmup`` sets the count instead), then
-``--steps`` timed ones (the GPU synchronised only at the two ends), then ``--sync_steps`` with CUDA's sync debug
-mode on, which names every call that makes the host wait for the GPU, then ``--launch_steps`` under the profiler,
-which counts the kernels the host launched. MFU is the timed steps' matrix-product FLOPs
-(``inference.bench.train_flops`` on each padded batch) over their time and the bf16 matrix-product peak measured in
-the same run (and, beside it, the datasheet's dense bf16 rate where the GPU is known). The record is rewritten after
-each mode, so a call cut short keeps what it measured; a mode that fails is recorded with its error, and the next
-one measured.
+with CUDA graphs): the preset's trainer (``vanilla-train``'s, through ``build_trainer``) trains until every batch
+shape it will meet in the measured steps has been trained once, twice with CUDA graphs (``warm_steps``, from its
+sampler's plan; ``--warmup`` sets the count instead), then ``--steps`` timed ones (the GPU synchronised only at
+the two ends), then ``--sync_steps`` with CUDA's sync debug mode on, which names every call that makes the host wait
+for the GPU, then ``--launch_steps`` under the profiler, which counts the kernels the host launched. MFU is the
+timed steps' matrix-product FLOPs (``inference.bench.train_flops`` on each padded batch) over their time and the
+bf16 matrix-product peak measured in the same run (and, beside it, the datasheet's dense bf16 rate where the GPU is
+known). The record is rewritten after each mode, so a call cut short keeps what it measured; a mode that fails is
+recorded with its error, and the next one measured.
 
     python -m benchmarks.wmt14_step --prepare .device/wmt-like           # here: corpus and tokenizer
     python -m benchmarks.wmt14_step --data .device/wmt-like --json results/benchmarks/wmt14-step.json   # on a GPU
@@ -67,6 +66,9 @@ LAUNCH = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch)
 # launch, one graph a batch shape (the shapes are bounded), where the host would launch each; one batch a step, as
 # vanilla-train requires of CUDA graphs (training/compiled.py check_cuda_graphs).
 ONE_BATCH = ["--max_tokens_per_batch", str(load_preset(PRESET)["tokens_per_step"])]
+# The times a batch shape is trained before its steps run at their steady speed: once (compiled, or eager's first
+# allocation), but twice with CUDA graph trees, which run a new shape's graph once to warm it up, then record it.
+WARM_RUNS = {"cudagraphs": 2}
 MODES = {"eager": ["--torch_compile", "false"], "compiled": ["--torch_compile", "true"],
          "compiled-one-batch": ["--torch_compile", "true", *ONE_BATCH],
          "cudagraphs": ["--torch_compile", "true", "--torch_compile_mode", "reduce-overhead", *ONE_BATCH]}  # fmt: skip
@@ -171,21 +173,22 @@ class SyncWatch(TrainerCallback):
         return self.events[0].elapsed_time(self.events[1]) / 1e3
 
 
-def warm_steps(trainer, measured: int) -> dict:
-    """The steps that meet every batch shape the ``measured`` steps after them will meet, from the trainer's sampler
-    (its plan of each epoch, ``EPOCHS_PLANNED`` of them, ``gradient_accumulation_steps`` batches a step): the
-    smallest count after which no shape is new for ``measured`` steps, with the shapes met by then."""
+def warm_steps(trainer, measured: int, times: int = 1) -> dict:
+    """The steps that train every batch shape the ``measured`` steps after them will meet ``times`` times
+    (``WARM_RUNS``), from the trainer's sampler (its plan of each epoch, ``EPOCHS_PLANNED`` of them,
+    ``gradient_accumulation_steps`` batches a step): the smallest count after which no shape is met for one of its
+    first ``times`` for ``measured`` steps, with the shapes met by then."""
     sampler, accumulated = trainer.token_batches(), trainer.args.gradient_accumulation_steps
     shapes = []
     for epoch in range(EPOCHS_PLANNED):
         sampler.set_epoch(epoch)
         shapes += sampler.batch_shapes()
-    first_met: dict = {}
+    met: dict = {}
     for at, shape in enumerate(shapes):
-        first_met.setdefault(shape, at)
+        met.setdefault(shape, []).append(at)
     steps = 0
-    for at in sorted(first_met.values()):
-        if at < (steps + measured) * accumulated:  # new within the measured steps: warm past it
+    for at in sorted(at for ats in met.values() for at in ats[:times]):
+        if at < (steps + measured) * accumulated:  # not yet warm within the measured steps: warm past it
             steps = at // accumulated + 1
     return {"steps": steps, "shapes": len(set(shapes[: steps * accumulated])), "batches_per_epoch": len(sampler)}
 
@@ -198,7 +201,7 @@ def train(data: Path, mode: str, warmup: int | None, measured: int,
     with tempfile.TemporaryDirectory() as out:
         trainer, _ = preset_trainer(1, out, [*data_flags(data), "--logging_steps", "1000", *MODES[mode]],
                                     preset=PRESET)  # fmt: skip
-        warm = warm_steps(trainer, measured) if warmup is None else {"steps": warmup}
+        warm = warm_steps(trainer, measured, WARM_RUNS.get(mode, 1)) if warmup is None else {"steps": warmup}
         trainer.args.max_steps = warm["steps"] + measured  # the warm-up is known once the sampler has planned
         trainer.data_collator = batches = TokenCount(trainer.data_collator)
         callbacks = watch(batches, warm["steps"])

@@ -174,6 +174,30 @@ def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_b
     assert trainer.model.config.encoder_layers == 1 and trainer.model.config.vocab_size == len(tokenizer)
 
 
+def test_the_warm_up_trains_each_shape_the_measured_steps_meet_once_and_twice_for_cuda_graphs():
+    """warm_steps on a sampler's plan (a stand-in: the same 6 batches an epoch, one a step): the measured steps meet
+    no shape for the first time, or with CUDA graphs (a warm-up run, then the recording) for the first or second."""
+    from types import SimpleNamespace
+
+    from benchmarks.wmt14_step import EPOCHS_PLANNED, WARM_RUNS, warm_steps
+
+    epoch = [(8, 16, 16), (8, 24, 24), (8, 16, 16), (16, 8, 8), (8, 24, 24), (16, 8, 8)]
+
+    class Planned(list):
+        def set_epoch(self, epoch: int) -> None:
+            pass
+
+        def batch_shapes(self) -> list:
+            return list(self)
+
+    trainer = SimpleNamespace(token_batches=lambda: Planned(epoch), args=SimpleNamespace(gradient_accumulation_steps=1))
+    assert EPOCHS_PLANNED * len(epoch) > 12 and WARM_RUNS == {"cudagraphs": 2}
+    assert warm_steps(trainer, 3) == {"steps": 4, "shapes": 3, "batches_per_epoch": 6}  # (16, 8, 8) first at 3
+    assert warm_steps(trainer, 3, times=2)["steps"] == 6  # (16, 8, 8) again at 5
+    trainer.args.gradient_accumulation_steps = 2  # steps of two batches: (16, 8, 8)'s second at step 2
+    assert warm_steps(trainer, 3, times=2)["steps"] == 3 and warm_steps(trainer, 3)["steps"] == 2
+
+
 def test_each_step_mode_is_a_set_of_vanilla_train_flags():
     """wmt14_step's modes are vanilla-train's own flags on the preset: eager, compiled, compiled with the step's
     25,000 tokens a side in one batch (no accumulation), and so with inductor's CUDA graphs."""
