@@ -61,10 +61,10 @@ DATASHEET_BF16 = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "H200
 TORCH_DIR = str(Path(torch.__file__).parent) + "/"  # not "/torch/": a lent GPU's venv is /opt/torch/.venv
 LAUNCH = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch)")  # a kernel (or graph) launch
 # The steps measured (--modes): vanilla-train's flags for each. The preset's step is 8 accumulated batches of 3,125
-# tokens a side (its 25,000 on 8 of the paper's GPUs); "one-batch" trains the step's tokens as one batch, 1/8 of the
-# launches, which a lent GPU's memory holds. cudagraphs: inductor's CUDA graph trees replay a step's kernels in one
-# launch, one graph a batch shape (the shapes are bounded), where the host would launch each; one batch a step, as
-# vanilla-train requires of CUDA graphs (training/compiled.py check_cuda_graphs).
+# tokens a side (its 25,000 on 8 of the paper's GPUs); compiled-one-batch trains the step's tokens as one batch, 1/8
+# of the launches (the memory it takes is the record's peak_memory_gib). cudagraphs: inductor's CUDA graph trees
+# replay a step's kernels in one launch, one graph a batch shape (the shapes are bounded), where the host would
+# launch each; one batch a step, as vanilla-train requires of CUDA graphs (training/compiled.py check_cuda_graphs).
 ONE_BATCH = ["--max_tokens_per_batch", str(load_preset(PRESET)["tokens_per_step"])]
 # The times a batch shape is trained before its steps run at their steady speed: once (compiled, or eager's first
 # allocation), but twice with CUDA graph trees, which run a new shape's graph once to warm it up, then record it.
