@@ -2,6 +2,7 @@
 rule of experiments.verdict (stated at the top of the page), the learning curves of each group against the base,
 and whether a disagreement with the paper is a slower start or stays at the end of a longer budget."""
 
+import json
 import statistics
 import textwrap
 from collections import Counter, defaultdict
@@ -21,6 +22,7 @@ APART = {criterion: f"base at other {criterion}" for criterion in CRITERIA}
 OTHER_CODE, OTHER_PRECISION = APART["code"], APART["precision"]
 CURVES = "table3-curves"  # beside the page: one plot per budget and group
 OWN_RATES = "own-rates"  # the plot of each size at its rate
+FIGURE_RECORD = "Description"  # the PNG text key a figure's record is saved under
 
 
 def normalized(record: dict) -> dict:
@@ -165,38 +167,68 @@ def curve_file(steps: int, group: str) -> str:
     return f"{CURVES}/{steps}-steps-{group.strip('()')}.png"
 
 
-def curve_groups(base: list[dict], comparisons: dict[str, Comparison]) -> dict[str, dict[str, list]]:
-    """Per group with curves: the base's mean curve and each row's (issue 41: base against row, group by group)."""
+def curve_groups(base: list[dict], comparisons: dict[str, Comparison]) -> dict[str, dict[str, list[dict]]]:
+    """Per group with curves: the runs of the base and of each row whose mean curve it plots (issue 41: base against
+    row, group by group)."""
     if not mean_curve(base):
         return {}
     by_group = defaultdict(dict)
     for name, comparison in comparisons.items():
         if mean_curve(comparison.runs):
-            by_group[comparison.runs[0]["group"]][name] = mean_curve(comparison.runs)
-    return {group: {"base": mean_curve(base), **rows} for group, rows in sorted(by_group.items())}
+            by_group[comparison.runs[0]["group"]][name] = comparison.runs
+    return {group: {"base": base, **rows} for group, rows in sorted(by_group.items())}
+
+
+def figure_runs(records: list[dict], sizes: "SizeWalks | None" = None) -> dict[tuple[int, str], dict[str, list]]:
+    """Each figure, by budget and group, and per curve the runs it averages: the base against each of the group's
+    rows; with ``sizes`` (the walks at one budget), each size at its rate against the base at its rate."""
+    figures = {(steps, group): curves for steps in sorted({r["steps"] for r in records})
+               for group, curves in curve_groups(*budget(records, steps)).items()}  # fmt: skip
+    if sizes is not None and (curves := sizes.curve_runs()):
+        figures[sizes.steps, OWN_RATES] = curves
+    return figures
+
+
+def source(run: dict) -> str:
+    """A run as its record names it: row, seed, commit, precision and device (the record holds the rest)."""
+    code, precision = run["run"]["code"], run["run"]["precision"] or "precision not recorded"
+    return (f"{run['row']} seed {run['seed']}: {(code.get('commit') or '?')[:7]}, {precision}, "
+            f"{run['run']['device']['name']}")  # fmt: skip
+
+
+def figure_record(curves: dict[str, list[dict]]) -> dict:
+    """What a figure draws and from which runs: per curve, the runs' sources and the mean curve (validation PPL by
+    step). The figure carries it (its PNG's Description), so that a figure can be held to the records it came from."""
+    return {name: {"runs": [source(r) for r in runs], "validation_ppl": [[s, round(p, 3)] for s, p in mean_curve(runs)]}
+            for name, runs in curves.items()}  # fmt: skip
+
+
+def recorded_in(path: Path) -> dict:
+    """The figure record a plot was saved with (``figure_record``); {} for a PNG without one."""
+    from PIL import Image  # matplotlib's own dependency, so there wherever a figure could be drawn
+
+    with Image.open(path) as image:
+        return json.loads(image.text.get(FIGURE_RECORD, "{}"))
 
 
 def plot_curves(records: list[dict], folder: Path, sizes: "SizeWalks | None" = None) -> list[Path]:
-    """One figure per budget and group: validation PPL against steps, the base against each of the group's rows;
-    with ``sizes`` (the walks at one budget), one of each size at its rate against the base at its rate."""
-    figures = {(steps, group): curves for steps in sorted({r["steps"] for r in records})
-               for group, curves in curve_groups(*budget(records, steps)).items()}  # fmt: skip
-    if sizes is not None and (curves := sizes.curves()):
-        figures[sizes.steps, OWN_RATES] = curves
+    """The figures of ``figure_runs`` beside ``folder``'s page: validation PPL against steps, each curve the mean over
+    its runs, each figure saved with its figure record."""
     plt = pyplot("python -m experiments.table3")
     written = []
-    for (steps, group), curves in figures.items():
+    for (steps, group), curves in figure_runs(records, sizes).items():
+        drawn = figure_record(curves)
         figure, axis = plt.subplots(figsize=(6, 4))
-        for name, curve in curves.items():
+        for name, curve in drawn.items():
             style = {"color": "black", "linewidth": 2.5} if name.startswith("base") else {}
-            axis.plot(*zip(*curve, strict=True), label=name, **style)
+            axis.plot(*zip(*curve["validation_ppl"], strict=True), label=name, **style)
         axis.set(yscale="log", xlabel="step", ylabel="validation PPL (mean over seeds)",
                  title=f"Table 3 {'sizes, each at its rate' if group == OWN_RATES else group} on Multi30k, "
                        f"{steps:,} steps")  # fmt: skip
         axis.legend()
         path = folder.parent / curve_file(steps, group)
         path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, dpi=100, bbox_inches="tight")
+        figure.savefig(path, dpi=100, bbox_inches="tight", metadata={FIGURE_RECORD: json.dumps(drawn)})
         plt.close(figure)
         written.append(path)
     return written
@@ -274,7 +306,12 @@ def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> lis
         c = comparisons[name]
         cells = [verdict_cell(c.differences[metric], c.words[metric]) for metric in METRICS]
         lines.append("| " + " | ".join([*row_cells(c.runs, name), *cells]) + " |")
-    lines += ["", "Learning curves (validation PPL every 100 steps, the mean over seeds; base in black):", ""]
+    lines += [
+        "",
+        "Learning curves (validation PPL every 100 steps, the mean over seeds; base in black; each figure's "
+        "PNG Description names the runs it draws, by row, seed, commit, precision and device):",
+        "",
+    ]
     groups = curve_groups(base, comparisons)
     if not groups:
         lines.append("none yet: a group's plot needs the base's curve and a row's at this budget.")
@@ -409,15 +446,16 @@ class SizeWalks:
             return []
         return [walk for name, walk in self.walks.items() if name != "base" and walk.chosen() is not None]
 
-    def curves(self) -> dict[str, list[tuple[int, float]]]:
-        """The mean learning curve of the base at its rate and of each stopped size at its rate, labelled by both."""
+    def curve_runs(self) -> dict[str, list[dict]]:
+        """The runs of the base at its rate and of each stopped size at its rate that have learning curves, labelled
+        by size and rate; {} unless the base and at least one size have."""
         stopped = self.stopped()
         if not stopped:
             return {}
-        curves = {f"{walk.size} at {lr_walk.scale_text(walk.chosen())}": mean_curve(self.at_rate(walk)[1])
-                  for walk in [self.base_walk(), *stopped]}  # fmt: skip
-        curves = {name: curve for name, curve in curves.items() if curve}
-        return curves if len(curves) > 1 else {}  # the base's and at least one size's
+        runs = {f"{walk.size} at {lr_walk.scale_text(walk.chosen())}": self.at_rate(walk)[1]
+                for walk in [self.base_walk(), *stopped]}  # fmt: skip
+        runs = {name: found for name, found in runs.items() if mean_curve(found)}
+        return runs if len(runs) > 1 else {}
 
 
 def walk_section(sizes: SizeWalks) -> list[str]:
@@ -475,7 +513,7 @@ def at_own_rates(sizes: SizeWalks) -> list[str]:
         )
     if not stopped:
         lines.append("| no size's walk has stopped yet | | | | | |")
-    if sizes.curves():
+    if sizes.curve_runs():
         lines += ["", f"![each size at its rate, {sizes.steps:,} steps]({curve_file(sizes.steps, OWN_RATES)})"]
     return [*lines, ""]
 

@@ -2,7 +2,6 @@
 a size's walk, and docs/table3.md's table of the walks."""
 
 import pytest
-from pytest import approx
 from test_table3 import line, record
 
 from experiments import lr_walk, table3, table3_page
@@ -108,9 +107,11 @@ def test_each_size_at_its_rate_is_compared_with_the_base_at_its_rate_in_the_dire
     assert line(page, "![each size", section) == figure
     assert "![each size" not in table3.report(waiting)  # nothing to draw before the base's walk stops
     sizes = table3.size_walks(stopped)
-    assert sizes.curves() == {
-        "base at x1/2": [(100, 147.0), (200, 29.4)],  # the mean over schedule-lr-half's seeds
-        "C-layers-4 at x1/2": [(100, approx(179.33, abs=0.01)), (200, approx(35.87, abs=0.01))],
+    curves = table3_page.figure_record(sizes.curve_runs())
+    assert {name: curve["validation_ppl"] for name, curve in curves.items()} == {
+        "base at x1/2": [[100, 147.0], [200, 29.4]],  # the mean over schedule-lr-half's seeds
+        "C-layers-4 at x1/2": [[100, 179.333], [200, 35.867]],
     }
     written = table3_page.plot_curves([table3_page.normalized(r) for r in stopped], tmp_path / "table3.md", sizes)
     assert tmp_path / "table3-curves/1000-steps-own-rates.png" in written
+    assert table3_page.recorded_in(tmp_path / "table3-curves/1000-steps-own-rates.png") == curves

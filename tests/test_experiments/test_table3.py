@@ -3,6 +3,7 @@ with its records and learning curves, and the page generated from them under the
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from training_helpers import synthetic_run, tiny_preset
@@ -211,6 +212,13 @@ def test_the_page_gives_each_cell_its_difference_interval_and_word(tmp_path, mon
     assert "validation PPL went from 9.40 at step 2,500 to 9.20 at step 3,000" in " ".join(page.split())  # wrapped
     assert [path.name for path in table3_page.plot_curves([table3_page.normalized(r) for r in runs], tmp_path / "p")]
     assert (tmp_path / "table3-curves" / "1000-steps-C.png").stat().st_size > 5_000
+    # the figure names the runs it draws and carries the curves it drew: the new base's, not the first sweep's
+    assert table3_page.recorded_in(tmp_path / "table3-curves" / "1000-steps-C.png") == {
+        "base": {"runs": [f"base seed {seed}: new0000, bf16 autocast, test" for seed in (1, 2, 3)],
+                 "validation_ppl": [[100, 58.0], [200, 28.0]]},
+        "C-layers-2": {"runs": [f"C-layers-2 seed {seed}: new0000, bf16 autocast, test" for seed in (1, 2, 3)],
+                       "validation_ppl": [[100, 50.0], [200, 25.0]]},
+    }  # fmt: skip
 
 
 def test_the_page_measures_fp32_against_bf16_by_the_rule_stated_before_the_runs():
@@ -263,6 +271,22 @@ def test_the_page_is_the_generators_output_and_an_output_not_code():
     for path in (table3.PAGE, table3.RESULTS / "1000-steps/bf16/base/seed-1/table3.json",
                  table3.PAGE.parent / table3_page.CURVES / "1000-steps-A.png"):  # fmt: skip
         assert generated(str(path.relative_to(ROOT))), path
+
+
+def test_each_figure_beside_the_page_is_drawn_from_the_records_as_they_stand():
+    """A figure's provenance is its records': each PNG beside docs/table3.md carries the runs behind each curve (row,
+    seed, commit, precision, device) and the mean curve it drew, equal to what the records make now; no figure is
+    left from runs no longer recorded."""
+    found = [table3_page.normalized(r) for r in table3.records(table3.RESULTS)]
+    figures = table3_page.figure_runs(found, table3.size_walks(found))
+    folder = table3.PAGE.parent
+    assert len(figures) >= 9
+    for (steps, group), curves in figures.items():
+        drawn = table3_page.recorded_in(folder / table3_page.curve_file(steps, group))
+        assert drawn == table3_page.figure_record(curves), (steps, group)
+    assert sorted(path.relative_to(folder) for path in (folder / table3_page.CURVES).glob("*.png")) == sorted(
+        Path(table3_page.curve_file(steps, group)) for steps, group in figures
+    )
 
 
 def test_the_curves_without_matplotlib_name_the_plot_extra(tmp_path, monkeypatch):
