@@ -13,7 +13,20 @@ from vanilla_tools.cli import pyplot
 
 from . import comparable, lr_walk
 from .comparable import BF16, CRITERIA, FP32, code_key, groups, precisions_agree, why_not
-from .verdict import MIN_SEEDS, NO_CHANGE, TOO_FEW, Difference, difference, paper_direction, verdict, verdict_rate
+from .verdict import (
+    DISAGREES,
+    HOLDS,
+    MIN_SEEDS,
+    NO_CHANGE,
+    NONE_FOUND,
+    OPPOSITE,
+    TOO_FEW,
+    Difference,
+    difference,
+    paper_direction,
+    verdict,
+    verdict_rate,
+)
 
 PAPER_BASE = {"ppl": 4.92, "bleu": 25.8}
 METRICS = {"ppl": "validation_ppl", "bleu": "validation_bleu"}
@@ -112,7 +125,7 @@ def longer_rows(records: list[dict], steps: int, rows: dict[str, str]) -> list[s
     """What the longer budget runs (issue 41), in the order of ``rows`` (name: group): the base, the (C) rows, and
     the rows with a cell *opposite* at ``steps``."""
     _, comparisons = budget(records, steps)
-    opposite = {name for name, c in comparisons.items() if "opposite" in c.words.values()}
+    opposite = {name for name, c in comparisons.items() if OPPOSITE in c.words.values()}
     return [name for name, group in rows.items() if group in ("base", "(C)") or name in opposite]
 
 
@@ -322,11 +335,11 @@ def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> lis
 def start_or_end(short: str | None, long: str | None) -> str:
     """Whether a disagreement at the short budget is gone at the long one (a slower start) or stays there (whichever
     side of the paper it is on: a shallower model still ahead is not worse at the end)."""
-    if short != "opposite":
+    if short != OPPOSITE:
         return ""
     if long in (None, TOO_FEW, *APART.values()):
         return f"undecided ({long or 'not run'} at the longer budget)"
-    return "stays at the end" if long == "opposite" else "slower to start"
+    return "stays at the end" if long == OPPOSITE else "slower to start"
 
 
 def longer_section(records: list[dict], short: int, long: int, rows: dict[str, str]) -> list[str]:
@@ -488,6 +501,19 @@ def walk_section(sizes: SizeWalks) -> list[str]:
     return [*lines, "", *at_own_rates(sizes)]
 
 
+def belongs_to(at_preset: str, at_rate: str) -> str:
+    """Whether a size's disagreement with the paper on one metric belongs to its size or to the learning rate: its
+    word at the preset's rate (its row against the base, both at x1) beside its word at its own rate (against the
+    base at the base's). Kept at both, the size's; gone at its rate, the rate's."""
+    if "higher" in (at_preset, at_rate) or "lower" in (at_preset, at_rate):
+        return "no paper row"
+    if not {at_preset, at_rate} <= {HOLDS, NONE_FOUND, *DISAGREES}:
+        return "undecided"
+    if at_preset in DISAGREES:
+        return "the size" if at_rate in DISAGREES else "the rate"
+    return "only at its rate" if at_rate in DISAGREES else "no disagreement"
+
+
 def at_own_rates(sizes: SizeWalks) -> list[str]:
     """Each size whose walk has stopped, at its rate, against the base at the base's rate, by the rule of the cells
     above in the direction of the size's row of the paper: whether a disagreement belongs to the size or to the rate
@@ -498,21 +524,34 @@ def at_own_rates(sizes: SizeWalks) -> list[str]:
         return [*lines, "Once the base's walk has stopped.", ""]
     base_row, base_runs = sizes.at_rate(base_walk)
     lines += [
+        *paragraph(
+            "The last two columns put each metric's word at the preset's rate (the size's row against the base, "
+            "both at x1, above) beside its word here: a disagreement with the paper (*opposite*, *differs*) kept "
+            "at the size's own rate belongs to *the size*; one gone there belongs to *the rate*."
+        ),
+        "",
         "| size | its rate: row (seeds) | the base's rate: row (seeds) | paper's row | PPL: size less base [95%] | "
-        "BLEU: size less base [95%] |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "BLEU: size less base [95%] | PPL: at x1, here: belongs to | BLEU: at x1, here: belongs to |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for walk in stopped:
         row, runs = sizes.at_rate(walk)
-        paper = sizes.comparisons[walk.size].runs[0].get("paper") or {}
+        at_preset = sizes.comparisons[walk.size]
+        paper = at_preset.runs[0].get("paper") or {}
         c = compare(runs, base_runs, paper)
         lines.append(
             f"| {walk.size} | {lr_walk.scale_text(walk.chosen())}: {row} ({len(runs)}) | "
             f"{lr_walk.scale_text(base_walk.chosen())}: {base_row} ({len(base_runs)}) | {paper.get('change', '—')}"
-            " | " + " | ".join(verdict_cell(c.differences[m], c.words[m]) for m in METRICS) + " |"
+            " | "
+            + " | ".join(verdict_cell(c.differences[m], c.words[m]) for m in METRICS)
+            + " | "
+            + " | ".join(
+                f"{at_preset.words[m]}, {c.words[m]}: **{belongs_to(at_preset.words[m], c.words[m])}**" for m in METRICS
+            )
+            + " |"  # fmt: skip
         )
     if not stopped:
-        lines.append("| no size's walk has stopped yet | | | | | |")
+        lines.append("| no size's walk has stopped yet | | | | | | | |")
     if sizes.curve_runs():
         lines += ["", f"![each size at its rate, {sizes.steps:,} steps]({curve_file(sizes.steps, OWN_RATES)})"]
     return [*lines, ""]

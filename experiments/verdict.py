@@ -27,6 +27,8 @@ CONFIDENCE = 0.95
 NO_CHANGE = {"ppl": 0.05, "bleu": 0.2}  # the paper's "no change": |its row less its base| up to these
 TOO_FEW = "too few seeds"
 NONE_FOUND = "no change found"
+HOLDS, OPPOSITE, DIFFERS = "holds", "opposite", "differs (paper: no change)"
+DISAGREES = (OPPOSITE, DIFFERS)  # the words that contradict the paper
 
 
 def _beta_fraction(a: float, b: float, x: float) -> float:
@@ -135,8 +137,8 @@ def verdict(diff: Difference, paper_delta: float | None, metric: str) -> str:
         return "higher" if ours > 0 else "lower"
     paper = paper_direction(paper_delta, metric)
     if not paper:
-        return "differs (paper: no change)"
-    return "holds" if ours == paper else "opposite"
+        return DIFFERS
+    return HOLDS if ours == paper else OPPOSITE
 
 
 def verdict_rate(effect: float = 0.0, seeds: int = MIN_SEEDS, trials: int = 4000, seed: int = 0) -> float:

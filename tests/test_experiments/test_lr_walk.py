@@ -100,8 +100,9 @@ def test_each_size_at_its_rate_is_compared_with_the_base_at_its_rate_in_the_dire
     # within 0.1 (no change), its BLEU lower
     assert line(page, "| C-layers-4 |", section) == (
         "| C-layers-4 | x1/2: schedule-layers-4-lr-half (3) | x1/2: schedule-lr-half (3) | N = 8 | "
-        "+3.23 [+2.71, +3.76]: differs (paper: no change) | -4.10 [-4.73, -3.47]: holds |"
-    )
+        "+3.23 [+2.71, +3.76]: differs (paper: no change) | -4.10 [-4.73, -3.47]: holds | "
+        "differs (paper: no change), differs (paper: no change): **the size** | holds, holds: **no disagreement** |"
+    )  # at x1 too its PPL differs and its BLEU holds: the PPL's disagreement is the size's
     assert "| C-layers-6 |" not in page.split(section)[1].split("##")[0]  # its walk has not stopped: no cell yet
     figure = "![each size at its rate, 1,000 steps](table3-curves/1000-steps-own-rates.png)"
     assert line(page, "![each size", section) == figure
@@ -115,3 +116,21 @@ def test_each_size_at_its_rate_is_compared_with_the_base_at_its_rate_in_the_dire
     written = table3_page.plot_curves([table3_page.normalized(r) for r in stopped], tmp_path / "table3.md", sizes)
     assert tmp_path / "table3-curves/1000-steps-own-rates.png" in written
     assert table3_page.recorded_in(tmp_path / "table3-curves/1000-steps-own-rates.png") == curves
+
+
+@pytest.mark.parametrize(
+    ("at_preset", "at_rate", "owner"),
+    [
+        ("opposite", "opposite", "the size"),
+        ("differs (paper: no change)", "opposite", "the size"),
+        ("opposite", "holds", "the rate"),
+        ("differs (paper: no change)", "no change found", "the rate"),
+        ("holds", "differs (paper: no change)", "only at its rate"),
+        ("no change found", "holds", "no disagreement"),
+        ("opposite", "too few seeds", "undecided"),
+        ("base at other code", "holds", "undecided"),
+        ("higher", "higher", "no paper row"),
+    ],
+)
+def test_a_disagreement_kept_at_the_sizes_own_rate_is_the_sizes_and_one_gone_there_the_rates(at_preset, at_rate, owner):
+    assert table3_page.belongs_to(at_preset, at_rate) == owner
