@@ -15,7 +15,9 @@ from . import comparable, lr_walk
 from .comparable import BF16, CRITERIA, FP32, code_key, groups, precisions_agree, why_not
 from .verdict import (
     DISAGREES,
+    HIGHER,
     HOLDS,
+    LOWER,
     MIN_SEEDS,
     NO_CHANGE,
     NONE_FOUND,
@@ -505,7 +507,7 @@ def belongs_to(at_preset: str, at_rate: str) -> str:
     """Whether a size's disagreement with the paper on one metric belongs to its size or to the learning rate: its
     word at the preset's rate (its row against the base, both at x1) beside its word at its own rate (against the
     base at the base's). Kept at both, the size's; gone at its rate, the rate's."""
-    if "higher" in (at_preset, at_rate) or "lower" in (at_preset, at_rate):
+    if {HIGHER, LOWER} & {at_preset, at_rate}:
         return "no paper row"
     if not {at_preset, at_rate} <= {HOLDS, NONE_FOUND, *DISAGREES}:
         return "undecided"

@@ -28,6 +28,7 @@ NO_CHANGE = {"ppl": 0.05, "bleu": 0.2}  # the paper's "no change": |its row less
 TOO_FEW = "too few seeds"
 NONE_FOUND = "no change found"
 HOLDS, OPPOSITE, DIFFERS = "holds", "opposite", "differs (paper: no change)"
+HIGHER, LOWER = "higher", "lower"  # the words of a row the paper does not have
 DISAGREES = (OPPOSITE, DIFFERS)  # the words that contradict the paper
 
 
@@ -134,7 +135,7 @@ def verdict(diff: Difference, paper_delta: float | None, metric: str) -> str:
         return NONE_FOUND
     ours = 1 if diff.delta > 0 else -1
     if paper_delta is None:
-        return "higher" if ours > 0 else "lower"
+        return HIGHER if ours > 0 else LOWER
     paper = paper_direction(paper_delta, metric)
     if not paper:
         return DIFFERS
