@@ -3,25 +3,33 @@ trained, recorded with their validation score, steps and machine, skipped once r
 
 import json
 import subprocess
+from dataclasses import replace
 
 import pytest
 from training_helpers import synthetic_run, tiny_preset
 
-from experiments import comparable, recipe
+from experiments import comparable, lr_walk, recipe, table3
 from experiments.comparable import FP32, experiment_precision
 from training.arguments import parse_args
 from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT, generated
 
+SIZE_FLAGS = {"--encoder_layers", "--decoder_layers", "--d_model", "--ffn_dim"}  # what Table 3's (C) rows change
+
 
 def test_every_candidate_is_the_preset_scored_on_validation_only():
     assert recipe.NAMES[0] == "preset" and len(set(recipe.NAMES)) == len(recipe.NAMES)
-    assert [r.number for r in recipe.ROUNDS] == [1, 2] and len({r.folder for r in recipe.ROUNDS}) == 2
+    assert [r.number for r in recipe.ROUNDS] == [1, 2, 3] and len({r.folder for r in recipe.ROUNDS}) == 3
     # a round's preset is the one before with the previous round's choice in it
-    chosen = {c.name: c for c in recipe.ROUNDS[0].candidates}[recipe.ROUNDS[1].reference]
-    assert chosen.flags == ("--warmup_steps", "1200") and recipe.ROUNDS[1].preset == {"warmup_steps": 1200}
-    model_args, _, training_args = parse_args(["--config", "multi30k", "--output_dir", "x"])
-    assert training_args.warmup_steps == 1200  # the YAML holds the open round's preset
+    first, second, third = recipe.ROUNDS
+    chosen = {c.name: c for c in first.candidates}[second.reference]
+    assert chosen.flags == ("--warmup_steps", "1200") and second.preset == {
+        "warmup_steps": 1200,
+        "max_train_minutes": 54,
+    }
+    assert third.preset == {"warmup_steps": 1200, "max_steps": 7200}  # round 2's preset at the budget in steps
+    assert {c.name: c.flags for c in third.candidates}[third.reference] == ()  # a run of the preset itself
+    assert [recipe.closed(one, "multi30k") is None for one in recipe.ROUNDS] == [False, False, True]  # the YAML's
     for candidate in recipe.CANDIDATES:
         model_args, data_args, training_args = parse_args([*candidate.settings("multi30k", FP32), "--output_dir", "x"])
         assert model_args.final_splits == ["validation"] and model_args.translate_examples == 0
@@ -49,7 +57,7 @@ def test_the_band_is_the_prediction_interval_for_one_more_preset_run():
 
 def test_the_preset_changes_only_for_the_best_candidate_above_the_band():
     band = recipe.Band.of([40.0, 40.5, 41.0])  # 40.5 -+ 4.303 * 0.5 * sqrt(4/3): 38.02-42.98
-    first, second = recipe.ROUNDS
+    first, second = recipe.ROUNDS[:2]
 
     def records(**scores):
         return [{"candidate": name.replace("_", "-"), "validation_bleu": bleu} for name, bleu in scores.items()]
@@ -62,15 +70,39 @@ def test_the_preset_changes_only_for_the_best_candidate_above_the_band():
 
 
 def test_a_rounds_preset_runs_are_the_full_runs_with_its_values_and_its_reference():
-    summaries = [{"role": role, "validation": {"bleu": bleu}, "arguments": {"warmup_steps": warmup}}
-                 for role, bleu, warmup in (("superseded", 40.0, 600), ("seed", 41.0, 600), ("seed", 42.0, 1200),
-                                            ("ablation", 30.0, 1200), ("history", 31.0, 600))]  # fmt: skip
+    minutes, steps = {"warmup_steps": 1200, "max_train_minutes": 54}, {"warmup_steps": 1200, "max_steps": 7200}
+    summaries = [{"role": role, "validation": {"bleu": bleu}, "arguments": arguments}
+                 for role, bleu, arguments in (("superseded", 40.0, {"warmup_steps": 600}),
+                                               ("seed", 41.0, {"warmup_steps": 600}), ("seed", 42.0, minutes),
+                                               ("ablation", 30.0, minutes), ("history", 31.0, {"warmup_steps": 600}),
+                                               ("canonical", 44.0, steps), ("hardware", 45.0, steps))]  # fmt: skip
     records = {
-        1: [{"candidate": "preset", "validation_bleu": 39.0}, {"candidate": "warmup-1200", "validation_bleu": 43.0}]
+        1: [{"candidate": "preset", "validation_bleu": 39.0}, {"candidate": "warmup-1200", "validation_bleu": 43.0}],
+        3: [{"candidate": "preset-7200-steps", "validation_bleu": 46.0}],
     }
-    first, second = recipe.ROUNDS
+    first, second, third = recipe.ROUNDS
     assert recipe.preset_runs(first, records, summaries) == [40.0, 41.0, 39.0]
     assert recipe.preset_runs(second, records, summaries) == [42.0, 43.0]
+    assert recipe.preset_runs(third, records, summaries) == [
+        44.0,
+        46.0,
+    ]  # not a run of 54 minutes, nor on other hardware
+
+
+def test_each_size_trains_at_the_rate_its_table3_walk_gives_it():
+    """The learning-rate rule: a candidate of another size has ``--lr_scale`` = its size's rate in Table 3's walk / the
+    base's, read from the committed records; a walk that moves makes this fail, and the candidate is stated again."""
+    walks = table3.size_walks(table3.records(table3.RESULTS)).walks
+    base = walks["base"].chosen()
+    sizes = {lr_walk.size_and_scale(table3.FLAGS[name])[0]: walk.chosen() / base for name, walk in walks.items()}
+    checked = 0
+    for candidate in recipe.ROUNDS[2].candidates:
+        flags = dict(zip(candidate.flags[::2], candidate.flags[1::2], strict=True))
+        size = [part for flag in sorted(SIZE_FLAGS & flags.keys()) for part in (flag, flags[flag])]
+        if size:
+            assert float(flags.get("--lr_scale", 1)) == sizes[tuple(size)], candidate.name
+            checked += 1
+    assert checked == 5  # d_model 512 (twice), N = 2, N = 4, d_ff 2048
 
 
 def test_a_candidate_trains_only_where_its_run_compares_with_its_presets_runs(monkeypatch):
@@ -78,96 +110,110 @@ def test_a_candidate_trains_only_where_its_run_compares_with_its_presets_runs(mo
     budget, kind of device and precision."""
     monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", None)  # the rule before the precisions are measured
     summaries = [
-        {"role": "seed", "validation": {"bleu": 42.0}, "arguments": {"warmup_steps": 1200}, "run": synthetic_run()},
+        {"role": "seed", "validation": {"bleu": 42.0}, "arguments": {"warmup_steps": 1200, "max_steps": 7200},
+         "run": synthetic_run()},
         {"role": "seed", "validation": {"bleu": 40.0}, "arguments": {"warmup_steps": 600},
          "run": synthetic_run(minutes=54, max_steps=None)},
     ]  # fmt: skip
-    records = {1: [{"candidate": "warmup-1200", "validation_bleu": 43.0, "run": synthetic_run(code="older")}]}
-    first, second = recipe.ROUNDS
-    runs = recipe.preset_run_records(second, records, summaries)
+    records = {
+        1: [{"candidate": "preset", "validation_bleu": 40.0, "run": synthetic_run(minutes=54, max_steps=None)}],
+        3: [{"candidate": "preset-7200-steps", "validation_bleu": 43.0, "run": synthetic_run(code="older")}],
+    }
+    first, _, third = recipe.ROUNDS
+    runs = recipe.preset_run_records(third, records, summaries)
     assert [run["code"]["code_tree"] for run in runs] == ["new", "older"]
-    recipe.check_comparable(second, synthetic_run(code="newest"), runs)  # other code: read against them all the same
-    with pytest.raises(UsageError, match=r"^round 2: a candidate run here could not be read against its preset's "
+    recipe.check_comparable(third, synthetic_run(code="newest"), runs)  # other code: read against them all the same
+    with pytest.raises(UsageError, match=r"^round 3: a candidate run here could not be read against its preset's "
                        r"runs: other precisions \(bf16 autocast and fp32\): not measured to train alike$"):  # fmt: skip
-        recipe.check_comparable(second, synthetic_run("bf16 autocast"), runs)
+        recipe.check_comparable(third, synthetic_run("bf16 autocast"), runs)
     with pytest.raises(UsageError, match=r"a budget in minutes \(54\): the steps it reaches depend on the machine"):
         recipe.check_comparable(
             first, synthetic_run(minutes=54, max_steps=None), recipe.preset_run_records(first, records, summaries)
         )
 
 
-def test_a_candidate_against_runs_bounded_by_minutes_trains_nothing(tmp_path):
-    """Round 2's preset ran for 54 minutes; the preset's budget is steps now: refused before anything trains."""
-    preset_repeat(tmp_path / "repeats", "minutes", 41.0, run=synthetic_run(minutes=54, max_steps=None))
-    argv = ["--config", "multi30k", "--candidates", "bpe-dropout-0.2", "--results", str(tmp_path / "results"),
-            "--runs", str(tmp_path / "runs"), "--repeats", str(tmp_path / "repeats")]  # fmt: skip
-    with pytest.raises(
-        UsageError,
-        match=r"^round 2: a candidate run here could not be read against its preset's "
-        r"runs: other budgets \(7,200 steps of 2048 tokens; 40 epochs of 2048 tokens, at most 54 ",
-    ):
-        recipe.run(argv)
-    assert not (tmp_path / "results").exists() and not (tmp_path / "runs").exists()
-
-
-def test_a_closed_round_trains_nothing(tmp_path):
-    """Round 1's candidates changed the preset with warmup 600; the YAML now has 1,200: training one would read it
-    against a band measured on another preset."""
-    with pytest.raises(UsageError, match=r"^round 1 \(the preset of 2026-11-24 \(warmup 600\)\) is closed: its "
-                       r"candidates change the preset with `warmup_steps: 600`, and --config multi30k now has "
-                       r"`warmup_steps: 1200`$"):  # fmt: skip
-        recipe.run(["--config", "multi30k", "--candidates", "layers-4-dropout-0.2", "--results", str(tmp_path)])
+@pytest.mark.parametrize(
+    ("candidate", "message"),
+    [
+        # round 1's candidates changed the preset with warmup 600; the YAML has 1,200 since
+        ("layers-4-dropout-0.2", r"^round 1 \(the preset of 2026-11-24 \(warmup 600\)\) is closed: its candidates "
+         r"change the preset with `warmup_steps: 600`, and --config multi30k now has `warmup_steps: 1200`$"),
+        # round 2's changed it when it trained for 54 minutes; the budget is 7,200 steps since
+        ("bpe-dropout-0.2", r"^round 2 \(warmup 1,200 \(round 1's choice\)\) is closed: its candidates change the "
+         r"preset with `warmup_steps: 1200`, `max_train_minutes: 54`, and --config multi30k now has "
+         r"`warmup_steps: 1200`, `max_train_minutes: 0.0`$"),
+    ],
+)  # fmt: skip
+def test_a_closed_round_trains_nothing(tmp_path, candidate, message):
+    """Training a closed round's candidate would read it against a band measured on another preset: refused before
+    anything trains."""
+    with pytest.raises(UsageError, match=message):
+        recipe.run(["--config", "multi30k", "--candidates", candidate, "--results", str(tmp_path)])
     assert not list(tmp_path.iterdir())
 
 
-def preset_repeat(results, name: str, bleu: float, role: str = "seed", warmup: int = 1200, run=None) -> None:
+def preset_repeat(results, name: str, bleu: float, role: str, arguments: dict) -> None:
     (results / name).mkdir(parents=True)
-    summary = {"role": role, "validation": {"bleu": bleu}, "arguments": {"warmup_steps": warmup},
-               "run": run or synthetic_run(max_steps=3, tokens=256)}  # fmt: skip
+    summary = {"role": role, "validation": {"bleu": bleu}, "arguments": arguments,
+               "run": synthetic_run(max_steps=3, tokens=256)}  # fmt: skip
     (results / name / "summary.json").write_text(json.dumps(summary))
 
 
 @pytest.mark.slow
-def test_the_command_trains_records_skips_and_reports(tmp_path):
-    """Round 2's candidates on a tiny preset end to end: trained, recorded with their validation BLEU (the
-    summary's), steps and code, skipped on the second call; the page lists both, best first, against the band of the
-    preset's runs (repeats with role canonical or seed and its warmup; not an ablation, not a run of round 1's
-    preset), and the figure of their learning curves beside it."""
-    for name, bleu, role, warmup in (("canonical", 1.0, "canonical", 1200), ("repeat", 2.0, "seed", 1200),
-                                     ("repeat2", 3.0, "seed", 1200), ("other", 90.0, "ablation", 1200),
-                                     ("earlier", 80.0, "seed", 600)):  # fmt: skip
-        preset_repeat(tmp_path / "repeats", name, bleu, role, warmup)
+def test_the_command_trains_records_skips_and_reports(tmp_path, monkeypatch):
+    """Round 3's candidates on a tiny preset end to end (round 3 read as changing a preset of 3 steps): trained,
+    recorded with their validation BLEU (the summary's), steps and code, skipped on the second call; the page lists
+    both, best first, against the band of the preset's runs (repeats with role canonical or seed and its values; not
+    an ablation, not a run of an earlier round's preset), the figure of their learning curves beside it, and the
+    closed round's candidates as closed."""
+    first, second, third = recipe.ROUNDS
+    tiny_round = replace(third, preset={"warmup_steps": 1200, "max_steps": 3})
+    monkeypatch.setattr(recipe, "ROUNDS", (first, second, tiny_round))
+    for name, bleu, role, arguments in (("canonical", 1.0, "canonical", tiny_round.preset),
+                                        ("repeat", 2.0, "seed", tiny_round.preset),
+                                        ("repeat2", 3.0, "seed", tiny_round.preset),
+                                        ("other", 90.0, "ablation", tiny_round.preset),
+                                        ("minutes", 70.0, "seed", second.preset),
+                                        ("earlier", 80.0, "seed", first.preset)):  # fmt: skip
+        preset_repeat(tmp_path / "repeats", name, bleu, role, arguments)
     preset = tiny_preset(tmp_path, warmup_steps=1200, max_steps=3, save_steps=1)
-    argv = ["--config", str(preset), "--candidates", "bpe-dropout-0.2", "average-20", "--runs",
-            str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--page", str(tmp_path / "recipe.md"),
-            "--repeats", str(tmp_path / "repeats")]  # fmt: skip
+    argv = ["--config", str(preset), "--candidates", "bpe-dropout-0.2-at-7200-steps", "average-20-at-7200-steps",
+            "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--page",
+            str(tmp_path / "recipe.md"), "--repeats", str(tmp_path / "repeats")]  # fmt: skip
     recipe.run(argv)
     found = recipe.read_records(tmp_path / "results")
-    records = {r["candidate"]: r for r in found[2]}
-    assert not found[1] and set(records) == {"bpe-dropout-0.2", "average-20"}
+    records = {r["candidate"]: r for r in found[3]}
+    assert (
+        not found[1] and not found[2] and set(records) == {"bpe-dropout-0.2-at-7200-steps", "average-20-at-7200-steps"}
+    )
     for name, record in records.items():
-        summary = json.loads((tmp_path / "results" / "round-2" / name / "summary.json").read_text())
+        summary = json.loads((tmp_path / "results" / "round-3" / name / "summary.json").read_text())
         assert record["validation_bleu"] == summary["validation"]["bleu"] and not summary["test"]
         assert record["steps"] == 3 and record["epochs"] > 0 and record["fp32_gflops_before"] > 0
         assert record["run"] == summary["run"] and record["run"]["precision"] == experiment_precision()  # the machine's
         assert record["run"]["code"]["commit"] and record["run"]["machine"]["cpu_cores"] >= 1
         assert summary["arguments"]["warmup_steps"] == 1200  # the preset's, which the round changes
-    assert records["average-20"]["settings"][-4:] == ["--average_last", "20", "--save_total_limit", "20"]
-    assert "--bpe_dropout 0.2" in records["bpe-dropout-0.2"]["command"]
+    assert records["average-20-at-7200-steps"]["settings"][-4:] == ["--average_last", "20", "--save_total_limit", "20"]
+    assert "--bpe_dropout 0.2" in records["bpe-dropout-0.2-at-7200-steps"]["command"]
     page = (tmp_path / "recipe.md").read_text().splitlines()
-    rows = [line for line in page if line.startswith(("| bpe-dropout-0.2 |", "| average-20 |"))]
+    rows = [
+        line for line in page if line.startswith(("| bpe-dropout-0.2-at-7200-steps |", "| average-20-at-7200-steps |"))
+    ]
     best = max(records.values(), key=lambda r: r["validation_bleu"])["candidate"]
     assert len(rows) == 2 and rows[0].startswith(f"| {best} |")
-    runs = recipe.preset_runs(recipe.ROUNDS[1], found, recipe.full_runs(tmp_path / "repeats"))
+    runs = recipe.preset_runs(tiny_round, found, recipe.full_runs(tmp_path / "repeats"))
     band = recipe.Band.of(runs)
     assert runs == [1.0, 2.0, 3.0] and f"**{band.low:.2f}-{band.high:.2f}**" in "\n".join(page)
-    assert f"Chosen in this round so far: **{recipe.chosen(recipe.ROUNDS[1], found[2], band)}**." in page
+    assert f"Chosen in this round so far: **{recipe.chosen(tiny_round, found[3], band)}**." in page
     assert "The preset has 1 recorded run, too few for a band: nothing replaces it yet." in "\n".join(page)  # round 1
-    figure = recipe.curves_file(recipe.ROUNDS[1])
-    assert f"![Round 2: the validation check of every candidate against training minutes]({figure})" in page
+    closed = [line for line in page if line.startswith("Closed before these ran")]  # rounds 1 and 2: none run here
+    assert len(closed) == 2 and "`warmup_steps: 600`, and --config" in closed[0]
+    assert f"`max_train_minutes: 54`, and --config {preset} now has" in closed[1] and "bpe-dropout-0.2 (" in closed[1]
+    figure = recipe.curves_file(tiny_round)
+    assert f"![Round 3: the validation check of every candidate against training minutes]({figure})" in page
     assert (tmp_path / figure).read_bytes().startswith(b"\x89PNG")
-    assert not (tmp_path / recipe.curves_file(recipe.ROUNDS[0])).exists()  # round 1: no records here, no figure
-    path = tmp_path / "results" / "round-2" / "average-20" / recipe.RECORD
+    assert not (tmp_path / recipe.curves_file(first)).exists()  # round 1: no records here, no figure
+    path = tmp_path / "results" / "round-3" / "average-20-at-7200-steps" / recipe.RECORD
     stamp = path.stat().st_mtime_ns
     recipe.run(argv)  # recorded: skipped
     assert path.stat().st_mtime_ns == stamp
