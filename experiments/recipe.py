@@ -10,7 +10,7 @@ precision (experiments/comparable.py's ``experiment_precision``, a recorded sett
 alone (``--final_splits validation``: test2016 is decoded once, by the preset that is chosen, in its own runs). Round 1
 ran when the preset's budget was 54 minutes, so its candidates' steps depended on the machine's speed that day (each
 record keeps its steps, epochs and the fp32 matrix-product peak measured before it trained); the budget became
-7,200 steps before round 2's candidates ran, which closed it, and round 3 changes the preset at that budget. A
+steps before round 2's candidates ran, which closed it, and round 3 changes the preset at that budget. A
 candidate trains only where its run could be read against its preset's runs (``check_comparable``: the same budget,
 kind of device and precision; experiments/comparable.py).
 
@@ -282,7 +282,7 @@ def curves_file(round_: Round) -> str:
     return CURVES.format(round_.number)
 
 
-def report(records: dict[int, list[dict]], summaries: list[dict], preset: str = "multi30k") -> str:
+def report(records: dict[int, list[dict]], summaries: list[dict], preset: str) -> str:
     """docs/recipe.md: the rule, then each round (round_section) over its records; ``summaries`` are the full runs'
     (the preset's repeats), ``preset`` the one the open round changes."""
     lines = [
@@ -293,10 +293,9 @@ def report(records: dict[int, list[dict]], summaries: list[dict], preset: str = 
         "Every candidate is `vanilla-train --config multi30k` with a few flags changed, scored on the validation set "
         "only (beam 4, the length penalty chosen on validation, the preset's checkpoint averaging). Round 1 ran "
         "when the preset's budget was 54 minutes, so the steps a candidate reached depended on the machine's speed "
-        "that day (the fp32 peak measured before it); the preset's budget is 7,200 steps since, which closed round 2 "
-        "before its candidates ran. A candidate trains "
-        "only where its run could be read against its preset's runs: the same budget, kind of device and precision "
-        "(experiments/comparable.py). A round's choice goes into "
+        "that day (the fp32 peak measured before it); the preset's budget is steps since, which closed round 2 before "
+        "its candidates ran. A candidate trains only where its run could be read against its preset's runs: the "
+        "same budget, kind of device and precision (experiments/comparable.py). A round's choice goes into "
         "[training/configs/multi30k.yaml](../training/configs/multi30k.yaml), and the next round's candidates "
         "change that preset.",
         "",

@@ -224,4 +224,6 @@ def test_the_page_is_generated_from_the_committed_records():
                            text=True, check=True).stdout.split()  # fmt: skip
     records = recipe.read_records(recipe.RESULTS, {ROOT / path for path in found})
     assert sum(map(len, records.values())) == len(found)  # every committed record is some round's candidate
-    assert recipe.PAGE.read_text() == recipe.report(records, recipe.full_runs(recipe.REPEATS))
+    assert recipe.PAGE.read_text() == recipe.report(
+        records, recipe.full_runs(recipe.REPEATS), recipe.arguments().get_default("config")
+    )
