@@ -35,7 +35,8 @@ is N = 6, ours N = 3). As in §6.2: beam search (4, alpha 0.6), no checkpoint av
 (validation) set only; the test set is not decoded. Each run records, in results/table3/STEPS-steps/ROW/seed-SEED/
 (summary.json from vanilla-train, table3.json here): the validation perplexity per token of our BPE (cross-entropy
 without label smoothing, teacher-forced, ``</s>`` counted) every ``--curve_steps`` steps (measured on checkpoints
-written for it, removed once measured) and at the end, the validation BLEU, the parameters, the minutes, the
+written for it, each removed once its point is kept: a measurement cut short goes on where it stopped, and a run
+that finished training is not trained again) and at the end, the validation BLEU, the parameters, the minutes, the
 command, and the run record of its summary (training/record.py: the code, machine, device, precision, budget, seed
 and steps), in results/table3/STEPS-steps/PRECISION[-DEVICE]/ROW/seed-SEED/. The first sweep's records (one seed a row,
 results/table3/ROW/table3.json, kept as they are) are read with them.
@@ -86,6 +87,10 @@ COMMON = ["--save_strategy", "steps", "--save_only_model", "true", "--eval_strat
           "--average_last", "0", "--num_beams", str(PAPER_NUM_BEAMS), "--length_penalty", str(PAPER_LENGTH_PENALTY),
           "--length_penalty_candidates", str(PAPER_LENGTH_PENALTY),
           "--final_splits", "validation"]  # fmt: skip
+# In a run's output folder: the argv it finished training with and the minutes it took (TRAINED), then each curve
+# point as it is measured (CURVE_POINTS), so a measurement cut short resumes without training the run again.
+TRAINED = "table3-trained.json"
+CURVE_POINTS = "table3-curve.jsonl"
 ROWS_FILE = Path(__file__).with_name("table3_rows.yaml")  # the rows: what each changes, the paper's row it scales
 
 
@@ -203,14 +208,31 @@ def validation_perplexity(model_dir: Path, validation, tokenizer, batch_size: in
 
 
 def learning_curve(output_dir: Path, validation, tokenizer) -> list[dict]:
-    """Validation perplexity at each checkpoint the run wrote, oldest first; each checkpoint removed once measured
-    (they are written for this alone)."""
-    curve = []
+    """Validation perplexity at each checkpoint the run wrote, oldest first. Each point goes to ``CURVE_POINTS``
+    before its checkpoint is removed (they are written for this alone), so a measurement cut short goes on from the
+    points kept there."""
+    kept = output_dir / CURVE_POINTS
+    curve = [json.loads(line) for line in kept.read_text().splitlines()] if kept.is_file() else []
+    measured = {point["step"] for point in curve}
     for checkpoint in complete_checkpoints(output_dir):
-        ppl, _ = validation_perplexity(checkpoint, validation, tokenizer)
-        curve.append({"step": checkpoint_step(checkpoint), "validation_ppl": round(ppl, 3)})
+        if checkpoint_step(checkpoint) not in measured:  # measured, then cut short before its removal
+            ppl, _ = validation_perplexity(checkpoint, validation, tokenizer)
+            point = {"step": checkpoint_step(checkpoint), "validation_ppl": round(ppl, 3)}
+            with kept.open("a") as points:
+                points.write(json.dumps(point) + "\n")
+            curve.append(point)
         shutil.rmtree(checkpoint)
     return curve
+
+
+def finished_training(output_dir: Path, argv: list[str]) -> float | None:
+    """The minutes the run's training took if it finished with ``argv`` (``TRAINED``, written once vanilla-train
+    exits cleanly); else None."""
+    trained = output_dir / TRAINED
+    if not trained.is_file():
+        return None
+    record = json.loads(trained.read_text())
+    return record["minutes"] if record["argv"] == argv else None
 
 
 def matching_record(path: Path, settings: list[str], name: str) -> dict | None:
@@ -245,15 +267,24 @@ def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> d
 def train(run: Run, preset: str, runs: Path, results: Path) -> dict:
     """Train one run (vanilla-train in its own process), then measure its learning curve and final perplexity."""
     output_dir, record_dir = runs / run.folder, results / run.folder
-    # a run without its record is trained whole: what an interrupted one left there (its checkpoints would join this
-    # run's curve, its finished model would make the relaunch a no-op) is removed by vanilla-train, which names it
     argv = [*run.settings(preset), "--overwrite_output_dir", "--output_dir", shown(output_dir),
             "--summary_dir", shown(record_dir)]  # fmt: skip
-    logger.info("%s: vanilla-train %s", run.folder, " ".join(argv))
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
-    if done.returncode:
-        raise UsageError(f"{run.folder}: vanilla-train exited with status {done.returncode} (command above)")
+    command_minutes = finished_training(output_dir, argv)
+    if command_minutes is None:
+        # trained whole: what an interrupted run left there (its checkpoints would join this run's curve, its finished
+        # model would make the relaunch a no-op) is removed by vanilla-train, which names it; its points go here
+        for stale in (TRAINED, CURVE_POINTS):
+            (output_dir / stale).unlink(missing_ok=True)
+        logger.info("%s: vanilla-train %s", run.folder, " ".join(argv))
+        done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
+        if done.returncode:
+            raise UsageError(f"{run.folder}: vanilla-train exited with status {done.returncode} (command above)")
+        command_minutes = (time.monotonic() - start) / 60
+        write_json(output_dir / TRAINED, {"argv": argv, "minutes": command_minutes})
+        start = time.monotonic()
+    else:
+        logger.info("%s: trained before (%s), measuring what it left", run.folder, shown(output_dir / TRAINED))
     summary = json.loads((record_dir / "summary.json").read_text())
     tokenizer = load_tokenizer(str(output_dir))
     validation = validation_set(argv, tokenizer)
@@ -265,8 +296,9 @@ def train(run: Run, preset: str, runs: Path, results: Path) -> dict:
         "steps": run.steps, "settings": run.settings(preset), "paper": row.paper, "validation_ppl": round(ppl, 3),
         "validation_tokens": tokens, "validation_bleu": summary["validation"]["bleu"], "curve": curve,
         "parameters": summary["parameters"], "train_minutes": summary["train_minutes"],
-        "row_minutes": round((time.monotonic() - start) / 60, 2), "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": "python -m training.train " + " ".join(argv), "run": summary["run"],
+        "row_minutes": round(command_minutes + (time.monotonic() - start) / 60, 2),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "python -m training.train " + " ".join(argv),
+        "run": summary["run"],
     }  # fmt: skip
     write_json(record_dir / RECORD, record)
     return record

@@ -148,6 +148,44 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
     assert [point["step"] for point in json.loads(path.read_text())["curve"]] == [2]  # other settings: trained again
 
 
+def test_a_measurement_cut_short_goes_on_from_its_kept_points_without_training_again(tmp_path, monkeypatch):
+    """A run stopped while its curve is measured (after the first of two checkpoints) is not trained again on the
+    next call: the point kept before its checkpoint was removed stays, the other checkpoint is measured, and the
+    record holds both."""
+    argv = ["--config", str(tiny_preset(tmp_path)), "--steps", "2", "--curve_steps", "1", "--seeds", "1", "--rows",
+            "base", "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--page",
+            str(tmp_path / "t.md"), "--precision", "fp32"]  # fmt: skip
+    measure, calls = table3.validation_perplexity, []
+
+    def stopped_at_the_second(checkpoint, validation, tokenizer):
+        calls.append(Path(checkpoint).name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return measure(checkpoint, validation, tokenizer)
+
+    monkeypatch.setattr(table3, "validation_perplexity", stopped_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        table3.run(argv)
+    output = tmp_path / "runs" / "2-steps" / "fp32" / "base" / "seed-1"
+    assert calls == ["checkpoint-1", "checkpoint-2"]
+    assert [checkpoint.name for checkpoint in output.glob("checkpoint-*")] == ["checkpoint-2"]
+    (kept,) = [json.loads(line) for line in (output / table3.CURVE_POINTS).read_text().splitlines()]
+    monkeypatch.setattr(table3, "validation_perplexity", measure)
+    run_command = table3.subprocess.run
+
+    def not_trained(command, *args, **kwargs):  # git, for the code's provenance, still runs
+        assert "training.train" not in command, "trained again"
+        return run_command(command, *args, **kwargs)
+
+    monkeypatch.setattr(table3.subprocess, "run", not_trained)
+    table3.run(argv)
+    record = json.loads((tmp_path / "results" / "2-steps" / "fp32" / "base" / "seed-1" / "table3.json").read_text())
+    assert record["curve"][0] == kept and kept["step"] == 1 and kept["validation_ppl"] > 1
+    assert [point["step"] for point in record["curve"]] == [1, 2] and not list(output.glob("checkpoint-*"))
+    assert record["curve"][-1]["validation_ppl"] == record["validation_ppl"]
+    assert record["row_minutes"] >= json.loads((output / table3.TRAINED).read_text())["minutes"] > 0
+
+
 def record(row, seed, ppl, bleu, steps=1000, code="new", curve=(), date="2026-12-01", group=None,
            precision="bf16 autocast"):  # fmt: skip
     """A synthetic run record (``code`` None: one of the first sweep's, which named a commit only)."""
