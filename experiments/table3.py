@@ -90,7 +90,7 @@ COMMON = ["--save_strategy", "steps", "--save_only_model", "true", "--eval_strat
 # In a run's output folder: the argv it finished training with and the minutes it took (TRAINED), then each curve
 # point as it is measured (CURVE_POINTS), so a measurement cut short resumes without training the run again.
 TRAINED = "table3-trained.json"
-CURVE_POINTS = "table3-curve.jsonl"
+CURVE_POINTS = "table3-curve.json"
 ROWS_FILE = Path(__file__).with_name("table3_rows.yaml")  # the rows: what each changes, the paper's row it scales
 
 
@@ -212,15 +212,13 @@ def learning_curve(output_dir: Path, validation, tokenizer) -> list[dict]:
     before its checkpoint is removed (they are written for this alone), so a measurement cut short goes on from the
     points kept there."""
     kept = output_dir / CURVE_POINTS
-    curve = [json.loads(line) for line in kept.read_text().splitlines()] if kept.is_file() else []
+    curve = json.loads(kept.read_text()) if kept.is_file() else []
     measured = {point["step"] for point in curve}
     for checkpoint in complete_checkpoints(output_dir):
         if checkpoint_step(checkpoint) not in measured:  # measured, then cut short before its removal
             ppl, _ = validation_perplexity(checkpoint, validation, tokenizer)
-            point = {"step": checkpoint_step(checkpoint), "validation_ppl": round(ppl, 3)}
-            with kept.open("a") as points:
-                points.write(json.dumps(point) + "\n")
-            curve.append(point)
+            curve.append({"step": checkpoint_step(checkpoint), "validation_ppl": round(ppl, 3)})
+            write_json(kept, curve)  # whole or not at all: a kill mid-write leaves the points before
         shutil.rmtree(checkpoint)
     return curve
 
