@@ -23,7 +23,7 @@ from vanilla_tools.disk import write_guard
 from .batching import TrainingSet
 from .launches import Launches
 from .run_settings import same_run
-from .stopping import SaveOnSignal
+from .stopping import WEIGHTS_ALONE, SaveOnSignal
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,9 @@ NEWEST = (True, "true", "True", "auto", "last")
 MODEL_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", "model.bin")
 FSDP_MODEL = "pytorch_model_fsdp"  # accelerate's name for FSDP's checkpoint of the model: a file or folder per kind
 BATCH_PLAN = "batch_plan.json"  # in a checkpoint: how its run cut the data into steps
+# What resuming reads besides the weights: transformers' optimizer.pt (or .bin), or FSDP's optimizer_0 folder; a
+# checkpoint of --save_only_model has none.
+OPTIMIZER_STATE = "optimizer"
 RERUN = "rerun the same command"  # how a run goes on after it failed: the relaunch resumes it (``relaunch``)
 
 
@@ -109,7 +112,7 @@ def checkpoint_settings(folder: Path) -> dict | None:
 def verify_checkpoint(folder: Path) -> None:
     """Raise UsageError naming the first file of a complete checkpoint that is missing or not the size it had when
     written (resuming would otherwise start a fresh optimizer or fail deep inside torch.load), or one that FSDP saved
-    sharded."""
+    sharded, or one that holds the weights alone."""
     if not (folder / "model.safetensors").is_file() and any(folder.glob(f"{FSDP_MODEL}*")):
         raise UsageError(f"cannot resume from {folder}: FSDP saved it sharded (not a FULL_STATE_DICT), which "
                          "vanilla-train no longer trains with (such a run ends without its model); "
@@ -125,6 +128,9 @@ def verify_checkpoint(folder: Path) -> None:
             raise UsageError(f"cannot resume from {folder}: {name} is missing")
         if path.stat().st_size != size:
             raise UsageError(f"cannot resume from {folder}: {name} has {path.stat().st_size} bytes, {size} when saved")
+    if not any(name.startswith(OPTIMIZER_STATE) for name in written):
+        # transformers resumes such a checkpoint without a word, from a fresh Adam and the schedule's first step
+        raise UsageError(f"cannot resume from {folder}: {WEIGHTS_ALONE}; --overwrite_output_dir starts over")
 
 
 def remove_checkpoint(folder: Path) -> None:

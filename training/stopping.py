@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import torch
-from transformers import Seq2SeqTrainer, TrainerCallback
+from transformers import Seq2SeqTrainer, TrainerCallback, TrainingArguments
 from transformers.trainer_utils import TrainOutput
 
 from vanilla_tools.cli import UsageError
@@ -130,9 +130,16 @@ def train_until_stopped(trainer: Seq2SeqTrainer, stop: SaveOnSignal, resume_from
         stop.uninstall()
 
 
-def stopped_by_signal(stop: SaveOnSignal, output_dir: str) -> NoReturn:
+# Why a checkpoint of --save_only_model (checkpoints.OPTIMIZER_STATE absent) is not resumed from.
+WEIGHTS_ALONE = ("it holds the model's weights alone (--save_only_model), not the optimizer's state and the schedule's "
+                 "step, so training would go on from a fresh optimizer and warmup")  # fmt: skip
+
+
+def stopped_by_signal(stop: SaveOnSignal, args: TrainingArguments) -> NoReturn:
     """Say where the checkpoint of a run stopped by SIGTERM / SIGINT is and how to go on; exit 128 + its number."""
-    folder = Path(output_dir) / f"checkpoint-{stop.stopped_at}"
-    logger.warning("stopped by %s at step %d: %s is complete; the same command continues from it",
-                   signal.Signals(stop.received).name, stop.stopped_at, folder)  # fmt: skip
+    folder = Path(args.output_dir) / f"checkpoint-{stop.stopped_at}"
+    way_on = (f"{WEIGHTS_ALONE}: the same command with --overwrite_output_dir trains the run again"
+              if args.save_only_model else "the same command continues from it")  # fmt: skip
+    logger.warning("stopped by %s at step %d: %s is complete; %s", signal.Signals(stop.received).name,
+                   stop.stopped_at, folder, way_on)  # fmt: skip
     raise SystemExit(128 + stop.received)

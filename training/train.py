@@ -422,7 +422,7 @@ def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None, stop: Save
     if stop is None:
         result = trainer.train(resume_from_checkpoint=resume)
     elif (result := train_until_stopped(trainer, stop, resume)) is None:
-        stopped_by_signal(stop, trainer.args.output_dir)
+        stopped_by_signal(stop, trainer.args)
     return launch_metrics(result, saved.global_step if saved else 0, trainer.state.max_steps)
 
 

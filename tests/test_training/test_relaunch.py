@@ -36,10 +36,12 @@ SETTINGS = {"d_model": 32, "lr_schedule": "paper", "lr_scale": 2.0, "tokens_per_
 
 
 # ---- the decision, on checkpoints made by hand --------------------------------------------------------------------
-def checkpoint(run: Path, step: int, settings: dict | None = SETTINGS, on_signal: bool = False) -> Path:
+def checkpoint(run: Path, step: int, settings: dict | None = SETTINGS, on_signal: bool = False,
+               weights_alone: bool = False) -> Path:  # fmt: skip
     folder = run / f"checkpoint-{step}"
     folder.mkdir(parents=True)
-    (folder / "model.safetensors").write_bytes(b"weights")
+    for name in ("model.safetensors",) if weights_alone else ("model.safetensors", "optimizer.pt", "scheduler.pt"):
+        (folder / name).write_bytes(b"state")
     if on_signal:
         (folder / ON_SIGNAL_MARKER).write_text("SIGTERM\n")
     mark_complete(folder, step, settings=settings)
@@ -48,6 +50,14 @@ def checkpoint(run: Path, step: int, settings: dict | None = SETTINGS, on_signal
 
 def plan(run: Path, resume=None, overwrite=False, may_delete=True, **changed):
     return plan_start(run, {**SETTINGS, **changed}, resume, overwrite, may_delete)
+
+
+def refused_alike(run: Path, resumes: tuple, message: str) -> None:
+    """Every launch with one of ``resumes`` (--resume_from_checkpoint) is refused with ``message``."""
+    for resume in resumes:
+        with pytest.raises(UsageError) as refused:
+            plan(run, resume)
+        assert str(refused.value) == message
 
 
 def test_the_newest_complete_checkpoint_of_the_same_run_is_resumed(tmp_path):
@@ -109,6 +119,18 @@ def test_a_checkpoint_that_records_no_settings_is_refused_naming_the_ways_on(tmp
     assert plan(tmp_path, str(folder)).checkpoint == folder
 
 
+def test_a_checkpoint_of_the_weights_alone_is_refused_not_resumed_with_a_fresh_optimizer(tmp_path):
+    """--save_only_model's checkpoints hold no optimizer state: transformers would resume one silently, from a fresh
+    Adam and the first step of warmup, so it is refused by name (detected or asked for), and deletes nothing."""
+    folder = checkpoint(tmp_path, 6, weights_alone=True)
+    refused_alike(tmp_path, (None, "auto", str(folder)), (
+        f"cannot resume from {folder}: it holds the model's weights alone (--save_only_model), not the optimizer's "
+        "state and the schedule's step, so training would go on from a fresh optimizer and warmup; "
+        "--overwrite_output_dir starts over"))  # fmt: skip
+    assert (folder / "model.safetensors").is_file()
+    assert plan(tmp_path, overwrite=True).checkpoint is None and not folder.exists()
+
+
 def test_a_finished_run_is_nothing_to_do_and_continues_only_where_it_can(tmp_path):
     checkpoint(tmp_path, 12)
     FinishedRun(step=12, settings=SETTINGS).write(tmp_path)
@@ -138,14 +160,10 @@ def test_a_model_that_is_no_run_is_not_written_over(files, tmp_path):
     """A CTranslate2 export, or a model saved by other code: no launch but --overwrite_output_dir trains there."""
     for name in files:
         (tmp_path / name).write_text("{}")
-    for resume in (None, "auto", "false"):
-        with pytest.raises(UsageError) as refused:
-            plan(tmp_path, resume)
-        assert str(refused.value) == (
-            f"{tmp_path} holds a saved model ({', '.join(files)}) but no checkpoint and no finished run of "
-            "vanilla-train: training would write over it; pass --overwrite_output_dir to start over there, or give "
-            "another --output_dir"
-        )
+    refused_alike(tmp_path, (None, "auto", "false"), (
+        f"{tmp_path} holds a saved model ({', '.join(files)}) but no checkpoint and no finished run of "
+        "vanilla-train: training would write over it; pass --overwrite_output_dir to start over there, or give "
+        "another --output_dir"))  # fmt: skip
     assert plan(tmp_path, overwrite=True).checkpoint is None
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)  # the user's files stay until training ends
 
@@ -288,6 +306,25 @@ def test_sigkill_mid_step_then_the_same_command_resumes(corpus, uninterrupted, t
     assert again.returncode == 0, again.stderr[-3000:]
     assert resumed_line(tmp_path, 6) in again.stderr, again.stderr[-3000:]
     assert_same_weights(uninterrupted, tmp_path)
+
+
+def test_a_run_of_save_only_model_stopped_by_sigterm_says_it_cannot_go_on_and_is_not_resumed(corpus, tmp_path):
+    """--save_only_model: the checkpoint SIGTERM writes holds the weights alone; the stop says so instead of "the same
+    command continues from it", and the same command is refused naming the checkpoint (before: it resumed from a
+    fresh Adam and the first step of warmup, without a word), which stays as it was."""
+    argv = [*relaunch_argv(corpus, tmp_path), "--save_only_model", "true"]
+    stopped = run([sys.executable, str(TESTS / "signal_probe.py"), "SIGTERM", "step", "8", *argv])
+    assert stopped.returncode == 143, stopped.stderr[-3000:]
+    folder = tmp_path / "checkpoint-8"
+    assert (f"{folder} is complete; it holds the model's weights alone (--save_only_model), not the optimizer's state "
+            "and the schedule's step, so training would go on from a fresh optimizer and warmup: the same command "
+            "with --overwrite_output_dir trains the run again") in stopped.stderr  # fmt: skip
+    written = (folder / "model.safetensors").read_bytes()
+    again = run([str(BIN / "vanilla-train"), *argv])
+    assert again.returncode == 1, again.stderr[-3000:]
+    assert again.stderr.strip().splitlines()[-1].startswith(f"vanilla-train: error: cannot resume from {folder}: it "
+                                                            "holds the model's weights alone")  # fmt: skip
+    assert "Traceback" not in again.stderr and (folder / "model.safetensors").read_bytes() == written
 
 
 def test_other_settings_in_the_same_directory_are_refused_until_overwrite(corpus, uninterrupted, tmp_path):

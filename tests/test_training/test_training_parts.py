@@ -310,7 +310,8 @@ def test_noam_schedule_is_the_papers_formula():
 def test_resume_ignores_checkpoints_that_were_not_completely_written(tmp_path):
     for step, complete in ((2, True), (4, True), (6, False)):
         (tmp_path / f"checkpoint-{step}").mkdir()
-        (tmp_path / f"checkpoint-{step}" / "model.safetensors").write_bytes(b"weights")
+        for name in ("model.safetensors", "optimizer.pt"):
+            (tmp_path / f"checkpoint-{step}" / name).write_bytes(b"state")
         if complete:
             mark_complete(tmp_path / f"checkpoint-{step}", step)
     assert [p.name for p in complete_checkpoints(tmp_path)] == ["checkpoint-2", "checkpoint-4"]
