@@ -8,14 +8,15 @@ records (experiments/table3_page.py, with the verdict rule of experiments/verdic
     python -m experiments.table3 --report                    # docs/table3.md from the records, nothing trained
     python -m experiments.table3 --adopt ../table3/results/table3/1000-steps/ROW  # a run made at the base's code
 
-The order spends the compute where it decides something: the base first, then the rows that had a verdict under
-the first sweep's single-seed rule (``PRIORITY``), then the rest, each row's seeds together. Each run is one
-vanilla-train process; a run recorded with the same settings is skipped, so stopping the command (or the machine)
-loses at most the run in progress, and the sweep goes on over several days on whatever machine is at hand: every run
-is bounded by steps, and its precision is the sweep's (``--precision``, default ``experiment_precision()``: the one
-the machine runs fast, now that bf16 autocast and fp32 are measured to train alike), a setting recorded with it. A
-verdict compares only runs that experiments/comparable.py lets be compared (the same code, budget and device, and a
-precision measured alike); ``--rerun_other_code`` trains again the runs recorded at other code than the checkout's.
+The order spends the compute where it decides something: the base first, then the rows that had a verdict under the
+first sweep's single-seed rule (``PRIORITY``), then the rest, each row's seeds together. Each run is one vanilla-train
+process; a run recorded with the same settings is skipped, so stopping the command (or the machine) loses at most the
+run in progress (a run stopped while its curve is measured goes on there), and the sweep goes on over several days on
+whatever machine is at hand: every run is bounded by steps, and its precision is the sweep's (``--precision``, default
+``experiment_precision()``: the one the machine runs fast, now that bf16 autocast and fp32 are measured to train alike),
+a setting recorded with it. A verdict compares only runs that experiments/comparable.py lets be compared (the same code,
+budget and device, and a precision measured alike); ``--rerun_other_code`` trains again the runs recorded at other code
+than the checkout's.
 
 Beside the paper's rows, the schedule rows scale the §5.3 learning rate (``--lr_scale``) of the base and of the (C)
 rows: whether the (C) rows that lag the base lag for their size or for the preset's peak learning rate. Each size
@@ -28,18 +29,16 @@ the row added, branch ``table3-lr-walk`` (``git worktree add ../table3 table3-lr
 runner's ``ROWS`` and committed, ``python -m experiments.table3 --rows ROW --seeds 1`` there), and ``--adopt`` here
 files its records: that runner predates the run record, which is built from each run's summary.
 
-The base row is the multi30k preset (d_model 256, N = 3, h = 4, d_k = 64, d_ff 1024, P_drop 0.1, eps_ls 0.1,
-BPE-dropout 0.1), trained for ``--steps`` steps instead of its budget. Each variation changes what its row of
-the paper changes, scaled by the same factor where the paper's value is a size (N, d_model, d_ff: the paper's base
-is N = 6, ours N = 3). As in §6.2: beam search (4, alpha 0.6), no checkpoint averaging, scores on the development
-(validation) set only; the test set is not decoded. Each run records, in results/table3/STEPS-steps/ROW/seed-SEED/
-(summary.json from vanilla-train, table3.json here): the validation perplexity per token of our BPE (cross-entropy
-without label smoothing, teacher-forced, ``</s>`` counted) every ``--curve_steps`` steps (measured on checkpoints
-written for it, each removed once its point is kept: a measurement cut short goes on where it stopped, and a run
-that finished training is not trained again) and at the end, the validation BLEU, the parameters, the minutes, the
-command, and the run record of its summary (training/record.py: the code, machine, device, precision, budget, seed
-and steps), in results/table3/STEPS-steps/PRECISION[-DEVICE]/ROW/seed-SEED/. The first sweep's records (one seed a row,
-results/table3/ROW/table3.json, kept as they are) are read with them.
+The base row is the multi30k preset (d_model 256, N = 3, h = 4, d_k = 64, d_ff 1024, P_drop 0.1, eps_ls 0.1, BPE-dropout
+0.1), trained for ``--steps`` steps instead of its budget. Each variation changes what its row of the paper changes,
+scaled by the same factor where the paper's value is a size (N, d_model, d_ff: the paper's base is N = 6, ours N = 3).
+As in §6.2: beam search (4, alpha 0.6), no checkpoint averaging, scores on the development (validation) set only; the
+test set is not decoded. Each run records (summary.json from vanilla-train, table3.json here): the validation perplexity
+per token of our BPE (cross-entropy without label smoothing, teacher-forced, ``</s>`` counted) every ``--curve_steps``
+steps (measured on checkpoints written for it, each removed once its point is kept) and at the end, the validation BLEU,
+the parameters, the minutes, the command, and the run record of its summary (training/record.py: the code, machine,
+device, precision, budget, seed and steps), in results/table3/STEPS-steps/PRECISION[-DEVICE]/ROW/seed-SEED/. The first
+sweep's records (one seed a row, results/table3/ROW/table3.json, kept as they are) are read with them.
 """
 
 import argparse
@@ -87,8 +86,12 @@ COMMON = ["--save_strategy", "steps", "--save_only_model", "true", "--eval_strat
           "--average_last", "0", "--num_beams", str(PAPER_NUM_BEAMS), "--length_penalty", str(PAPER_LENGTH_PENALTY),
           "--length_penalty_candidates", str(PAPER_LENGTH_PENALTY),
           "--final_splits", "validation"]  # fmt: skip
-# In a run's output folder: the argv it finished training with and the minutes it took (TRAINED), then each curve
-# point as it is measured (CURVE_POINTS), so a measurement cut short resumes without training the run again.
+# In a run's output folder: the argv and code it finished training with and the minutes that took (TRAINED), then each
+# curve point as it is measured (CURVE_POINTS), so a measurement cut short goes on without training the run again. A run
+# stopped while training starts over: its checkpoints hold the weights alone (--save_only_model: full ones at every
+# curve point would hold Adam's moments too, three times the disk), which vanilla-train does not resume from. The code
+# is the runner's to compare: vanilla-train's settings do not name it, so at other code (--rerun_other_code) its
+# relaunch would take the finished run of the same flags for this one.
 TRAINED = "table3-trained.json"
 CURVE_POINTS = "table3-curve.json"
 ROWS_FILE = Path(__file__).with_name("table3_rows.yaml")  # the rows: what each changes, the paper's row it scales
@@ -212,7 +215,7 @@ def learning_curve(output_dir: Path, validation, tokenizer) -> list[dict]:
     before its checkpoint is removed (they are written for this alone), so a measurement cut short goes on from the
     points kept there."""
     kept = output_dir / CURVE_POINTS
-    curve = json.loads(kept.read_text()) if kept.is_file() else []
+    curve = read_kept(kept, [])
     measured = {point["step"] for point in curve}
     for checkpoint in complete_checkpoints(output_dir):
         if checkpoint_step(checkpoint) not in measured:  # measured, then cut short before its removal
@@ -223,14 +226,23 @@ def learning_curve(output_dir: Path, validation, tokenizer) -> list[dict]:
     return curve
 
 
-def finished_training(output_dir: Path, argv: list[str]) -> float | None:
-    """The minutes the run's training took if it finished with ``argv`` (``TRAINED``, written once vanilla-train
-    exits cleanly); else None."""
-    trained = output_dir / TRAINED
-    if not trained.is_file():
-        return None
-    record = json.loads(trained.read_text())
-    return record["minutes"] if record["argv"] == argv else None
+def read_kept(path: Path, default: dict | list) -> dict | list:
+    """A file this runner keeps in a run's output folder (``TRAINED``, ``CURVE_POINTS``), ``default`` where there is
+    none; one that is not JSON is named."""
+    if not path.is_file():
+        return default
+    try:
+        return json.loads(path.read_text())
+    except ValueError as error:
+        raise UsageError(f"{path} is not valid JSON ({error}): delete {path.parent} and the run is trained again "
+                         "whole") from error  # fmt: skip
+
+
+def finished_training(output_dir: Path, argv: list[str], code: str) -> float | None:
+    """The minutes the run's training took if it finished with ``argv`` at ``code`` (``TRAINED``, written once
+    vanilla-train exits cleanly); else None."""
+    record = read_kept(output_dir / TRAINED, {})
+    return record["minutes"] if record.get("argv") == argv and record.get("code") == code else None
 
 
 def matching_record(path: Path, settings: list[str], name: str) -> dict | None:
@@ -262,13 +274,14 @@ def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> d
     return record
 
 
-def train(run: Run, preset: str, runs: Path, results: Path) -> dict:
-    """Train one run (vanilla-train in its own process), then measure its learning curve and final perplexity."""
+def train(run: Run, preset: str, runs: Path, results: Path, code: str) -> dict:
+    """Train one run at ``code`` (vanilla-train in its own process), then measure its learning curve and final
+    perplexity."""
     output_dir, record_dir = runs / run.folder, results / run.folder
     argv = [*run.settings(preset), "--overwrite_output_dir", "--output_dir", shown(output_dir),
             "--summary_dir", shown(record_dir)]  # fmt: skip
     start = time.monotonic()
-    command_minutes = finished_training(output_dir, argv)
+    command_minutes = finished_training(output_dir, argv, code)
     if command_minutes is None:
         # trained whole: what an interrupted run left there (its checkpoints would join this run's curve, its finished
         # model would make the relaunch a no-op) is removed by vanilla-train, which names it; its points go here
@@ -279,10 +292,10 @@ def train(run: Run, preset: str, runs: Path, results: Path) -> dict:
         if done.returncode:
             raise UsageError(f"{run.folder}: vanilla-train exited with status {done.returncode} (command above)")
         command_minutes = (time.monotonic() - start) / 60
-        write_json(output_dir / TRAINED, {"argv": argv, "minutes": command_minutes})
-        start = time.monotonic()
+        write_json(output_dir / TRAINED, {"argv": argv, "code": code, "minutes": command_minutes})
     else:
         logger.info("%s: trained before (%s), measuring what it left", run.folder, shown(output_dir / TRAINED))
+    start = time.monotonic()
     summary = json.loads((record_dir / "summary.json").read_text())
     tokenizer = load_tokenizer(str(output_dir))
     validation = validation_set(argv, tokenizer)
@@ -412,7 +425,7 @@ def run(argv: list[str] | None = None) -> None:
         if recorded(one, args.config, results, code["code_tree"] if args.rerun_other_code else None):
             logger.info("%s: recorded, skipped", one.folder)
             continue
-        record = train(one, args.config, runs, results)
+        record = train(one, args.config, runs, results, code_key({"code": code}))
         logger.info("%s: validation PPL %.2f, BLEU %.2f", one.folder, record["validation_ppl"],
                     record["validation_bleu"])  # fmt: skip
         write_page(results, page)  # after every run: an interrupted sweep still has its page

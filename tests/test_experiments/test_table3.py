@@ -183,8 +183,25 @@ def test_a_measurement_cut_short_goes_on_from_its_kept_points_without_training_a
     assert record["curve"][0] == kept and kept["step"] == 1 and kept["validation_ppl"] > 1
     assert [point["step"] for point in record["curve"]] == [1, 2] and not list(output.glob("checkpoint-*"))
     assert record["curve"][-1]["validation_ppl"] == record["validation_ppl"]
-    trained_minutes = json.loads((output / table3.TRAINED).read_text())["minutes"]
-    assert trained_minutes > 0 and record["row_minutes"] >= round(trained_minutes, 2)  # training, then measuring
+    trained = json.loads((output / table3.TRAINED).read_text())
+    assert trained["code"] == record["run"]["code"]["code_tree"] or trained["code"].endswith(" modified")
+    assert trained["minutes"] > 0 and record["row_minutes"] >= round(trained["minutes"], 2)  # training, then measuring
+
+
+def test_a_run_finished_at_other_code_or_arguments_is_trained_again(tmp_path):
+    """Only a run that finished training with the same arguments at the same code is measured without training it
+    again: at other code (--rerun_other_code) vanilla-train would take the finished run of the same flags for this
+    one. A damaged record is named."""
+    argv = ["--config", "tiny.yaml", "--overwrite_output_dir", "--output_dir", "out"]
+    (tmp_path / table3.TRAINED).write_text(json.dumps({"argv": argv, "code": "4f460c9263c5", "minutes": 12.5}))
+    assert table3.finished_training(tmp_path, argv, "4f460c9263c5") == 12.5
+    assert table3.finished_training(tmp_path, argv, "0123456789ab") is None
+    assert table3.finished_training(tmp_path, [*argv, "--seed", "2"], "4f460c9263c5") is None
+    (tmp_path / table3.TRAINED).write_text(json.dumps({"argv": argv, "minutes": 12.5}))  # 327510a's: no code
+    assert table3.finished_training(tmp_path, argv, "4f460c9263c5") is None
+    (tmp_path / table3.TRAINED).write_text("{")
+    with pytest.raises(UsageError, match=f"{table3.TRAINED} is not valid JSON .*: delete .* and the run is trained"):
+        table3.finished_training(tmp_path, argv, "4f460c9263c5")
 
 
 def record(row, seed, ppl, bleu, steps=1000, code="new", curve=(), date="2026-12-01", group=None,
