@@ -22,8 +22,13 @@ the next round's candidates change that preset, read against its own runs; a rou
 YAML's trains nothing more.
 
 A candidate recorded with the same settings is skipped, so the command goes on where it stopped, over several
-sessions and machines (each run is the preset's whole budget). Records: results/recipe/[ROUND/]NAME/ (vanilla-train's
-summary.json and learning curve, recipe.json here: the validation BLEU, steps, command, commit and machine).
+sessions and machines (each run is the preset's whole budget). A candidate stopped while it trained (a signal, a
+session's end, a killed process) goes on from its newest checkpoint when the command runs again: vanilla-train
+resumes the run of the same settings in its --output_dir (training/relaunch.py), and its record lists the launches.
+A folder holding a run of other settings (the candidate or its preset changed since) is refused there, naming the
+settings; ``--start_over`` trains such candidates from scratch. Records: results/recipe/[ROUND/]NAME/
+(vanilla-train's summary.json and learning curve, recipe.json here: the validation BLEU, steps, command, commit and
+machine).
 """
 
 import argparse
@@ -41,8 +46,9 @@ import yaml
 
 from training.arguments import on_cpu, parse_args
 from training.plot_curve import curve_columns
-from training.record import resolved_arguments, run_record
+from training.record import resolved_arguments, run_record, run_train_minutes
 from vanilla_tools.cli import UsageError, console_script, pyplot
+from vanilla_tools.run_files import read_json
 
 from .comparable import experiment_precision, precision_flags, why_not
 from .table3 import ROOT, matching_record, shown
@@ -118,22 +124,26 @@ def recorded(candidate: Candidate, preset: str, precision: str, results: Path) -
     return matching_record(results / candidate.name / RECORD, candidate.settings(preset, precision), candidate.name)
 
 
-def train(candidate: Candidate, preset: str, precision: str, runs: Path, results: Path) -> dict:
-    """One candidate: vanilla-train in its own process, then its record."""
+def train(candidate: Candidate, preset: str, precision: str, runs: Path, results: Path, start_over: bool) -> dict:
+    """One candidate: vanilla-train in its own process, then its record. Without ``start_over`` it resumes the
+    candidate's run in its folder, if one is there."""
     output_dir, record_dir = runs / candidate.name, results / candidate.name
-    argv = [*candidate.settings(preset, precision), "--overwrite_output_dir", "--output_dir", shown(output_dir),
-            "--summary_dir", shown(record_dir)]  # fmt: skip
+    argv = [*candidate.settings(preset, precision), *(["--overwrite_output_dir"] if start_over else []),
+            "--output_dir", shown(output_dir), "--summary_dir", shown(record_dir)]  # fmt: skip
     logger.info("%s: vanilla-train %s", candidate.name, " ".join(argv))
     done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
     if done.returncode:
         raise UsageError(f"{candidate.name}: vanilla-train exited with status {done.returncode} (command above)")
-    summary = json.loads((record_dir / "summary.json").read_text())
+    summary = read_json(record_dir / "summary.json")
+    if summary is None:  # vanilla-train found the run finished, and its summary is gone
+        raise UsageError(f"{candidate.name}: {shown(output_dir)} holds the finished run, but {shown(record_dir)} "
+                         "has no summary.json to record; --start_over trains it again")  # fmt: skip
     record = {
         "candidate": candidate.name, "change": candidate.change, "flags": list(candidate.flags),
         "settings": candidate.settings(preset, precision), "validation_bleu": summary["validation"]["bleu"],
         "validation_bleu_lc_tok": summary["validation"].get("bleu_lc_tok"), "beam": summary.get("beam"),
         "steps": summary["run"]["steps"], "epochs": summary["epochs"], "parameters": summary["parameters"],
-        "train_minutes": summary["train_minutes"], **summary["machine_speed"],
+        "train_minutes": run_train_minutes(summary), **summary["machine_speed"],
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "python -m training.train " + " ".join(argv),
         "run": summary["run"],
     }  # fmt: skip
@@ -320,6 +330,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--page", default=str(PAGE), help="the page generated from the records")
     parser.add_argument("--repeats", default=str(REPEATS), help="the preset's full runs (results/DATE-SLUG folders)")
     parser.add_argument("--report", action="store_true", help="only write the page from the records")
+    parser.add_argument("--start_over", action="store_true",
+                        help="train the candidates from scratch, deleting what their --runs folders hold (default: "
+                             "go on from a stopped run of the same settings there)")  # fmt: skip
     return parser
 
 
@@ -360,7 +373,8 @@ def run(argv: list[str] | None = None) -> None:
             records = read_records(results)
             planned = planned_run(candidate.settings(args.config, precision))
             check_comparable(one, planned, preset_run_records(one, records, summaries))
-            record = train(candidate, args.config, precision, runs / one.folder, results / one.folder)
+            record = train(candidate, args.config, precision, runs / one.folder, results / one.folder,
+                           args.start_over)  # fmt: skip
             logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
             write_page(results, repeats, page, args.config)  # after every run: an interrupted sweep has its page
             trained = True

@@ -12,7 +12,7 @@ import json
 import statistics
 from pathlib import Path
 
-from training.record import check_run_record
+from training.record import check_run_record, run_train_minutes
 
 ROOT = Path(__file__).resolve().parent.parent
 INTRO = Path(__file__).with_name("results_intro.md")  # the page's opening: what a record holds, and since when
@@ -61,7 +61,7 @@ def training_minutes(record: dict) -> str:
     last launch's, as the command's are)."""
     launches = record["run"].get("launches") or []
     if len(launches) > 1:
-        return f"{sum(launch['train_minutes'] for launch in launches):.2f} ({len(launches)} launches)"
+        return f"{run_train_minutes(record):.2f} ({len(launches)} launches)"
     return str(record.get("train_minutes", "?"))
 
 

@@ -64,7 +64,7 @@ from training.record import check_run_record, run_record
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
 from vanilla_tools.provenance import git_commit
-from vanilla_tools.run_files import write_json
+from vanilla_tools.run_files import read_json, write_json
 
 from . import comparable, table3_page
 from .comparable import BF16, FP32, code_key, experiment_precision, precision_flags
@@ -94,6 +94,7 @@ COMMON = ["--save_strategy", "steps", "--save_only_model", "true", "--eval_strat
 # relaunch would take the finished run of the same flags for this one.
 TRAINED = "table3-trained.json"
 CURVE_POINTS = "table3-curve.json"
+REMEDY = "delete {} and the run is trained again whole"  # for a damaged TRAINED or CURVE_POINTS
 ROWS_FILE = Path(__file__).with_name("table3_rows.yaml")  # the rows: what each changes, the paper's row it scales
 
 
@@ -215,7 +216,7 @@ def learning_curve(output_dir: Path, validation, tokenizer) -> list[dict]:
     before its checkpoint is removed (they are written for this alone), so a measurement cut short goes on from the
     points kept there."""
     kept = output_dir / CURVE_POINTS
-    curve = read_kept(kept, [])
+    curve = read_json(kept, list, REMEDY.format(output_dir)) or []
     measured = {point["step"] for point in curve}
     for checkpoint in complete_checkpoints(output_dir):
         if checkpoint_step(checkpoint) not in measured:  # measured, then cut short before its removal
@@ -226,31 +227,19 @@ def learning_curve(output_dir: Path, validation, tokenizer) -> list[dict]:
     return curve
 
 
-def read_kept(path: Path, default: dict | list) -> dict | list:
-    """A file this runner keeps in a run's output folder (``TRAINED``, ``CURVE_POINTS``), ``default`` where there is
-    none; one that is not JSON is named."""
-    if not path.is_file():
-        return default
-    try:
-        return json.loads(path.read_text())
-    except ValueError as error:
-        raise UsageError(f"{path} is not valid JSON ({error}): delete {path.parent} and the run is trained again "
-                         "whole") from error  # fmt: skip
-
-
 def finished_training(output_dir: Path, argv: list[str], code: str) -> float | None:
     """The minutes the run's training took if it finished with ``argv`` at ``code`` (``TRAINED``, written once
     vanilla-train exits cleanly); else None."""
-    record = read_kept(output_dir / TRAINED, {})
+    record = read_json(output_dir / TRAINED, dict, REMEDY.format(output_dir)) or {}
     return record["minutes"] if record.get("argv") == argv and record.get("code") == code else None
 
 
 def matching_record(path: Path, settings: list[str], name: str) -> dict | None:
     """The record at ``path`` if its run was trained with ``settings``; else None (the run ``name`` is trained
     again)."""
-    if not path.is_file():
+    record = read_json(path, dict, f"delete it and {name} is trained again")
+    if record is None:
         return None
-    record = json.loads(path.read_text())
     if record.get("settings") != settings:
         logger.warning("%s was recorded with other settings: training it again", name)
         return None

@@ -152,6 +152,13 @@ def this_launch(launches: list[dict] | None) -> dict:
     return {"code": launches[-1]["code"], "host": launches[-1]["machine"], "launches": launches}
 
 
+def run_train_minutes(summary: dict) -> float:
+    """A run's training minutes from its summary.json: its launches' together (the summary's own ``train_minutes``
+    are its last launch's, as the command that wrote it measured them)."""
+    launches = summary["run"].get("launches") or []
+    return round(sum(launch["train_minutes"] for launch in launches), 2) if launches else summary["train_minutes"]
+
+
 def write_recipe(output_dir: Path, model_args, data_args, training_args, model) -> None:
     """training_recipe.json: the recipe actually used, as the model card reports it, and the decoding the model
     was evaluated with (its generation config's, after the length penalty search)."""

@@ -15,6 +15,8 @@ from .decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
 
 RECIPE_FILE = "training_recipe.json"
 RESULTS_FILE = "eval_results.json"
+JSON_KINDS = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
+              bool: "a boolean", type(None): "null"}  # fmt: skip
 
 
 def write_whole(path: Path, text: str) -> None:
@@ -38,15 +40,17 @@ def write_json(path: Path, record: dict | list) -> None:
     write_whole(path, json.dumps(record, indent=2) + "\n")
 
 
-def _read_json(path: Path) -> dict | None:
+def read_json(path: Path, kind: type = dict, remedy: str = "rewrite or delete it") -> dict | list | None:
+    """The JSON ``kind`` (an object or a list) that ``path`` holds; None where there is no such file. A file that is
+    not JSON, or holds another kind, is named in one line with what to do (``remedy``)."""
     if not path.is_file():
         return None
     try:
         record = json.loads(path.read_text())
     except ValueError as error:
-        raise UsageError(f"{path} is not valid JSON ({error}): rewrite or delete it") from error
-    if not isinstance(record, dict):
-        raise UsageError(f"{path} holds a {type(record).__name__}, not an object")
+        raise UsageError(f"{path} is not valid JSON ({error}): {remedy}") from error
+    if not isinstance(record, kind):
+        raise UsageError(f"{path} holds {JSON_KINDS[type(record)]}, not {JSON_KINDS[kind]}: {remedy}")
     return record
 
 
@@ -67,7 +71,7 @@ class RunFile:
     @classmethod
     def read(cls, model_dir: str | Path):
         """The file of ``model_dir`` as a ``cls``, or None if it has none (a model not trained by vanilla-train)."""
-        record = _read_json(Path(model_dir) / cls.FILE)
+        record = read_json(Path(model_dir) / cls.FILE)
         if record is None:
             return None
         known = {f.name for f in fields(cls)}

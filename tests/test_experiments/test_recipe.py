@@ -2,7 +2,9 @@
 trained, recorded with their validation score, steps and machine, skipped once recorded, and listed on a page."""
 
 import json
+import os
 import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -217,6 +219,53 @@ def test_the_command_trains_records_skips_and_reports(tmp_path, monkeypatch):
     stamp = path.stat().st_mtime_ns
     recipe.run(argv)  # recorded: skipped
     assert path.stat().st_mtime_ns == stamp
+
+
+def stop_at_step_2(flags: list[str], output_dir, summary_dir) -> None:
+    """vanilla-train with ``flags`` into ``output_dir``, stopped by SIGTERM in its step 2 (checkpoint-2 written)."""
+    command = [sys.executable, str(ROOT / "tests" / "signal_probe.py"), "SIGTERM", "step", "2", *flags,
+               "--output_dir", str(output_dir), "--summary_dir", str(summary_dir)]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    stopped = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert stopped.returncode == 143 and (output_dir / "checkpoint-2").is_dir(), stopped.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_stopped_candidate_goes_on_from_its_checkpoint_and_one_of_other_settings_is_refused(tmp_path, monkeypatch,
+                                                                                              capfd):  # fmt: skip
+    """A candidate stopped while it trained (SIGTERM in step 2 of 4) is resumed by the same command, not trained
+    again: its record counts both launches' minutes. A folder holding a run of other settings is refused, naming the
+    setting and leaving the run there; --start_over trains the candidate from scratch."""
+    first, second, third = recipe.ROUNDS
+    tiny_round = replace(third, preset={"warmup_steps": 1200, "max_steps": 4})
+    monkeypatch.setattr(recipe, "ROUNDS", (first, second, tiny_round))
+    monkeypatch.setattr(recipe, "check_comparable", lambda *args: None)  # no preset runs here to compare with
+    preset = tiny_preset(tmp_path, warmup_steps=1200, max_steps=4, save_steps=1, save_total_limit=2)
+    runs, results = tmp_path / "runs" / "round-3", tmp_path / "results" / "round-3"
+    argv = ["--config", str(preset), "--candidates", "dropout-0.3", "--runs", str(tmp_path / "runs"),
+            "--results", str(tmp_path / "results"), "--page", str(tmp_path / "recipe.md"),
+            "--repeats", str(tmp_path / "none")]  # fmt: skip
+    candidate = next(c for c in tiny_round.candidates if c.name == "dropout-0.3")
+    settings = candidate.settings(str(preset), experiment_precision())
+    stop_at_step_2(settings, runs / "dropout-0.3", results / "dropout-0.3")
+    recipe.run(argv)
+    assert f"resuming from {runs / 'dropout-0.3' / 'checkpoint-2'}" in capfd.readouterr().err
+    record = json.loads((results / "dropout-0.3" / recipe.RECORD).read_text())
+    launches = record["run"]["launches"]
+    assert [(launch["first_step"], launch["last_step"]) for launch in launches] == [(0, 2), (2, 4)]
+    assert record["steps"] == 4 and record["train_minutes"] == round(sum(x["train_minutes"] for x in launches), 2)
+    assert "--overwrite_output_dir" not in record["command"]
+
+    other = runs / "layers-4"  # a stopped run of dropout 0.2 where layers-4 trains
+    stop_at_step_2([*settings[:-2], "--dropout", "0.2"], other, tmp_path / "elsewhere")
+    with pytest.raises(UsageError, match="layers-4: vanilla-train exited with status 1"):
+        recipe.run([*argv[:2], "--candidates", "layers-4", *argv[4:]])
+    assert "dropout 0.2 -> 0.1" in capfd.readouterr().err and (other / "checkpoint-2").is_dir()
+    assert not (results / "layers-4").exists()
+    recipe.run([*argv[:2], "--candidates", "layers-4", *argv[4:], "--start_over"])
+    record = json.loads((results / "layers-4" / recipe.RECORD).read_text())
+    assert record["steps"] == 4 and len(record["run"]["launches"]) == 1
+    assert "--overwrite_output_dir" in record["command"]
 
 
 def test_the_page_is_generated_from_the_committed_records():

@@ -36,7 +36,7 @@ def test_a_damaged_file_is_named(tmp_path):
     with pytest.raises(UsageError, match=rf"{RECIPE_FILE} is not valid JSON"):
         TrainingRecipe.read(tmp_path)
     (tmp_path / RESULTS_FILE).write_text("[1, 2]")
-    with pytest.raises(UsageError, match=rf"{RESULTS_FILE} holds a list, not an object"):
+    with pytest.raises(UsageError, match=rf"{RESULTS_FILE} holds a list, not an object: rewrite or delete it"):
         EvalResults.read(tmp_path)
 
 
