@@ -133,7 +133,9 @@ def train(candidate: Candidate, preset: str, precision: str, runs: Path, results
     logger.info("%s: vanilla-train %s", candidate.name, " ".join(argv))
     done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
     if done.returncode:
-        raise UsageError(f"{candidate.name}: vanilla-train exited with status {done.returncode} (command above)")
+        raise UsageError(f"{candidate.name}: vanilla-train exited with status {done.returncode} (its command and "
+                         f"message above; where it refused the run in {shown(output_dir)}, --start_over trains the "
+                         "candidate again from scratch)")  # fmt: skip
     summary = read_json(record_dir / "summary.json")
     if summary is None:  # vanilla-train found the run finished, and its summary is gone
         raise UsageError(f"{candidate.name}: {shown(output_dir)} holds the finished run, but {shown(record_dir)} "
