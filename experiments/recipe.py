@@ -59,6 +59,7 @@ RESULTS = ROOT / "results" / "recipe"
 PAGE = ROOT / "docs" / "recipe.md"
 CURVES = "recipe-curves-round-{}.png"  # beside the page, one per round: validation checks against training minutes
 RECORD = "recipe.json"
+REMEDY = "restore it from git, or delete it and run again what wrote it"  # a damaged record or summary
 ROUNDS_FILE = Path(__file__).with_name("recipe_rounds.yaml")  # the rounds and their candidates, with their reasons
 RULE = (
     "a candidate runs once, and one run is read against the preset's own spread, the 95% prediction interval for one "
@@ -269,7 +270,7 @@ def round_section(round_: Round, records: list[dict], runs: list[float], closed_
             place = "one of its runs"
         lines.append(
             f"| {r['candidate']} | {r['change']} | {r['validation_bleu']:.2f} | {place} | {lc_tok} | {r['steps']} "
-            f"| {r['epochs']:.1f} | {r['parameters'] / 1e6:.1f}M | {r['fp32_gflops_before']} | {commit} |"
+            f"| {r['epochs']:.1f} | {r['parameters'] / 1e6:.1f}M | {machine_speed(r)} | {commit} |"
         )
     lines += ["", f"Chosen in this round so far: **{chosen(round_, records, band)}**."]
     if records:
@@ -284,6 +285,14 @@ def round_section(round_: Round, records: list[dict], runs: list[float], closed_
         lines += ["", (f"Closed before these ran ({closed_why}): " if closed_why else "Not yet recorded: ")
                   + "; ".join(waiting) + "."]  # fmt: skip
     return [*lines, ""]
+
+
+def machine_speed(record: dict) -> str:
+    """The fp32 GFLOP/s measured before the candidate trained; a candidate of several launches has its last
+    launch's (vanilla-train measures each launch's machine, and the summary keeps the last)."""
+    launches = len(record["run"].get("launches") or [])
+    speed = record["fp32_gflops_before"]
+    return f"{speed} (last of {launches} launches)" if launches > 1 else str(speed)
 
 
 def settings_text(preset: dict) -> str:
@@ -390,13 +399,13 @@ def read_records(results: Path, kept: set[Path] | None = None) -> dict[int, list
     found = {}
     for one in ROUNDS:
         paths = [results / one.folder / c.name / RECORD for c in one.candidates]
-        found[one.number] = [json.loads(p.read_text()) for p in paths if p.is_file() and (kept is None or p in kept)]
+        found[one.number] = [read_json(p, remedy=REMEDY) for p in paths if p.is_file() and (kept is None or p in kept)]
     return found
 
 
 def full_runs(repeats: Path) -> list[dict]:
     """The summary.json of every run folder in ``repeats`` (results/DATE-SLUG)."""
-    return [json.loads(p.read_text()) for p in sorted(repeats.glob("*/summary.json"))]
+    return [read_json(p, remedy=REMEDY) for p in sorted(repeats.glob("*/summary.json"))]
 
 
 def write_page(results: Path, repeats: Path, page: Path, preset: str) -> None:

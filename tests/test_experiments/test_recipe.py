@@ -255,6 +255,8 @@ def test_a_stopped_candidate_goes_on_from_its_checkpoint_and_one_of_other_settin
     assert [(launch["first_step"], launch["last_step"]) for launch in launches] == [(0, 2), (2, 4)]
     assert record["steps"] == 4 and record["train_minutes"] == round(sum(x["train_minutes"] for x in launches), 2)
     assert "--overwrite_output_dir" not in record["command"]
+    speed = f"| {record['fp32_gflops_before']} (last of 2 launches) |"  # the machine of the launch that finished it
+    assert speed in (tmp_path / "recipe.md").read_text()
 
     other = runs / "layers-4"  # a stopped run of dropout 0.2 where layers-4 trains
     stop_at_step_2([*settings[:-2], "--dropout", "0.2"], other, tmp_path / "elsewhere")
@@ -266,6 +268,19 @@ def test_a_stopped_candidate_goes_on_from_its_checkpoint_and_one_of_other_settin
     record = json.loads((results / "layers-4" / recipe.RECORD).read_text())
     assert record["steps"] == 4 and len(record["run"]["launches"]) == 1
     assert "--overwrite_output_dir" in record["command"]
+
+
+def test_a_damaged_record_is_named_with_what_to_do(tmp_path):
+    first = recipe.ROUNDS[0]
+    damaged = tmp_path / first.folder / first.candidates[0].name / recipe.RECORD
+    damaged.parent.mkdir(parents=True)
+    damaged.write_text('{"candidate": ')  # cut off while written
+    with pytest.raises(UsageError, match=f"{damaged} is not valid JSON .*: restore it from git"):
+        recipe.read_records(tmp_path)
+    (tmp_path / "run" / "summary.json").parent.mkdir()
+    (tmp_path / "run" / "summary.json").write_text("[]")
+    with pytest.raises(UsageError, match="summary.json holds a list, not an object: restore it from git"):
+        recipe.full_runs(tmp_path)
 
 
 def test_the_page_is_generated_from_the_committed_records():
