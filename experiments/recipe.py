@@ -46,7 +46,7 @@ import yaml
 
 from training.arguments import on_cpu, parse_args
 from training.plot_curve import curve_columns
-from training.record import resolved_arguments, run_record, run_train_minutes
+from training.record import resolved_arguments, run_launches, run_record, run_train_minutes
 from vanilla_tools.cli import UsageError, console_script, pyplot
 from vanilla_tools.run_files import read_json
 
@@ -290,7 +290,7 @@ def round_section(round_: Round, records: list[dict], runs: list[float], closed_
 def machine_speed(record: dict) -> str:
     """The fp32 GFLOP/s measured before the candidate trained; a candidate of several launches has its last
     launch's (vanilla-train measures each launch's machine, and the summary keeps the last)."""
-    launches = len(record["run"].get("launches") or [])
+    launches = len(run_launches(record))
     speed = record["fp32_gflops_before"]
     return f"{speed} (last of {launches} launches)" if launches > 1 else str(speed)
 

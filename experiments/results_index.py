@@ -12,7 +12,7 @@ import json
 import statistics
 from pathlib import Path
 
-from training.record import check_run_record, run_train_minutes
+from training.record import check_run_record, run_launches, run_train_minutes
 
 ROOT = Path(__file__).resolve().parent.parent
 INTRO = Path(__file__).with_name("results_intro.md")  # the page's opening: what a record holds, and since when
@@ -59,9 +59,9 @@ def steps_cell(run: dict) -> str:
 def training_minutes(record: dict) -> str:
     """The run's training minutes: its launches' together where it had several (the summary's own minutes are its
     last launch's, as the command's are)."""
-    launches = record["run"].get("launches") or []
-    if len(launches) > 1:
-        return f"{run_train_minutes(record):.2f} ({len(launches)} launches)"
+    launches = len(run_launches(record))
+    if launches > 1:
+        return f"{run_train_minutes(record):.2f} ({launches} launches)"
     return str(record.get("train_minutes", "?"))
 
 

@@ -152,10 +152,16 @@ def this_launch(launches: list[dict] | None) -> dict:
     return {"code": launches[-1]["code"], "host": launches[-1]["machine"], "launches": launches}
 
 
+def run_launches(summary: dict) -> list[dict]:
+    """The launches a run's summary.json lists (one for each time the command ran it; none in records written
+    before launches were recorded)."""
+    return summary["run"].get("launches") or []
+
+
 def run_train_minutes(summary: dict) -> float:
     """A run's training minutes from its summary.json: its launches' together (the summary's own ``train_minutes``
     are its last launch's, as the command that wrote it measured them)."""
-    launches = summary["run"].get("launches") or []
+    launches = run_launches(summary)
     return round(sum(launch["train_minutes"] for launch in launches), 2) if launches else summary["train_minutes"]
 
 

@@ -3,6 +3,7 @@ trained, recorded with their validation score, steps and machine, skipped once r
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -275,7 +276,7 @@ def test_a_damaged_record_is_named_with_what_to_do(tmp_path):
     damaged = tmp_path / first.folder / first.candidates[0].name / recipe.RECORD
     damaged.parent.mkdir(parents=True)
     damaged.write_text('{"candidate": ')  # cut off while written
-    with pytest.raises(UsageError, match=f"{damaged} is not valid JSON .*: restore it from git"):
+    with pytest.raises(UsageError, match=f"{re.escape(str(damaged))} is not valid JSON .*: restore it from git"):
         recipe.read_records(tmp_path)
     (tmp_path / "run" / "summary.json").parent.mkdir()
     (tmp_path / "run" / "summary.json").write_text("[]")
