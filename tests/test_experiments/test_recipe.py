@@ -271,6 +271,25 @@ def test_a_stopped_candidate_goes_on_from_its_checkpoint_and_one_of_other_settin
     assert "--overwrite_output_dir" in record["command"]
 
 
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (143, r"^dropout-0.3: stopped by SIGTERM, with a complete checkpoint in .*dropout-0.3; the same command goes "
+              r"on from it$"),
+        (130, r"^dropout-0.3: stopped by SIGINT, "),
+        (1, r"^dropout-0.3: vanilla-train exited with status 1 .* --start_over trains the candidate again"),
+    ],
+)  # fmt: skip
+def test_a_candidate_stopped_by_a_signal_is_said_to_go_on(tmp_path, monkeypatch, status, message):
+    """vanilla-train's status after a signal's checkpoint (128 + its number) says the same command goes on; any other
+    failure points at its message and, for a folder of other settings, --start_over. Nothing is recorded."""
+    monkeypatch.setattr(recipe.subprocess, "run", lambda command, cwd: subprocess.CompletedProcess(command, status))
+    candidate = next(c for c in recipe.ROUNDS[2].candidates if c.name == "dropout-0.3")
+    with pytest.raises(UsageError, match=message):
+        recipe.train(candidate, "multi30k", FP32, tmp_path / "runs", tmp_path / "results", start_over=False)
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_damaged_record_is_named_with_what_to_do(tmp_path):
     first = recipe.ROUNDS[0]
     damaged = tmp_path / first.folder / first.candidates[0].name / recipe.RECORD
