@@ -5,7 +5,12 @@ run under FSDP 2. The weight has four names (``model.shared.weight``, the two ``
 ``load_state_dict`` fails to copy into the DTensor ("mixed torch.Tensor and DTensor"), and with
 ``broadcast_from_rank0`` (accelerate's choice for several processes) it fails on the other names outright
 (``KeyError``). Seen resuming on a lent H200 (torch 2.11) and here (2.13). So a sharded run's state dict holds the
-weight once, and loading gives it to all its names (``hold_ties_once``)."""
+weight once, and loading gives it to all its names (``hold_ties_once``).
+
+A run of one or more whole replicas needs only the loading half (``load_ties_whole``): its checkpoint's
+model.safetensors holds the weight under one name (safetensors keeps no shared tensors), so the Trainer's resume loads
+it with three names missing and warns "There were missing keys in the checkpoint model loaded" (as it does for Bart and
+T5: transformers#29128, #27972) about a run that resumed exactly."""
 
 import torch
 from torch.distributed.tensor import DTensor
@@ -40,7 +45,12 @@ def give_all_names(model: torch.nn.Module, state_dict: dict, prefix: str, *_) ->
             state_dict.update(dict.fromkeys(keys, value))
 
 
+def load_ties_whole(model: torch.nn.Module) -> None:
+    """Loading a state dict into ``model`` gives a tied weight's value to every name it has."""
+    model.register_load_state_dict_pre_hook(give_all_names)
+
+
 def hold_ties_once(model: torch.nn.Module) -> None:
     """``model``'s state dicts hold each tied weight once, and loading one gives it to every name."""
     model.register_state_dict_post_hook(drop_other_names)
-    model.register_load_state_dict_pre_hook(give_all_names)
+    load_ties_whole(model)

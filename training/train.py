@@ -66,7 +66,7 @@ from .run_lock import OutputDirLock
 from .run_settings import batch_plan, run_settings
 from .stopping import SaveOnSignal, TimeBudget, stopped_by_signal, train_until_stopped
 from .streaming import StreamingTokenBatches, streaming_pairs
-from .ties import hold_ties_once
+from .ties import hold_ties_once, load_ties_whole
 from .tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 from .trainer import PaperSeq2SeqTrainer
 
@@ -218,6 +218,8 @@ def build_trainer(
     check_fsdp_state_dict(trainer)
     if trainer.is_fsdp_enabled:  # a checkpoint's full state dict loads into the shards when resuming
         hold_ties_once(trainer.model)
+    else:  # a resume loads model.safetensors, which holds the tied weight under one name
+        load_ties_whole(trainer.model)
     if model_args.max_train_minutes:
         trainer.add_callback(TimeBudget(model_args.max_train_minutes))
     if plan.stop is not None:  # after the time budget: a signal's checkpoint and stop win over its decision at a step
