@@ -35,7 +35,6 @@ import argparse
 import json
 import logging
 import math
-import signal
 import statistics
 import subprocess
 import sys
@@ -48,7 +47,7 @@ import yaml
 from training.arguments import on_cpu, parse_args
 from training.plot_curve import curve_columns
 from training.record import resolved_arguments, run_launches, run_record, run_train_minutes
-from training.stopping import SaveOnSignal
+from training.stopping import stopping_signal
 from vanilla_tools.cli import UsageError, console_script, pyplot
 from vanilla_tools.run_files import read_json
 
@@ -61,8 +60,6 @@ RESULTS = ROOT / "results" / "recipe"
 PAGE = ROOT / "docs" / "recipe.md"
 CURVES = "recipe-curves-round-{}.png"  # beside the page, one per round: validation checks against training minutes
 RECORD = "recipe.json"
-# vanilla-train's exit status after a signal stopped it with a complete checkpoint (training/stopping.py)
-STOPPED = {128 + number: signal.Signals(number).name for number in SaveOnSignal.SIGNALS}
 REMEDY = "restore it from git, or delete it and run again what wrote it"  # a damaged record or summary
 ROUNDS_FILE = Path(__file__).with_name("recipe_rounds.yaml")  # the rounds and their candidates, with their reasons
 RULE = (
@@ -137,8 +134,8 @@ def train(candidate: Candidate, preset: str, precision: str, runs: Path, results
             "--output_dir", shown(output_dir), "--summary_dir", shown(record_dir)]  # fmt: skip
     logger.info("%s: vanilla-train %s", candidate.name, " ".join(argv))
     done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
-    if done.returncode in STOPPED:
-        raise UsageError(f"{candidate.name}: stopped by {STOPPED[done.returncode]}, with a complete checkpoint in "
+    if (stopped := stopping_signal(done.returncode)) is not None:
+        raise UsageError(f"{candidate.name}: stopped by {stopped}, with a complete checkpoint in "
                          f"{shown(output_dir)}; the same command goes on from it")  # fmt: skip
     if done.returncode:
         raise UsageError(f"{candidate.name}: vanilla-train exited with status {done.returncode} (its command and "

@@ -61,6 +61,7 @@ from training.arguments import parse_args
 from training.checkpoints import checkpoint_step, complete_checkpoints
 from training.data import load_parallel_data, tokenize_splits
 from training.record import check_run_record, run_record
+from training.stopping import stopping_signal
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
 from vanilla_tools.provenance import git_commit
@@ -278,6 +279,9 @@ def train(run: Run, preset: str, runs: Path, results: Path, code: str) -> dict:
             (output_dir / stale).unlink(missing_ok=True)
         logger.info("%s: vanilla-train %s", run.folder, " ".join(argv))
         done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
+        if (stopped := stopping_signal(done.returncode)) is not None:  # its checkpoint: not this sweep's way on
+            raise UsageError(f"{run.folder}: stopped by {stopped}; a Table 3 run trains in one launch, so the sweep "
+                             "trains it again from its start when it runs again")  # fmt: skip
         if done.returncode:
             raise UsageError(f"{run.folder}: vanilla-train exited with status {done.returncode} (command above)")
         command_minutes = (time.monotonic() - start) / 60

@@ -135,6 +135,13 @@ WEIGHTS_ALONE = ("it holds the model's weights alone (--save_only_model), not th
                  "step, so training would go on from a fresh optimizer and warmup")  # fmt: skip
 
 
+def stopping_signal(status: int) -> str | None:
+    """The name of the signal a vanilla-train process stopped for, read from its exit status (``stopped_by_signal``
+    exits 128 + the signal's number once the checkpoint is complete), or None for any other status."""
+    numbers = {128 + number: number for number in SaveOnSignal.SIGNALS}
+    return signal.Signals(numbers[status]).name if status in numbers else None
+
+
 def stopped_by_signal(stop: SaveOnSignal, args: TrainingArguments) -> NoReturn:
     """Say where the checkpoint of a run stopped by SIGTERM / SIGINT is and how to go on; exit 128 + its number."""
     folder = Path(args.output_dir) / f"checkpoint-{stop.stopped_at}"

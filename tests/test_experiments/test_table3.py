@@ -2,6 +2,7 @@
 with its records and learning curves, and the page generated from them under the verdict rule."""
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -388,3 +389,22 @@ def test_a_run_an_older_checkouts_runner_recorded_is_filed_with_its_run_record(t
     (folder / "table3.json").write_text(json.dumps({**record, "settings": [*older, "--dropout", "0.2"]}))
     with pytest.raises(UsageError, match="trained with .*--dropout"):
         table3.adopt(tmp_path / "older", tmp_path / "other", "multi30k")
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (143, r"^1000-steps/fp32/C-layers-4/seed-1: stopped by SIGTERM; a Table 3 run trains in one launch, so the "
+              r"sweep trains it again from its start when it runs again$"),
+        (130, r"^1000-steps/fp32/C-layers-4/seed-1: stopped by SIGINT; "),
+        (2, r"^1000-steps/fp32/C-layers-4/seed-1: vanilla-train exited with status 2 \(command above\)$"),
+    ],
+)  # fmt: skip
+def test_a_run_stopped_by_a_signal_is_said_to_train_again_from_its_start(tmp_path, monkeypatch, status, message):
+    """vanilla-train's status after a signal's checkpoint (128 + its number): the sweep, which trains each run in
+    one launch (--overwrite_output_dir), says the run trains again rather than that its checkpoint goes on."""
+    monkeypatch.setattr(table3.subprocess, "run", lambda command, cwd: subprocess.CompletedProcess(command, status))
+    one = table3.Run(next(row for row in table3.ROWS if row.name == "C-layers-4"), 1, 1000, FP32)
+    with pytest.raises(UsageError, match=message):
+        table3.train(one, "multi30k", tmp_path / "runs", tmp_path / "results", code="abc")
+    assert not (tmp_path / "results").exists()
