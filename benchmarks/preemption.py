@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from benchmarks import write_record
+from training.stopping import stopping_signal
 from vanilla_tools.provenance import provenance
 
 FIRST_STEP = re.compile(r"first training step done")
@@ -43,7 +44,7 @@ def measure(extra: list[str], timeout: float) -> dict:
                 raise SystemExit(f"no exit within {timeout} s:\n{''.join(lines[-20:])}")
         status = process.wait()
         exited = time.time()
-        if signalled is None or status != 128 + signal.SIGTERM:
+        if signalled is None or stopping_signal(status) != "SIGTERM":
             raise SystemExit(f"vanilla-train exited with {status} (signal sent: {signalled is not None}):\n"
                              f"{''.join(lines[-30:])}")  # fmt: skip
         step = int(next(STOPPED.search(line).group(1) for line in lines if STOPPED.search(line)))

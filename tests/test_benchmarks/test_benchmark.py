@@ -91,6 +91,22 @@ def test_the_load_check_bench_times_loading_with_and_without_the_scan():
             scan(damaged, "x")
 
 
+def test_the_preemption_bench_measures_the_grace_a_sigtermed_run_needs(tmp_path):
+    """The wmt14 preset at a toy width, signalled after its first step: it exits 143 with a complete checkpoint of
+    the step in progress, and the grace splits into the rest of that step and the checkpoint's write."""
+    from benchmarks.preemption import main
+
+    toy = ["--d_model", "64", "--encoder_layers", "1", "--decoder_layers", "1", "--ffn_dim", "128",
+           "--num_attention_heads", "2", "--max_tokens_per_batch", "2000"]  # fmt: skip
+    record = main(["--json", str(tmp_path / "p.json"), "--", *toy])
+    measurement = record["measurement"]
+    assert measurement["exit_status"] == 143 and measurement["stopped_at_step"] == 2
+    assert measurement["parameters"] and measurement["checkpoint_mib"] > 1
+    parts = measurement["rest_of_step_s"] + measurement["checkpoint_write_and_exit_s"]
+    assert measurement["rest_of_step_s"] > 0 and abs(parts - measurement["grace_needed_s"]) < 0.05
+    assert (tmp_path / "p.json").exists() and record["code"]["commit"]
+
+
 def test_the_training_step_profile_names_where_a_step_goes():
     """A tiny bf16 training step profiled as benchmarks/training_step.py profiles the preset's: the model's regions
     (their backward included, through the profiler's sequence numbers), the operator families and the optimizer
