@@ -6,7 +6,7 @@ import json
 import statistics
 import textwrap
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vanilla_tools.cli import pyplot
@@ -196,11 +196,13 @@ def curve_groups(base: list[dict], comparisons: dict[str, Comparison]) -> dict[s
 
 def figure_runs(records: list[dict], sizes: "SizeWalks | None" = None) -> dict[tuple[int, str], dict[str, list]]:
     """Each figure, by budget and group, and per curve the runs it averages: the base against each of the group's
-    rows; with ``sizes`` (the walks at one budget), each size at its rate against the base at its rate."""
+    rows; with ``sizes`` (the walks at one budget), each size at its rate against the base at its rate, at every
+    budget."""
     figures = {(steps, group): curves for steps in sorted({r["steps"] for r in records})
                for group, curves in curve_groups(*budget(records, steps)).items()}  # fmt: skip
-    if sizes is not None and (curves := sizes.curve_runs()):
-        figures[sizes.steps, OWN_RATES] = curves
+    for steps in sorted({r["steps"] for r in records}) if sizes is not None else ():
+        if curves := sizes.at(records, steps).curve_runs():
+            figures[steps, OWN_RATES] = curves
     return figures
 
 
@@ -445,21 +447,32 @@ class SizeWalks:
                               [name for name, group in rows.items() if group in ("base", "(C)")])  # fmt: skip
         return cls(steps, walks, base, comparisons)
 
+    def at(self, records: list[dict], steps: int) -> "SizeWalks":
+        """The same walks (each size's rate, chosen at their budget) over the runs at ``steps``: the longer budget's
+        answer to whether a size's disagreement at its rate stays."""
+        return replace(self, steps=steps, **dict(zip(("base", "comparisons"), budget(records, steps), strict=True)))
+
     def at_rate(self, walk: lr_walk.Walk) -> tuple[str, list[dict]]:
-        """The row that trains ``walk``'s size at its rate (its walk stopped), and that row's runs."""
+        """The row that trains ``walk``'s size at its rate (its walk stopped), and that row's runs at this budget
+        (none where it has not run at it)."""
         row = walk.rows[walk.chosen()]
-        return row, self.base if row == "base" else self.comparisons[row].runs
+        if row == "base":
+            return row, self.base
+        return row, self.comparisons[row].runs if row in self.comparisons else []
 
     def base_walk(self) -> lr_walk.Walk | None:
-        """The base's walk once it has stopped (every size is read against the base at its rate), else None."""
+        """The base's walk once it has stopped and its rate has runs at this budget (every size is read against the
+        base at its rate), else None."""
         walk = self.walks.get("base")
-        return walk if walk is not None and walk.chosen() is not None else None
+        return walk if walk is not None and walk.chosen() is not None and self.at_rate(walk)[1] else None
 
     def stopped(self) -> list[lr_walk.Walk]:
-        """The sizes whose walk has stopped, once the base's has (none before)."""
+        """The sizes whose walk has stopped and whose rows at x1 and at its rate have runs at this budget, once the
+        base's has (none before)."""
         if self.base_walk() is None:
             return []
-        return [walk for name, walk in self.walks.items() if name != "base" and walk.chosen() is not None]
+        return [walk for name, walk in self.walks.items() if name != "base" and walk.chosen() is not None
+                and name in self.comparisons and self.at_rate(walk)[1]]  # fmt: skip
 
     def curve_runs(self) -> dict[str, list[dict]]:
         """The runs of the base at its rate and of each stopped size at its rate that have learning curves, labelled
@@ -500,7 +513,7 @@ def walk_section(sizes: SizeWalks) -> list[str]:
             row = walk.rows.get(scale)
             upcoming, rate = f"{lr_walk.scale_text(scale)}: {f'row {row}' if row else 'no row yet'}", "not yet"
         lines.append(f"| {walk.size} | " + " | ".join(cells) + f" | {upcoming} | {rate} |")
-    return [*lines, "", *at_own_rates(sizes)]
+    return [*lines, "", *at_own_rates(sizes, steps)]
 
 
 def belongs_to(at_preset: str, at_rate: str) -> str:
@@ -516,20 +529,31 @@ def belongs_to(at_preset: str, at_rate: str) -> str:
     return "only at its rate" if at_rate in DISAGREES else "no disagreement"
 
 
-def at_own_rates(sizes: SizeWalks) -> list[str]:
+def at_own_rates(sizes: SizeWalks, walked_at: int) -> list[str]:
     """Each size whose walk has stopped, at its rate, against the base at the base's rate, by the rule of the cells
     above in the direction of the size's row of the paper: whether a disagreement belongs to the size or to the rate
-    it trained at; and their learning curves. Waits for the base's walk."""
-    lines = ["### Each size at its rate against the base at its rate", ""]
+    it trained at; and their learning curves. Waits for the base's walk. ``sizes`` holds the runs at one budget, the
+    walks ``walked_at`` theirs or a shorter one."""
+    longer = sizes.steps != walked_at
+    heading = "### Each size at its rate against the base at its rate"
+    lines = [f"{heading}, {sizes.steps:,} steps" if longer else heading, ""]
     base_walk, stopped = sizes.base_walk(), sizes.stopped()
     if base_walk is None:
-        return [*lines, "Once the base's walk has stopped.", ""]
+        waiting = f"the base at its rate has run for {sizes.steps:,} steps" if longer else "the base's walk has stopped"
+        return [*lines, f"Once {waiting}.", ""]
     base_row, base_runs = sizes.at_rate(base_walk)
     lines += [
         *paragraph(
             "The last two columns put each metric's word at the preset's rate (the size's row against the base, "
-            "both at x1, above) beside its word here: a disagreement with the paper (*opposite*, *differs*) kept "
-            "at the size's own rate belongs to *the size*; one gone there belongs to *the rate*."
+            f"both at x1, {f'at {sizes.steps:,} steps' if longer else 'above'}) beside its word here: a "
+            "disagreement with the paper (*opposite*, *differs*) kept at the size's own rate belongs to *the size*; "
+            "one gone there belongs to *the rate*."
+            + (
+                f" The rates are the walks' at {walked_at:,} steps; a size has a line once its rows at x1 and at its "
+                f"rate have run for {sizes.steps:,}."
+                if longer
+                else ""
+            )  # fmt: skip
         ),
         "",
         "| size | its rate: row (seeds) | the base's rate: row (seeds) | paper's row | PPL: size less base [95%] | "
@@ -553,7 +577,8 @@ def at_own_rates(sizes: SizeWalks) -> list[str]:
             + " |"  # fmt: skip
         )
     if not stopped:
-        lines.append("| no size's walk has stopped yet | | | | | | | |")
+        empty = f"no size at its rate at {sizes.steps:,} steps yet" if longer else "no size's walk has stopped yet"
+        lines.append(f"| {empty} | | | | | | | |")
     if sizes.curve_runs():
         lines += ["", f"![each size at its rate, {sizes.steps:,} steps]({curve_file(sizes.steps, OWN_RATES)})"]
     return [*lines, ""]
@@ -561,8 +586,8 @@ def at_own_rates(sizes: SizeWalks) -> list[str]:
 
 def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int], sizes: SizeWalks) -> str:
     """docs/table3.md: the rule, then each budget's rows beside the paper's, then the longer budget's answer, then
-    each size's learning rate. ``rows`` are the table's (name: group, in the page's order), ``budgets`` the sweep's
-    and the longer one, ``sizes`` the walks at the sweep's."""
+    each size's learning rate and each size at its rate at both budgets. ``rows`` are the table's (name: group, in
+    the page's order), ``budgets`` the sweep's and the longer one, ``sizes`` the walks at the sweep's."""
     records = [normalized(r) for r in records]
     lines = [
         "# Table 3 on Multi30k",
@@ -590,5 +615,6 @@ def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int], 
     ]
     for steps in sorted({r["steps"] for r in records} | set(budgets)):
         lines += budget_section(records, steps, rows)
-    return "\n".join([*lines, *longer_section(records, *budgets, rows), *walk_section(sizes),
+    longer = at_own_rates(sizes.at(records, budgets[1]), sizes.steps)
+    return "\n".join([*lines, *longer_section(records, *budgets, rows), *walk_section(sizes), *longer,
                       *precision_section(records)])  # fmt: skip

@@ -134,3 +134,50 @@ def test_each_size_at_its_rate_is_compared_with_the_base_at_its_rate_in_the_dire
 )
 def test_a_disagreement_kept_at_the_sizes_own_rate_is_the_sizes_and_one_gone_there_the_rates(at_preset, at_rate, owner):
     assert table3_page.belongs_to(at_preset, at_rate) == owner
+
+
+def test_at_the_longer_budget_each_size_is_read_at_the_rate_its_walk_chose_at_the_sweeps():
+    """The longer budget has its own section, at the rates the walks chose at the sweep's budget: it waits for the base
+    at its rate, a size has a line once its rows at x1 and at its rate have run for 3,000 steps, and its words there
+    stand beside its row's at x1 at 3,000; its curves are drawn as the sweep's are."""
+
+    def seeds(name: str, ppls: tuple[float, ...], bleus: tuple[float, ...], steps: int = 1000) -> list[dict]:
+        paper = {"change": "N = 8", "ppl": 4.88, "bleu": 25.5} if "layers-4" in name else {}
+        runs = [record(name, seed, ppl, bleu, steps=steps, group="schedule" if name.startswith("schedule") else None,
+                       curve=((100, 10 * ppl), (200, 2 * ppl)))
+                for seed, (ppl, bleu) in enumerate(zip(ppls, bleus, strict=True), start=1)]  # fmt: skip
+        return [{**run, "paper": paper} if paper and not name.startswith("schedule") else run for run in runs]
+
+    walked = [
+        *seeds("base", (16.3, 15.3, 16.4), (22.0, 22.0, 22.0)),
+        *seeds("schedule-lr-half", (14.5, 14.7, 14.9), (25.0, 24.6, 25.2)),
+        *seeds("schedule-lr-quarter", (21.0,), (18.0,)),
+        *seeds("C-layers-4", (28.9, 28.9, 28.9), (10.0, 10.0, 10.0)),
+        *seeds("schedule-layers-4-lr-half", (17.7, 17.9, 18.2), (20.6, 21.0, 20.9)),
+        *seeds("schedule-layers-4-lr-quarter", (22.1,), (17.0,)),
+        *seeds("base", (7.2, 7.0, 7.3), (34.0, 33.0, 34.5), steps=3000),
+        *seeds("C-layers-4", (11.7, 9.7, 14.2), (23.0, 28.0, 17.5), steps=3000),
+    ]
+    section = "### Each size at its rate against the base at its rate, 3,000 steps"
+    assert line(table3.report(walked), "Once", section) == "Once the base at its rate has run for 3,000 steps."
+    base_at_rate = seeds("schedule-lr-half", (6.6, 6.7, 6.8), (35.5, 36.5, 35.0), steps=3000)
+    page = table3.report([*walked, *base_at_rate])
+    assert line(page, "| no size", section) == "| no size at its rate at 3,000 steps yet | | | | | | | |"
+    at_rate = seeds("schedule-layers-4-lr-half", (6.9, 7.1, 7.1), (34.0, 35.0, 35.5), steps=3000)
+    page = table3.report([*walked, *base_at_rate, *at_rate])
+    # by Welch's t, by hand: 7.033 - 6.700 = +0.33 +- 2.79 x 0.088 (df 3.9), and 34.83 - 35.67 = -0.83 +- 2.78 x 0.62
+    # (df 4.0)
+    assert line(page, "| C-layers-4 |", section) == (
+        "| C-layers-4 | x1/2: schedule-layers-4-lr-half (3) | x1/2: schedule-lr-half (3) | N = 8 | "
+        "+0.33 [+0.09, +0.58]: differs (paper: no change) | -0.83 [-2.56, +0.90]: no change found | "
+        "no change found, differs (paper: no change): **only at its rate** | "
+        "no change found, no change found: **no disagreement** |"
+    )  # at x1 its seeds spread too widely for a word; at its rate the PPL's gap is found
+    assert line(page, "![each size", section) == (
+        "![each size at its rate, 3,000 steps](table3-curves/3000-steps-own-rates.png)"
+    )
+    found = [table3_page.normalized(r) for r in [*walked, *base_at_rate, *at_rate]]
+    curves = table3_page.figure_runs(found, table3.size_walks(found))[3000, table3_page.OWN_RATES]
+    assert {name: [r["seed"] for r in runs] for name, runs in curves.items()} == {
+        "base at x1/2": [1, 2, 3], "C-layers-4 at x1/2": [1, 2, 3],
+    }  # fmt: skip
