@@ -450,7 +450,8 @@ class SizeWalks:
     def at(self, records: list[dict], steps: int) -> "SizeWalks":
         """The same walks (each size's rate, chosen at their budget) over the runs at ``steps``: the longer budget's
         answer to whether a size's disagreement at its rate stays."""
-        return replace(self, steps=steps, **dict(zip(("base", "comparisons"), budget(records, steps), strict=True)))
+        base, comparisons = budget(records, steps)
+        return replace(self, steps=steps, base=base, comparisons=comparisons)
 
     def at_rate(self, walk: lr_walk.Walk) -> tuple[str, list[dict]]:
         """The row that trains ``walk``'s size at its rate (its walk stopped), and that row's runs at this budget

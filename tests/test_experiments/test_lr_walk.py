@@ -13,6 +13,16 @@ def walk(**points: float) -> Walk:
     return Walk("base", {float(name[1:].replace("_", ".")): [ppl] for name, ppl in points.items()})
 
 
+def seeds(
+    name: str, ppls: tuple[float, ...], bleus: tuple[float, ...], steps: int = 1000, **paper: object
+) -> list[dict]:
+    """One run record a seed of row ``name`` at ``steps``, with the paper's row ``paper`` where given."""
+    runs = [record(name, seed, ppl, bleu, steps=steps, group="schedule" if name.startswith("schedule") else None,
+                   curve=((100, 10 * ppl), (200, 2 * ppl)))
+            for seed, (ppl, bleu) in enumerate(zip(ppls, bleus, strict=True), start=1)]  # fmt: skip
+    return [{**run, "paper": paper} if paper else run for run in runs]
+
+
 @pytest.mark.parametrize(
     ("points", "upcoming", "chosen"),
     [
@@ -76,12 +86,6 @@ def test_the_page_gives_each_size_its_points_its_next_row_and_its_rate():
 
 
 def test_each_size_at_its_rate_is_compared_with_the_base_at_its_rate_in_the_direction_of_the_papers_row(tmp_path):
-    def seeds(name: str, ppls: tuple[float, ...], bleus: tuple[float, ...], **paper: object) -> list[dict]:
-        runs = [record(name, seed, ppl, bleu, group="schedule" if name.startswith("schedule") else None,
-                       curve=((100, 10 * ppl), (200, 2 * ppl)))
-                for seed, (ppl, bleu) in enumerate(zip(ppls, bleus, strict=True), start=1)]  # fmt: skip
-        return [{**run, "paper": paper} if paper else run for run in runs]
-
     runs = [
         *seeds("base", (16.3, 15.3, 16.4), (22.0, 22.0, 22.0)),
         *seeds("schedule-lr-half", (14.5, 14.7, 14.9), (25.0, 24.6, 25.2)),
@@ -140,23 +144,16 @@ def test_at_the_longer_budget_each_size_is_read_at_the_rate_its_walk_chose_at_th
     """The longer budget has its own section, at the rates the walks chose at the sweep's budget: it waits for the base
     at its rate, a size has a line once its rows at x1 and at its rate have run for 3,000 steps, and its words there
     stand beside its row's at x1 at 3,000; its curves are drawn as the sweep's are."""
-
-    def seeds(name: str, ppls: tuple[float, ...], bleus: tuple[float, ...], steps: int = 1000) -> list[dict]:
-        paper = {"change": "N = 8", "ppl": 4.88, "bleu": 25.5} if "layers-4" in name else {}
-        runs = [record(name, seed, ppl, bleu, steps=steps, group="schedule" if name.startswith("schedule") else None,
-                       curve=((100, 10 * ppl), (200, 2 * ppl)))
-                for seed, (ppl, bleu) in enumerate(zip(ppls, bleus, strict=True), start=1)]  # fmt: skip
-        return [{**run, "paper": paper} if paper and not name.startswith("schedule") else run for run in runs]
-
+    n_8 = {"change": "N = 8", "ppl": 4.88, "bleu": 25.5}
     walked = [
         *seeds("base", (16.3, 15.3, 16.4), (22.0, 22.0, 22.0)),
         *seeds("schedule-lr-half", (14.5, 14.7, 14.9), (25.0, 24.6, 25.2)),
         *seeds("schedule-lr-quarter", (21.0,), (18.0,)),
-        *seeds("C-layers-4", (28.9, 28.9, 28.9), (10.0, 10.0, 10.0)),
+        *seeds("C-layers-4", (28.9, 28.9, 28.9), (10.0, 10.0, 10.0), **n_8),
         *seeds("schedule-layers-4-lr-half", (17.7, 17.9, 18.2), (20.6, 21.0, 20.9)),
         *seeds("schedule-layers-4-lr-quarter", (22.1,), (17.0,)),
         *seeds("base", (7.2, 7.0, 7.3), (34.0, 33.0, 34.5), steps=3000),
-        *seeds("C-layers-4", (11.7, 9.7, 14.2), (23.0, 28.0, 17.5), steps=3000),
+        *seeds("C-layers-4", (11.7, 9.7, 14.2), (23.0, 28.0, 17.5), steps=3000, **n_8),
     ]
     section = "### Each size at its rate against the base at its rate, 3,000 steps"
     assert line(table3.report(walked), "Once", section) == "Once the base at its rate has run for 3,000 steps."
