@@ -245,8 +245,8 @@ def chosen(round_: Round, records: list[dict], band: Band | None) -> str:
 
 def round_section(round_: Round, records: list[dict], runs: list[float], closed_why: str | None) -> list[str]:
     """One round: its preset's band (``runs``: preset_runs), every recorded candidate against it (best validation
-    BLEU first), the choice so far, the figure of their curves and the candidates not yet recorded (``closed_why``:
-    why they never will be, where the round is closed)."""
+    BLEU first), the choice (so far, while candidates wait), the figure of their curves and the candidates not yet
+    recorded (``closed_why``: why they never will be, where the round is closed)."""
     band = Band.of(runs)
     spread = (
         f"Over its {band.runs} recorded runs the preset scored {band.mean:.2f} on validation ({min(runs):.2f}-"
@@ -276,15 +276,16 @@ def round_section(round_: Round, records: list[dict], runs: list[float], closed_
             f"| {r['candidate']} | {r['change']} | {r['validation_bleu']:.2f} | {place} | {lc_tok} | {r['steps']} "
             f"| {r['epochs']:.1f} | {r['parameters'] / 1e6:.1f}M | {machine_speed(r)} | {commit} |"
         )
-    lines += ["", f"Chosen in this round so far: **{chosen(round_, records, band)}**."]
+    done = {r["candidate"] for r in records}
+    waiting = [f"{c.name} ({c.change})" for c in round_.candidates if c.name not in done]
+    so_far = " so far" if waiting and not closed_why else ""  # final once every candidate ran or the round closed
+    lines += ["", f"Chosen in this round{so_far}: **{chosen(round_, records, band)}**."]
     if records:
         lines += ["", "Each candidate's validation check while it trained (greedy decoding of the preset's 200 "
                   "validation sentences at each evaluation; the table's scores are the whole validation set, beam 4, "
                   "after averaging), against training minutes:", "",
                   f"![Round {round_.number}: the validation check of every candidate against training minutes]"
                   f"({curves_file(round_)})"]  # fmt: skip
-    done = {r["candidate"] for r in records}
-    waiting = [f"{c.name} ({c.change})" for c in round_.candidates if c.name not in done]
     if waiting:
         lines += ["", (f"Closed before these ran ({closed_why}): " if closed_why else "Not yet recorded: ")
                   + "; ".join(waiting) + "."]  # fmt: skip

@@ -208,6 +208,10 @@ def test_the_command_trains_records_skips_and_reports(tmp_path, monkeypatch):
     band = recipe.Band.of(runs)
     assert runs == [1.0, 2.0, 3.0] and f"**{band.low:.2f}-{band.high:.2f}**" in "\n".join(page)
     assert f"Chosen in this round so far: **{recipe.chosen(tiny_round, found[3], band)}**." in page
+    ran = replace(tiny_round, candidates=tuple(c for c in tiny_round.candidates if c.name in records))
+    section = recipe.round_section(ran, found[3], runs, None)  # every candidate recorded: the choice is final
+    assert f"Chosen in this round: **{recipe.chosen(ran, found[3], band)}**." in section
+    assert not any(line.startswith("Not yet recorded") for line in section)
     assert "The preset has 1 recorded run, too few for a band: nothing replaces it yet." in "\n".join(page)  # round 1
     closed = [line for line in page if line.startswith("Closed before these ran")]  # rounds 1 and 2: none run here
     assert len(closed) == 2 and "`warmup_steps: 600`, and --config" in closed[0]
