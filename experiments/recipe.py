@@ -77,7 +77,7 @@ LEARNING_RATE_RULE = (
     "(warmup 1,200) is an assumption, stated here, that the candidate's own curve shows or refutes."
 )
 REPEATS = ROOT / "results"  # the presets' full runs: summary.json with a role in PRESET_ROLES (results_index)
-PRESET_ROLES = ("canonical", "seed", "superseded")
+PRESET_ROLES = ("canonical", "seed", "earlier", "superseded")
 COMMON = ["--final_splits", "validation", "--translate_examples", "0"]  # validation only; test2016 is not decoded
 
 
@@ -174,8 +174,8 @@ def reference_record(round_: Round, records: dict[int, list[dict]]) -> tuple[Rou
 
 
 def preset_summaries(round_: Round, summaries: list[dict]) -> list[dict]:
-    """The full runs among ``summaries`` (role canonical, seed or superseded, results_index) with the round's preset
-    values."""
+    """The full runs among ``summaries`` (role canonical, seed, earlier or superseded, results_index) with the round's
+    preset values."""
     return [s for s in summaries if s.get("role") in PRESET_ROLES and of_preset(s.get("arguments", {}), round_.preset)]
 
 

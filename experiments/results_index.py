@@ -2,7 +2,8 @@
 hand). Each run folder, results/DATE-SLUG/, holds the summary.json that ``vanilla-train --summary_dir`` writes: the
 scores, the command and every argument it resolved to, and its run record (training/record.py: the code, machine,
 device, precision, budget, seed and steps reached; held to its schema here); and the learning curve.
-A record's ``role`` says what the run is for: the canonical run of the preset, its repeats (seeds, other hours), its
+A record's ``role`` says what the run is for: the canonical run of the preset, its repeats (seeds, other hours), the
+preset's runs at earlier code (earlier: read into its band, experiments/recipe.py, but not its headline), its
 runs on other hardware (a CPU without bf16: fp32, fewer steps in the hour; kept out of the repeats' mean), the
 canonical run and repeats of a preset since replaced (superseded: still the band its replacement was chosen against,
 experiments/recipe.py), the ablations that chose the preset, or history (runs of earlier presets and code)."""
@@ -19,6 +20,7 @@ INTRO = Path(__file__).with_name("results_intro.md")  # the page's opening: what
 ROLES = {
     "canonical": "The canonical run",
     "seed": "Repeats of the canonical recipe",
+    "earlier": "The canonical recipe at earlier code, before the runs above",
     "hardware": "The canonical recipe on other hardware (another precision or speed: each note says if it compares)",
     "superseded": "The runs of earlier presets, before a recipe candidate replaced them",
     "ablation": "Ablations that chose the preset",
@@ -123,7 +125,7 @@ def index(results: Path, kept: set[Path] | None = None) -> str:
         if role == "seed":
             canonical = [r for _, r in records if r.get("role") == "canonical"]
             lines.append(mean_row(canonical + [r for _, r in chosen]))
-        elif role == "superseded":
+        elif role in ("earlier", "superseded"):
             lines.append(mean_row([r for _, r in chosen]))
         lines.append("")
         for folder, record in chosen:
