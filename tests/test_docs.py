@@ -134,6 +134,20 @@ def test_results_page_is_generated_from_the_records():
     assert page_text("docs/results.md") == results_index.index(ROOT / "results", kept)
 
 
+def test_the_preset_runs_at_earlier_code_have_their_own_mean(tmp_path, monkeypatch):
+    """The final seeds' mean (canonical and seed) leaves out the preset's runs at earlier code, which get theirs."""
+    run = json.loads((ROOT / "results" / "2026-11-30-multi30k-final-seed1" / "summary.json").read_text())
+    monkeypatch.setattr(results_index, "ROOT", tmp_path)  # the page links its runs from docs/ up to results/
+    for name, role, bleu in (("a", "canonical", 40.0), ("b", "seed", 41.0), ("c", "earlier", 30.0)):
+        (tmp_path / "results" / name).mkdir(parents=True)
+        record = {**run, "role": role, "test2016": {**run["test2016"], "bleu": bleu}}
+        (tmp_path / "results" / name / "summary.json").write_text(json.dumps(record))
+    page = results_index.index(tmp_path / "results")
+    final, earlier = page.split(f"## {results_index.ROLES['earlier']}")
+    assert "| **mean of 2** |" in final and "**40.50**" in final
+    assert "| **mean of 1** |" in earlier and "**30.00**" in earlier
+
+
 def test_a_run_of_several_launches_counts_their_minutes_together():
     """A summary's own minutes are its last launch's; the page gives the run's."""
     record = {"train_minutes": 82.78, "run": {"launches": [{"train_minutes": 52.3}, {"train_minutes": 82.78}]}}
