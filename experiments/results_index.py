@@ -67,13 +67,20 @@ def training_minutes(record: dict) -> str:
     return str(record.get("train_minutes", "?"))
 
 
+def command_minutes(record: dict) -> str:
+    """The command's minutes, data and final evaluation with the training: its last launch's where it had several (the
+    earlier commands were stopped, and only their training minutes are recorded)."""
+    minutes = record.get("wall_clock_minutes", "?")
+    return f"{minutes} (last launch)" if len(run_launches(record)) > 1 else str(minutes)
+
+
 def row(folder: Path, record: dict) -> str:
     test, validation = test_scores(record), record.get("validation", {})
     alpha = record.get("beam", {}).get("length_penalty")
     link = f"[{folder.name}]({Path('..') / folder.relative_to(ROOT)})"  # docs/results.md links up to results/
     run = record["run"]
     commit = run["code"].get("commit") or "?"
-    minutes = f"{training_minutes(record)} / {record.get('wall_clock_minutes', '?')}"
+    minutes = f"{training_minutes(record)} / {command_minutes(record)}"
     speed = record.get("machine_speed") or {}
     gflops = f"{speed['fp32_gflops_before']} / {speed['fp32_gflops_after']}" if speed else "-"
     scores = (f"**{test.get('bleu', '?')}** | {test.get('chrf', '?')} | {test.get('length_ratio', '?')} | "

@@ -149,10 +149,13 @@ def test_the_preset_runs_at_earlier_code_have_their_own_mean(tmp_path, monkeypat
 
 
 def test_a_run_of_several_launches_counts_their_minutes_together():
-    """A summary's own minutes are its last launch's; the page gives the run's."""
-    record = {"train_minutes": 82.78, "run": {"launches": [{"train_minutes": 52.3}, {"train_minutes": 82.78}]}}
+    """A summary's own minutes are its last launch's; the page gives the run's training and says whose command."""
+    record = {"train_minutes": 82.78, "wall_clock_minutes": 84.1,
+              "run": {"launches": [{"train_minutes": 52.3}, {"train_minutes": 82.78}]}}  # fmt: skip
     assert results_index.training_minutes(record) == "135.08 (2 launches)"
-    assert results_index.training_minutes({"train_minutes": 54.05, "run": {"launches": [{}]}}) == "54.05"
+    assert results_index.command_minutes(record) == "84.1 (last launch)"
+    one = {"train_minutes": 54.05, "wall_clock_minutes": 56.0, "run": {"launches": [{}]}}
+    assert (results_index.training_minutes(one), results_index.command_minutes(one)) == ("54.05", "56.0")
 
 
 def test_results_mean_is_left_out_where_a_run_lacks_the_score():
