@@ -267,7 +267,7 @@ def preset_figures() -> list[tuple[str, str]]:
         ("README.md", f"to {statistics.mean(s['bleu'] for s in seeds):.1f} BLEU in an hour on two CPU cores with bf16 "
          f"(test2016, {which} of `vanilla-train --config multi30k`"),
         ("README.md", f"{statistics.mean(s['bleu_lc_tok'] for s in seeds):.1f} lowercased and tokenized"),
-        ("README.md", f"{sum(other) / len(other):.1f} in {in_words(len(other))} run{'s' * (len(other) > 1)} on a CPU "
+        ("README.md", f"{statistics.mean(other):.1f} in {in_words(len(other))} run{'s' * (len(other) > 1)} on a CPU "
          "without bf16"),
     ]  # fmt: skip
 

@@ -16,7 +16,8 @@ def walk(**points: float) -> Walk:
 def seeds(
     name: str, ppls: tuple[float, ...], bleus: tuple[float, ...], steps: int = 1000, **paper: object
 ) -> list[dict]:
-    """One run record a seed of row ``name`` at ``steps``, with the paper's row ``paper`` where given."""
+    """Row ``name``'s runs at ``steps``, one a seed (seeds 1, 2, ...: a PPL and a BLEU each), carrying the paper's row
+    ``paper`` where given."""
     runs = [record(name, seed, ppl, bleu, steps=steps, group="schedule" if name.startswith("schedule") else None,
                    curve=((100, 10 * ppl), (200, 2 * ppl)))
             for seed, (ppl, bleu) in enumerate(zip(ppls, bleus, strict=True), start=1)]  # fmt: skip
