@@ -372,6 +372,24 @@ def test_serving_tables_are_their_records():
     assert names_its_record("docs/performance.md", "translation")
 
 
+def test_generate_against_marian_by_commit_is_its_records():
+    """The runs of generate() and MarianMTModel at two commits (results/benchmarks/generate-vs-marian/RUN-*.json, one
+    record a run, named by its place in the order they ran) are docs/performance.md's table, figure by figure."""
+    paths = tracked("results/benchmarks/generate-vs-marian/*.json")
+    rows = page_table("docs/performance.md", "| run | commit | transformers | beams | generate() sentences/s")
+    assert len(paths) > 1 and len(rows) == 2 * len(paths)
+    for path in sorted(paths, key=lambda path: int(path.name.split("-")[0])):
+        record = json.loads(path.read_text())
+        speed = {(run["engine"], run["num_beams"]): run["sentences_per_s"] for run in record["runs"]}
+        for beams in (1, 4):
+            number, commit, release, shown_beams, generate, marian, ratio = rows.pop(0)
+            ours, theirs = speed["generate", beams], speed["marian", beams]
+            assert (number, commit, release, shown_beams) == (
+                path.name.split("-")[0], f"`{record['code']['commit'][:7]}`", record["machine"]["transformers"],
+                str(beams))  # fmt: skip
+            assert shows(generate, ours) and shows(marian, theirs) and shows(ratio, ours / theirs), (path.name, beams)
+
+
 def test_restricted_attention_table_is_its_record():
     """Table 1's measurement on docs/performance.md is what the benchmark prints from its record."""
     assert restricted_attention.table(benchmark("restricted-attention")) in page_text("docs/performance.md")
