@@ -378,14 +378,14 @@ def test_generate_against_marian_by_commit_is_its_records():
     paths = tracked("results/benchmarks/generate-vs-marian/*.json")
     rows = page_table("docs/performance.md", "| run | commit | transformers | beams | generate() sentences/s")
     assert len(paths) > 1 and len(rows) == 2 * len(paths)
-    for path in sorted(paths, key=lambda path: int(path.name.split("-")[0])):
+    for number, path in sorted((int(path.name.split("-")[0]), path) for path in paths):
         record = json.loads(path.read_text())
         speed = {(run["engine"], run["num_beams"]): run["sentences_per_s"] for run in record["runs"]}
         for beams in (1, 4):
-            number, commit, release, shown_beams, generate, marian, ratio = rows.pop(0)
+            shown_number, commit, release, shown_beams, generate, marian, ratio = rows.pop(0)
             ours, theirs = speed["generate", beams], speed["marian", beams]
-            assert (number, commit, release, shown_beams) == (
-                path.name.split("-")[0], f"`{record['code']['commit'][:7]}`", record["machine"]["transformers"],
+            assert (shown_number, commit, release, shown_beams) == (
+                str(number), f"`{record['code']['commit'][:7]}`", record["machine"]["transformers"],
                 str(beams))  # fmt: skip
             assert shows(generate, ours) and shows(marian, theirs) and shows(ratio, ours / theirs), (path.name, beams)
 
