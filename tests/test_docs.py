@@ -374,12 +374,21 @@ def test_serving_tables_are_their_records():
 
 def test_generate_against_marian_by_commit_is_its_records():
     """The runs of generate() and MarianMTModel at two commits (results/benchmarks/generate-vs-marian/RUN-*.json, one
-    record a run, named by its place in the order they ran) are docs/performance.md's table, figure by figure."""
+    record a run, named by its place in the order they ran) are docs/performance.md's table, figure by figure, and
+    every run's translations are the same 1,000 at the BLEU the page gives."""
     paths = tracked("results/benchmarks/generate-vs-marian/*.json")
     rows = page_table("docs/performance.md", "| run | commit | transformers | beams | generate() sentences/s")
+    claim = re.search(
+        r"generate\(\) and Marian decode the same 1,000 translations in every run "
+        r"\(BLEU (\S+) greedy, (\S+) with beam 4\)",
+        flat("docs/performance.md"),
+    )
+    assert claim, "docs/performance.md no longer says what generate() and Marian decode"
     assert len(paths) > 1 and len(rows) == 2 * len(paths)
     for number, path in sorted((int(path.name.split("-")[0]), path) for path in paths):
         record = json.loads(path.read_text())
+        assert all(run["identical_to_generate"] == 1.0 for run in record["runs"]), path.name
+        assert all(shows(claim[1 if run["num_beams"] == 1 else 2], run["bleu"]) for run in record["runs"]), path.name
         speed = {(run["engine"], run["num_beams"]): run["sentences_per_s"] for run in record["runs"]}
         for beams in (1, 4):
             shown_number, commit, release, shown_beams, generate, marian, ratio = rows.pop(0)
