@@ -337,13 +337,14 @@ def budget_section(records: list[dict], steps: int, rows: dict[str, str]) -> lis
 
 
 def start_or_end(short: str | None, long: str | None) -> str:
-    """Whether a disagreement at the short budget is gone at the long one (a slower start) or stays there (whichever
-    side of the paper it is on: a shallower model still ahead is not worse at the end)."""
-    if short != OPPOSITE:
+    """Whether a disagreement with the paper at the short budget (*opposite*, or *differs* where the paper found no
+    change) is gone at the long one (a slower start) or stays there (whichever side of the paper it is on: a
+    shallower model still ahead is not worse at the end)."""
+    if short not in DISAGREES:
         return ""
     if long in (None, TOO_FEW, *APART.values()):
         return f"undecided ({long or 'not run'} at the longer budget)"
-    return "stays at the end" if long == OPPOSITE else "slower to start"
+    return "stays at the end" if long in DISAGREES else "slower to start"
 
 
 def longer_section(records: list[dict], short: int, long: int, rows: dict[str, str]) -> list[str]:

@@ -278,6 +278,24 @@ def test_the_page_gives_each_cell_its_difference_interval_and_word(tmp_path, mon
     }  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("short", "long", "word"),
+    [
+        ("opposite", "holds", "slower to start"),
+        ("opposite", "opposite", "stays at the end"),
+        ("differs (paper: no change)", "no change found", "slower to start"),
+        ("differs (paper: no change)", "differs (paper: no change)", "stays at the end"),
+        ("differs (paper: no change)", "too few seeds", "undecided (too few seeds at the longer budget)"),
+        ("opposite", None, "undecided (not run at the longer budget)"),
+        ("holds", "holds", ""),
+        ("no change found", "no change found", ""),
+    ],
+)
+def test_a_disagreement_gone_at_the_longer_budget_was_a_slower_start_and_one_kept_stays_at_the_end(short, long, word):
+    """Both words that contradict the paper are disagreements: *opposite*, and *differs* where the paper found none."""
+    assert table3_page.start_or_end(short, long) == word
+
+
 def test_the_page_measures_fp32_against_bf16_by_the_rule_stated_before_the_runs():
     """The base in both precisions at one code: agree only where each interval holds zero and each difference is
     under the seeds' spread; the base every cell reads is the group most rows compare with, not the newest."""
