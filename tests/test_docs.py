@@ -3,6 +3,7 @@ tool it names (flags, values), every link to a file in the repository leads some
 page (<= 8 KB), and docs/results.md is what ``python -m experiments.results_index`` makes of the records."""
 
 import json
+import math
 import os
 import re
 import shlex
@@ -24,7 +25,7 @@ from benchmarks import (
     translate_memory,
     wmt14_step,
 )
-from experiments import recipe, results_index, table3
+from experiments import comparable, recipe, results_index, table3
 from hub_card import card, push
 from inference import attention, bench, ct2, demo, onnx_runtime, translate
 from training import average, plot_curve
@@ -403,6 +404,28 @@ def test_generate_against_marian_by_commit_is_its_records():
 def test_restricted_attention_table_is_its_record():
     """Table 1's measurement on docs/performance.md is what the benchmark prints from its record."""
     assert restricted_attention.table(benchmark("restricted-attention")) in page_text("docs/performance.md")
+
+
+def test_multi30k_page_compares_the_precisions_by_the_rule_stated_before_the_runs():
+    """docs/multi30k.md's fp32-against-bf16 table is the two records it links, its bands are experiments.comparable's
+    (1.96 sqrt(2) times the test2016 and validation spread of the preset's six runs of 2026-11-23 to -26), and both
+    differences lie inside them (``single_runs_agree``): the evidence ``PRECISION_EVIDENCE`` points to."""
+    assert comparable.PRECISION_EVIDENCE == "docs/multi30k.md#bf16-autocast-and-fp32"
+    spread_runs = [json.loads(path.read_text()) for path in tracked("results/2026-11-2[3-6]-multi30k*/summary.json")]
+    assert len(spread_runs) == 6
+    *runs, differences = page_table("docs/multi30k.md", "| run | precision | machine | test2016 | validation |")
+    records = {}
+    for run in runs:
+        record = json.loads((ROOT / "results" / re.search(r"\[([\w-]+)\]", run[0])[1] / "summary.json").read_text())
+        assert run[1] == record["run"]["precision"]
+        records[run[1]] = record
+    assert sorted(records) == sorted([comparable.BF16, comparable.FP32])
+    for column, metric in ((3, "test2016"), (4, "validation")):
+        spread = statistics.stdev(run[metric]["bleu"] for run in spread_runs)
+        fp32, bf16 = records[comparable.FP32][metric]["bleu"], records[comparable.BF16][metric]["bleu"]
+        assert [shows(run[column], records[run[1]][metric]["bleu"]) for run in runs] == [True, True]
+        assert differences[column] == f"{fp32 - bf16:+.2f} (inside {1.96 * math.sqrt(2) * spread:.2f})"
+        assert comparable.single_runs_agree(fp32, bf16, spread)
 
 
 def test_paper_page_ranks_the_wide_model_among_every_3000_step_run():
