@@ -3,7 +3,7 @@ preset, every row trained with several seeds for the same number of steps, and d
 records (experiments/table3_page.py, with the verdict rule of experiments/verdict.py).
 
     python -m experiments.table3                             # the sweep: seeds 1-3 of every row, 1,000 steps
-    python -m experiments.table3 --steps 3000 --rows longer  # the longer budget: base, (C), rows opposite at 1,000
+    python -m experiments.table3 --steps 3000 --rows longer  # the longer budget: base, (C), rows that disagree at 1,000
     python -m experiments.table3 --rows base A --seeds 4 5   # rows by name or group letter, more seeds
     python -m experiments.table3 --report                    # docs/table3.md from the records, nothing trained
     python -m experiments.table3 --adopt ../table3/results/table3/1000-steps/ROW  # a run made at the base's code
@@ -76,7 +76,8 @@ RESULTS = ROOT / "results" / "table3"
 PAGE = ROOT / "docs" / "table3.md"
 RECORD = "table3.json"
 STEPS = 1000  # the first budget: every row, three seeds
-LONGER = 3000  # the (C) rows and the rows opposite at STEPS: whether a lag is a slower start, or stays at the end
+# the (C) rows and the rows that disagree with the paper at STEPS: whether a lag is a slower start, or stays at the end
+LONGER = 3000
 SEEDS = (1, 2, 3)
 CURVE_STEPS = 100
 # What every run shares: the multi30k preset, stopped after a number of steps, evaluated as §6.2 evaluated Table 3
@@ -374,7 +375,7 @@ def arguments() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--rows", nargs="+", choices=[*(row.name for row in ROWS), *GROUPS, "longer"],
                         help="rows, group letters (A ... E, restricted, schedule), or longer (base, (C), the rows "
-                        f"opposite at {STEPS} steps); default: every row")  # fmt: skip
+                        f"that disagree with the paper at {STEPS} steps); default: every row")  # fmt: skip
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS), help="the seeds of every row")
     parser.add_argument("--steps", type=int, default=STEPS, help=f"training steps of every run (longer: {LONGER})")
     parser.add_argument("--curve_steps", type=int, default=CURVE_STEPS, help="validation PPL every this many steps")

@@ -21,7 +21,6 @@ from .verdict import (
     MIN_SEEDS,
     NO_CHANGE,
     NONE_FOUND,
-    OPPOSITE,
     TOO_FEW,
     Difference,
     difference,
@@ -125,10 +124,10 @@ def budget(records: list[dict], steps: int) -> tuple[list[dict], dict[str, Compa
 
 def longer_rows(records: list[dict], steps: int, rows: dict[str, str]) -> list[str]:
     """What the longer budget runs (issue 41), in the order of ``rows`` (name: group): the base, the (C) rows, and
-    the rows with a cell *opposite* at ``steps``."""
+    the rows with a cell that disagrees with the paper (*opposite* or *differs*) at ``steps``."""
     _, comparisons = budget(records, steps)
-    opposite = {name for name, c in comparisons.items() if OPPOSITE in c.words.values()}
-    return [name for name, group in rows.items() if group in ("base", "(C)") or name in opposite]
+    disagree = {name for name, c in comparisons.items() if set(DISAGREES) & set(c.words.values())}
+    return [name for name, group in rows.items() if group in ("base", "(C)") or name in disagree]
 
 
 def mean_and_range(values: list[float]) -> str:
@@ -359,8 +358,8 @@ def longer_section(records: list[dict], short: int, long: int, rows: dict[str, s
         "",
         *paragraph(
             f"The paper trained every row for 100k steps; {short:,} steps measure how fast a row starts. The "
-            f"(C) rows and the rows with a cell *opposite* at {short:,} steps also run for {long:,} (`--steps "
-            f"{long} --rows longer`), with the same seeds and rule: a disagreement gone there was a *slower "
+            f"(C) rows and the rows with a cell *opposite* or *differs* at {short:,} steps also run for {long:,} "
+            f"(`--steps {long} --rows longer`), with the same seeds and rule: a disagreement gone there was a *slower "
             f"start*; one that *stays at the end* of that budget is not explained by the start, on whichever side of "
             f"the paper it lies ({tail})."
         ),
@@ -606,7 +605,7 @@ def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int], 
         "",
         "```bash",
         "python -m experiments.table3                             # the sweep: 3 seeds of every row (resumable)",
-        f"python -m experiments.table3 --steps {budgets[1]} --rows longer  # base, (C), the rows opposite at "
+        f"python -m experiments.table3 --steps {budgets[1]} --rows longer  # base, (C), the rows that disagree at "
         f"{budgets[0]:,}",
         "python -m experiments.table3 --rows base C-layers-6 --seeds 4 5",
         "python -m experiments.table3 --report                    # this page, from the records",

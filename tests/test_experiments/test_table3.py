@@ -19,7 +19,8 @@ from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT, generated
 
 PAPER = {"C-layers-2": {"change": "N = 4", "ppl": 5.19, "bleu": 25.3}, "B-dk-16": {"change": "d_k = 16", "ppl": 5.16,
-         "bleu": 25.1}, "base": {"change": "base", "ppl": 4.92, "bleu": 25.8}}  # fmt: skip
+         "bleu": 25.1}, "base": {"change": "base", "ppl": 4.92, "bleu": 25.8},
+         "D-dropout-0.2": {"change": "P_drop = 0.2", "ppl": 4.95, "bleu": 25.5}}  # fmt: skip
 
 
 def test_the_sweep_runs_the_base_then_the_decided_rows_then_the_rest():
@@ -58,6 +59,8 @@ def test_rows_are_chosen_by_name_group_or_the_longer_budgets_rule():
     opposite = [record("base", seed, 16.0 + seed / 10, 21.0) for seed in (1, 2, 3)]
     opposite += [record("B-dk-16", seed, 14.0 + seed / 10, 21.0) for seed in (1, 2, 3)]  # paper: worse; here better
     assert "B-dk-16" in [row.name for row in table3.select(["longer"], opposite)]
+    differs = [record("D-dropout-0.2", seed, 19.0 + seed / 10, 21.0) for seed in (1, 2, 3)]  # paper: no change
+    assert "D-dropout-0.2" in [row.name for row in table3.select(["longer"], opposite[:3] + differs)]
 
 
 def test_every_run_is_a_vanilla_train_command_with_its_seed_curve_and_precision(monkeypatch):
