@@ -109,11 +109,15 @@ def precisions_agree(fp32: list[float], bf16: list[float]) -> bool | None:
     return not diff.excludes_zero() and abs(diff.delta) < max(statistics.stdev(fp32), statistics.stdev(bf16))
 
 
+def single_run_band(spread: float) -> float:
+    """The 95% band of the difference of two single runs whose runs vary by ``spread`` (a standard deviation) from
+    run to run: 1.96 * sqrt(2) * spread."""
+    return 1.96 * math.sqrt(2) * spread
+
+
 def single_runs_agree(a: float, b: float, spread: float) -> bool:
-    """Whether two single runs' scores ``a`` and ``b`` agree, their runs varying by ``spread`` (a standard
-    deviation) from run to run: the difference lies inside the 95% band of a difference of two such runs,
-    |a - b| < 1.96 * sqrt(2) * spread."""
-    return abs(a - b) < 1.96 * math.sqrt(2) * spread
+    """Whether two single runs' scores ``a`` and ``b`` agree: their difference lies inside ``single_run_band``."""
+    return abs(a - b) < single_run_band(spread)
 
 
 def experiment_precision() -> str:

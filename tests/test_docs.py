@@ -3,7 +3,6 @@ tool it names (flags, values), every link to a file in the repository leads some
 page (<= 8 KB), and docs/results.md is what ``python -m experiments.results_index`` makes of the records."""
 
 import json
-import math
 import os
 import re
 import shlex
@@ -424,7 +423,7 @@ def test_multi30k_page_compares_the_precisions_by_the_rule_stated_before_the_run
         spread = statistics.stdev(run[metric]["bleu"] for run in spread_runs)
         fp32, bf16 = records[comparable.FP32][metric]["bleu"], records[comparable.BF16][metric]["bleu"]
         assert [shows(run[column], records[run[1]][metric]["bleu"]) for run in runs] == [True, True]
-        assert differences[column] == f"{fp32 - bf16:+.2f} (inside {1.96 * math.sqrt(2) * spread:.2f})"
+        assert differences[column] == f"{fp32 - bf16:+.2f} (inside {comparable.single_run_band(spread):.2f})"
         assert comparable.single_runs_agree(fp32, bf16, spread)
 
 
