@@ -24,14 +24,15 @@ and the time to the end of those steps (data, model and, where the preset compil
 
 ``--launches`` counts the operators one step launches on the preset's model (fp32), eager and compiled (ATen
 operators that compute, and inductor's kernels), and what an epoch of the preset's batch shapes compiles, once per
-shape and with dynamic shapes (graphs, recompiles, graph breaks, seconds); the flags after ``--`` bound the shapes
-(without them an epoch has hundreds, each compiled once):
+shape and with dynamic shapes (graphs, recompiles, graph breaks, seconds), in a first process and again in a second
+that finds the first one's caches; the flags after ``--`` bound the shapes (without them an epoch has hundreds,
+each compiled once):
 
     python -m benchmarks.training_step --launches --json results/benchmarks/training-step-launches.json -- \
         --required_batch_size_multiple 8 --required_seq_len_multiple 8 --num_batch_buckets 8
 
 Every measurement starts from an empty inductor cache, so a compiled step pays its whole compilation, as a first
-run does. Flags after ``--`` go to vanilla-train in this checkout (``--compare`` runs REV's preset as it was).
+run does (``--launches`` then measures a second run too). Flags after ``--`` go to vanilla-train in this checkout (``--compare`` runs REV's preset as it was).
 """
 
 import argparse
@@ -57,7 +58,7 @@ from benchmarks import write_record
 from modeling_vanilla import modeling_vanilla as modeling
 from training.allocator import keep_freed_memory
 from training.arguments import parse_args
-from training.compiled import compile_counts
+from training.compiled import compile_counts, configure_inductor, mark_dynamic
 from training.train import build_trainer
 from vanilla_tools.hardware import bf16_supported, matmul_peak
 from vanilla_tools.provenance import ROOT, provenance
@@ -357,14 +358,19 @@ def checkout(rev: str, folder: Path) -> Path:
     return folder
 
 
-def run_worker(tree: Path, steps: int, warmup: int, extra: list[str]) -> dict:
-    """This file's ``--worker`` in a new process whose imports come from ``tree``."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    command = [sys.executable, __file__, "--worker", "--steps", str(steps), "--warmup", str(warmup), "--", *extra]
-    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+def run_checked(command: list[str], tree: Path = ROOT) -> str:
+    """What a worker process (this file's, with its imports from ``tree``) printed; its error, should it fail."""
+    done = subprocess.run(command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True,
+                          text=True)  # fmt: skip
     if done.returncode:
         raise SystemExit(f"the worker at {tree} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return done.stdout
+
+
+def run_worker(tree: Path, steps: int, warmup: int, extra: list[str]) -> dict:
+    """This file's ``--worker`` in a new process whose imports come from ``tree``."""
+    command = [sys.executable, __file__, "--worker", "--steps", str(steps), "--warmup", str(warmup), "--", *extra]
+    return json.loads(run_checked(command, tree).strip().splitlines()[-1])
 
 
 def compare(rev: str, rounds: int, steps: int, warmup: int, extra: list[str]) -> dict:
@@ -425,7 +431,8 @@ def launched(events) -> Counter:
 
 def step_launches(model, batch: dict, compiled: bool, backend: str = "inductor") -> Counter:
     """The operators one training step (forward, backward, the presets' fused AdamW) launches on the CPU, counted
-    on the second step (the first compiles)."""
+    on the second step (the first compiles), with training's inductor settings."""
+    configure_inductor()
     forward = torch.compile(model, backend=backend, fullgraph=True) if compiled else model
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
 
@@ -442,23 +449,44 @@ def step_launches(model, batch: dict, compiled: bool, backend: str = "inductor")
 
 
 def epoch_compiles(model, batches: list[dict], dynamic: bool, backend: str = "inductor") -> dict:
-    """What compiling the training step costs over ``batches`` (an epoch's, or its distinct shapes): ``dynamic``
-    compiles with ``dynamic=True``, to serve every shape, else once per shape (dynamo's automatic dynamic shapes
-    off, and room in its cache for every shape). fullgraph=True fails on a graph break, so no frame falls back to
-    eager. Counted with dynamo's counters: the graphs (the model is one frame: each graph after the first is a
-    recompile), and the seconds compiling (``compile_counts``)."""
+    """What compiling the training step costs over ``batches`` (an epoch's, or its distinct shapes), with training's
+    inductor settings (``configure_inductor``): ``dynamic`` marks each batch's dimensions dynamic, as vanilla-train's
+    collator does, to serve every shape with one graph; else it compiles once per shape (dynamo's automatic dynamic
+    shapes off, and room in its cache for every shape). fullgraph=True fails on a graph break, so no frame falls
+    back to eager. Counted with dynamo's counters: the graphs (the model is one frame: each graph after the first is
+    a recompile), the seconds compiling and what the caches held (``compile_counts``); and the seconds the epoch
+    took, compiling and training each batch once."""
+    configure_inductor()
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     torch._dynamo.utils.compilation_time_metrics.clear()
     settings = {"automatic_dynamic_shapes": dynamic, "recompile_limit": max(8, len(batches))}
+    start = time.perf_counter()
     with unittest.mock.patch.multiple(torch._dynamo.config, **settings):
-        forward = torch.compile(model, backend=backend, fullgraph=True, dynamic=dynamic or None)
+        forward = torch.compile(model, backend=backend, fullgraph=True, dynamic=None if dynamic else False)
         for batch in batches:
-            forward(**batch).loss.backward()
+            forward(**(mark_dynamic(batch) if dynamic else batch)).loss.backward()
     counts = compile_counts()
     shapes = {tuple(batch["input_ids"].shape) + tuple(batch["labels"].shape[1:]) for batch in batches}
     return {"dynamic": dynamic, "batches": len(batches), "distinct_shapes": len(shapes), **counts,
-            "recompiles": counts["graphs"] - 1}  # fmt: skip
+            "recompiles": counts["graphs"] - 1, "epoch_s": time.perf_counter() - start}  # fmt: skip
+
+
+def compiles_in_new_processes(model, batches: list[dict], runs: int = 2) -> list[list[dict]]:
+    """``epoch_compiles`` once per shape and with dynamic shapes, in ``runs`` new processes one after another (a
+    process a run of vanilla-train), from one inductor cache, empty for the first: what the first run on a machine
+    pays, and what later runs find in the caches."""
+    with tempfile.TemporaryDirectory() as tmp, cold_inductor_cache():
+        saved = Path(tmp) / "epoch.pt"
+        torch.save({"model": model, "batches": batches}, saved)
+        command = [sys.executable, "-m", "benchmarks.training_step", "--compiles_worker", str(saved)]
+        return [json.loads(run_checked(command).strip().splitlines()[-1]) for _ in range(runs)]
+
+
+def compiles_worker(saved: str) -> list[dict]:
+    """One process's ``epoch_compiles``, once per shape, then with dynamic shapes, each on a copy of the model."""
+    epoch = torch.load(saved, weights_only=False)
+    return [epoch_compiles(copy.deepcopy(epoch["model"]), epoch["batches"], dynamic) for dynamic in (False, True)]
 
 
 def batch_shape(batch: dict) -> tuple[int, int, int]:
@@ -468,23 +496,24 @@ def batch_shape(batch: dict) -> tuple[int, int, int]:
 def launches_and_compiles(extra: list[str]) -> dict:
     """The preset's model on its own batches (the collator's padding with ``extra``'s batch-shape flags), in fp32:
     the operators a step launches on its first batch, eager and compiled; then, on one batch of each distinct shape
-    of an epoch, the graphs compiled once per shape and with dynamic shapes, and the seconds each took."""
+    of an epoch, the graphs compiled once per shape and with dynamic shapes, the seconds each took, and the same in a
+    second process that finds the first one's caches."""
     with tempfile.TemporaryDirectory() as tmp:
         trainer, _ = preset_trainer(1, tmp, [*extra, "--torch_compile", "false"])  # batches not marked dynamic
         batches = list(trainer.get_train_dataloader())
     distinct = list({batch_shape(batch): batch for batch in batches}.values())
     model = trainer.model.train()
+    cold, warm = compiles_in_new_processes(model, distinct)
     launched = {name: step_launches(copy.deepcopy(model), batches[0], name == "compiled")
                 for name in ("eager", "compiled")}  # fmt: skip
-    compiles = [epoch_compiles(copy.deepcopy(model), distinct, dynamic) for dynamic in (False, True)]
     return {"vanilla_train_flags": extra, "epoch_batches": len(batches), "distinct_shapes": len(distinct),
             "first_batch": batch_shape(batches[0]),
             "launched_per_step": {name: sum(counts.values()) for name, counts in launched.items()},
             "launched_by_operator": {name: dict(counts.most_common()) for name, counts in launched.items()},
-            "compiles": compiles}  # fmt: skip
+            "compiles": cold, "compiles_from_the_cache": warm}  # fmt: skip
 
 
-LAUNCHES_SUMMARY = ("epoch_batches", "distinct_shapes", "launched_per_step", "compiles")
+LAUNCHES_SUMMARY = ("epoch_batches", "distinct_shapes", "launched_per_step", "compiles", "compiles_from_the_cache")
 COMPARISON_SUMMARY = ("tokens_per_s", "first_steps_s", "speedup", "speedup_in_budget")
 INTERLEAVED_SUMMARY = ("step_s_median", "tokens_per_s", "speedup", "first_compiled_step_s", "compile")
 
@@ -529,6 +558,7 @@ def arguments() -> argparse.ArgumentParser:
     mode.add_argument("--curves", type=int, metavar="STEPS", help="first STEPS steps: loss, eager and compiled")
     mode.add_argument("--launches", action="store_true", help="operators a step launches; an epoch's compiles")
     mode.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    mode.add_argument("--compiles_worker", metavar="EPOCH", help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, default=100, help="steps timed (--compare: steps a process trains)")
     parser.add_argument("--profile_steps", type=int, default=20, help="steps profiled after the timed ones")
     parser.add_argument("--warmup", type=int, default=20, help="first steps left out of the timing")
@@ -556,13 +586,18 @@ def cold_inductor_cache():
 
 
 def main(argv: list[str] | None = None) -> dict:
-    with cold_inductor_cache():
-        return measure(arguments().parse_args(argv))
+    args = arguments().parse_args(argv)
+    # a --compiles_worker process compiles from the cache its parent chose for it (compiles_in_new_processes)
+    with contextlib.nullcontext() if args.compiles_worker else cold_inductor_cache():
+        return measure(args)
 
 
 def measure(args: argparse.Namespace) -> dict:
     if args.worker:
         print(json.dumps(train_timed(args.steps, args.warmup, args.train_args)))
+        return {}
+    if args.compiles_worker:
+        print(json.dumps(compiles_worker(args.compiles_worker)))
         return {}
     if args.profile:
         record = {**provenance(), "profile": profile_preset(args.steps, args.profile_steps, args.warmup,

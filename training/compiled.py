@@ -7,7 +7,8 @@
   compilation serves every shape. Unmarked, the first shape compiles a static graph and the second compiles again.
 - CUDA graphs (``--torch_compile_mode reduce-overhead`` or ``max-autotune``) are refused with gradient accumulation
   on a GPU (``check_cuda_graphs``): torch's CUDA graph trees break it.
-- What compiling cost is logged when training ends (it is counted in the run's time, ``--max_train_minutes``).
+- What compiling cost is logged when training ends (it is counted in the run's time, ``--max_train_minutes``), with
+  what the run found in inductor's caches: a second run on the machine loads its graphs instead of compiling them.
 
 The model itself compiles whole (no graph breaks; ``tests/test_training/test_compiled.py``), its fused loss included.
 What it buys: ``python -m benchmarks.training_step`` (docs/performance.md).
@@ -71,9 +72,7 @@ def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callab
         logger.warning("--torch_compile: inductor cannot build CPU kernels here (%s); training eagerly", reason)
         args.torch_compile, args.torch_compile_backend = False, None
     if args.torch_compile:
-        # ATen's random numbers inside the graph: inductor's own CPU generator draws a Philox number an element,
-        # 2x the time of ATen's (measured with dropout), which residual_dropout's draws serve two elements of
-        torch._inductor.config.fallback_random = True
+        configure_inductor()
         if args.device.type == "cuda" and torch.backends.cuda.cudnn_sdp_enabled():
             # what speedups.sdpa_without_cudnn does for eager attention, which compiled code cannot do per call
             logger.info("--torch_compile on CUDA: cuDNN's attention off (it plans every new batch shape)")
@@ -81,20 +80,39 @@ def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callab
     return DynamicBatches(collate) if args.torch_compile else collate
 
 
+def configure_inductor() -> None:
+    """Inductor's settings for this model's compiled step, in training and in its benchmarks alike (process-wide).
+
+    - ATen's random numbers inside the graph (``fallback_random``): inductor's own CPU generator draws a Philox number
+      an element, 2x the time of ATen's (measured with dropout), which residual_dropout's draws serve two elements of.
+    - AOTAutograd's cache takes graphs that hold custom autograd.Functions (the fused loss, the compiled ReLU). torch
+      leaves them out by default while it tests the switch more widely (pytorch/pytorch#149751): without it every
+      run traces the joint graph and partitions it again, and only inductor's kernels come from the cache (what a
+      second run saves: docs/performance.md). The Functions' forward and backward are traced into the graph the
+      cache is keyed on, so a changed Function misses it (tests/test_training/test_compiled.py).
+    """
+    torch._inductor.config.fallback_random = True
+    torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True
+
+
+def mark_dynamic(batch: dict) -> dict:
+    """Marks the batch and length dimensions of a batch's 2-D tensors (ids, masks, labels) dynamic for
+    ``torch.compile``, so the first compilation serves every shape (a no-op when nothing compiles)."""
+    for tensor in batch.values():
+        if isinstance(tensor, torch.Tensor) and tensor.dim() == 2:
+            torch._dynamo.maybe_mark_dynamic(tensor, 0)
+            torch._dynamo.maybe_mark_dynamic(tensor, 1)
+    return batch
+
+
 class DynamicBatches:
-    """Wraps a collator: the batch and length dimensions of each batch's 2-D tensors (ids, masks, labels) are marked
-    dynamic for ``torch.compile`` (a no-op when nothing compiles)."""
+    """Wraps a collator: each batch it makes is marked dynamic (``mark_dynamic``)."""
 
     def __init__(self, collate: Callable):
         self.collate = collate
 
     def __call__(self, features):
-        batch = self.collate(features)
-        for tensor in batch.values():
-            if isinstance(tensor, torch.Tensor) and tensor.dim() == 2:
-                torch._dynamo.maybe_mark_dynamic(tensor, 0)
-                torch._dynamo.maybe_mark_dynamic(tensor, 1)
-        return batch
+        return mark_dynamic(self.collate(features))
 
 
 # dynamo's timers of a compilation: the forward graph's (tracing and the backend's compilation), and the backward
@@ -103,19 +121,31 @@ COMPILE_TIMERS = ("_compile.compile_inner", "compile_fx.<locals>.bw_compiler")
 
 
 def compile_counts() -> dict:
-    """Graphs compiled so far in this process, graph breaks, the seconds spent compiling, and the compiled graphs
-    that ``mode="reduce-overhead"`` left without CUDA graphs (inductor logs why under ``TORCH_LOGS=cudagraphs``)."""
+    """Graphs compiled so far in this process, graph breaks, the seconds spent compiling, the compiled graphs that
+    ``mode="reduce-overhead"`` left without CUDA graphs (inductor logs why under ``TORCH_LOGS=cudagraphs``), and what
+    the on-disk caches held: AOTAutograd's (a forward graph with its backward, traced and partitioned; ``bypass``:
+    a graph it cannot take) and inductor's FX graph cache (the kernels of a forward or a backward graph)."""
     counters, timers = torch._dynamo.utils.counters, torch._dynamo.utils.compilation_time_metrics
+    aot, inductor = counters["aot_autograd"], counters["inductor"]
     return {"graphs": counters["stats"]["unique_graphs"], "graph_breaks": sum(counters["graph_break"].values()),
             "compile_s": sum(sum(timers.get(name, ())) for name in COMPILE_TIMERS),
-            "cudagraph_skips": counters["inductor"]["cudagraph_skips"]}  # fmt: skip
+            "cudagraph_skips": inductor["cudagraph_skips"],
+            "aot_autograd_cache": {"hit": aot["autograd_cache_hit"], "miss": aot["autograd_cache_miss"],
+                                   "bypass": aot["autograd_cache_bypass"]},
+            "inductor_cache": {"hit": inductor["fxgraph_cache_hit"],
+                               "miss": inductor["fxgraph_cache_miss"]}}  # fmt: skip
 
 
 class CompileReport(TrainerCallback):
     """Logs, when training ends, what compiling the step cost: graphs (one per shape that could not reuse a graph),
-    graph breaks, seconds."""
+    graph breaks, seconds, and the graphs found in the caches of an earlier run (AOTAutograd's, where a whole graph
+    with its backward loads; inductor's, whose kernels spare only the C++ compiler)."""
 
     def on_train_end(self, args, state, control, **kwargs):
         if args.torch_compile:
-            logger.info("torch.compile: %(graphs)d graph(s), %(graph_breaks)d graph break(s), %(compile_s).1f s "
-                        "compiling", compile_counts())  # fmt: skip
+            counts = compile_counts()
+            aot, kernels = counts["aot_autograd_cache"], counts["inductor_cache"]
+            logger.info("torch.compile: %d graph(s), %d graph break(s), %.1f s compiling; found in earlier runs' "
+                        "caches: AOTAutograd %d of %d, inductor %d of %d", counts["graphs"], counts["graph_breaks"],
+                        counts["compile_s"], aot["hit"], sum(aot.values()), kernels["hit"],
+                        sum(kernels.values()))  # fmt: skip

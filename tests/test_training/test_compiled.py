@@ -13,7 +13,7 @@ from transformers import Seq2SeqTrainingArguments
 
 from modeling_vanilla import speedups
 from training import compiled
-from training.compiled import DynamicBatches, compile_counts, fit_for_compile
+from training.compiled import DynamicBatches, compile_counts, configure_inductor, fit_for_compile
 from training.train import run
 
 pytestmark = pytest.mark.slow
@@ -62,6 +62,39 @@ def test_one_graph_for_every_batch_shape(fresh_dynamo, monkeypatch):
     for shape in ((3, 7, 6), (4, 5, 8), (5, 9, 5), (2, 4, 11)):
         forward(**collate(shape)).loss.backward()
     assert compile_counts()["graphs"] == 1
+
+
+def test_a_changed_autograd_function_is_compiled_again_not_loaded_from_the_cache(fresh_dynamo, tmp_path, monkeypatch):
+    """With training's settings AOTAutograd's cache takes graphs that hold a custom autograd.Function, which torch
+    leaves out by default. Its forward and backward are traced into the graph the cache is keyed on: a Function
+    whose backward changed (scaling the gradient by 3, not 2) misses the cache and gives its own gradient, and the
+    first one, compiled again, is found in it."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))  # empty; read at each compilation
+    configure_inductor()
+
+    def scaling_the_gradient_by(scale: float) -> type[torch.autograd.Function]:
+        class Scaled(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.exp()
+
+            @staticmethod
+            def backward(ctx, grad):
+                return grad * scale
+
+        return Scaled
+
+    def compiled_gradient(function: type[torch.autograd.Function]) -> tuple[float, dict]:
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        x = torch.zeros(3, requires_grad=True)
+        torch.compile(lambda x: function.apply(x).sum(), backend="inductor", fullgraph=True)(x).backward()
+        return x.grad.tolist(), compile_counts()["aot_autograd_cache"]
+
+    miss, hit = {"hit": 0, "miss": 1, "bypass": 0}, {"hit": 1, "miss": 0, "bypass": 0}
+    assert compiled_gradient(scaling_the_gradient_by(2.0)) == ([2.0] * 3, miss)
+    assert compiled_gradient(scaling_the_gradient_by(3.0)) == ([3.0] * 3, miss)
+    assert compiled_gradient(scaling_the_gradient_by(2.0)) == ([2.0] * 3, hit)
 
 
 def test_vanilla_train_compiles_the_step(tmp_path, caplog, fresh_dynamo):
