@@ -32,7 +32,8 @@ each compiled once):
         --required_batch_size_multiple 8 --required_seq_len_multiple 8 --num_batch_buckets 8
 
 Every measurement starts from an empty inductor cache, so a compiled step pays its whole compilation, as a first
-run does (``--launches`` then measures a second run too). Flags after ``--`` go to vanilla-train in this checkout (``--compare`` runs REV's preset as it was).
+run does (``--launches`` then measures a second run too). Flags after ``--`` go to vanilla-train in this checkout
+(``--compare`` runs REV's preset as it was).
 """
 
 import argparse
