@@ -61,7 +61,7 @@ from training.allocator import keep_freed_memory
 from training.arguments import parse_args
 from training.compiled import compile_counts, configure_inductor, mark_dynamic
 from training.train import build_trainer
-from vanilla_tools.hardware import bf16_supported, matmul_peak
+from vanilla_tools.hardware import bf16_supported, matmul_peak, precision
 from vanilla_tools.provenance import ROOT, provenance
 
 PRESET = "multi30k"
@@ -257,7 +257,7 @@ def profile_preset(steps: int, profile_steps: int, warmup: int, extra: list[str]
     total = sum(split["ms_per_step"].values())
     return {
         "vanilla_train_flags": extra,
-        "precision": "bf16 autocast" if training_args.bf16 else "fp32",
+        "precision": precision(training_args.mixed_precision),
         "threads": torch.get_num_threads(),
         "steps_timed": steps,
         "step_s_median": statistics.median(step_times),

@@ -48,7 +48,7 @@ from training.compiled import compile_counts
 from training.data import lengths, load_parallel_data, tokenize_splits
 from training.tokenizer import train_tokenizer
 from vanilla_tools.cli import load_tokenizer, positive_int
-from vanilla_tools.hardware import matmul_peak
+from vanilla_tools.hardware import matmul_peak, precision
 from vanilla_tools.provenance import provenance
 
 PRESET = "wmt14"
@@ -243,7 +243,7 @@ def measure(data: Path, mode: str, warmup: int | None, steps: int, sync_steps: i
     return {
         "mode": mode,
         "torch_compile": trainer.args.torch_compile,
-        "precision": "bf16 autocast" if trainer.args.bf16 else "fp32",
+        "precision": precision(trainer.args.mixed_precision),
         "batch_shapes": trainer.shapes.describe(),
         "batches_per_step": accumulated,
         "warmup": {

@@ -31,7 +31,7 @@ from vanilla_tools.hardware import bf16_supported, precision
 
 from .verdict import MIN_SEEDS, difference
 
-FP32, BF16 = precision(False), precision(True)
+FP32, BF16 = precision("no"), precision("bf16")
 # Where bf16 autocast and fp32 were measured to agree under the rule above (a page and its section), or None.
 PRECISION_EVIDENCE: str | None = "docs/multi30k.md#bf16-autocast-and-fp32"
 CRITERIA = ("code", "budget", "device", "precision")

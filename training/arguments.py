@@ -2,6 +2,7 @@
 to the config is a flag at once), the recipe's that are not Trainer flags (``RecipeArguments``), the data's
 (``data.DataArguments``) and every Seq2SeqTrainingArguments flag; a ``--config`` preset gives their defaults."""
 
+import os
 import re
 import sys
 from dataclasses import dataclass, field, fields, make_dataclass
@@ -14,7 +15,7 @@ from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 from modeling_vanilla import VanillaTransformerConfig
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
-from vanilla_tools.hardware import bf16_supported, cpu_bf16
+from vanilla_tools.hardware import bf16_supported, cpu_bf16, precision
 
 from .data import DataArguments
 
@@ -211,10 +212,36 @@ def on_cpu(training_args: Seq2SeqTrainingArguments) -> bool:
     return training_args.use_cpu or not torch.cuda.is_available()
 
 
+def autocast_precision(training_args: Seq2SeqTrainingArguments) -> str:
+    """What the run's autocast runs, by accelerate's name ("no": fp32, "bf16", "fp16"), decided once: here the
+    precision flags (--bf16 or --fp16: given, a preset's, an experiment's ``experiment_precision``, or vanilla-train's
+    default for the hardware) meet accelerate's config or environment (ACCELERATE_MIXED_PRECISION, which `accelerate
+    launch` sets from its config's mixed_precision). transformers reads both into ``mixed_precision``, which the
+    Trainer's Accelerator autocasts by: the variable, unless a flag is true. So a flag that asks for another precision
+    than the variable is refused, naming both, rather than run the variable's under the flag's label; the variable's
+    "no" (accelerate's default) asks for nothing. Also refused: --fp16 on a CPU, where accelerate autocasts nothing
+    and the run would train in fp32. Every label of the run reads the value returned (``mixed_precision``)."""
+    flags = "fp16" if training_args.fp16 else "bf16" if training_args.bf16 else "no"
+    flag = f"--{flags} true" if flags != "no" else "--bf16 false"
+    accelerate = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+    if accelerate.lower() not in ("no", flags):
+        raise UsageError(
+            f"{flag} asks for {precision(flags)}, but ACCELERATE_MIXED_PRECISION={accelerate} (accelerate launch's "
+            f"config's mixed_precision, or the environment) for {precision(accelerate.lower())}, which Trainer would "
+            f"run; make them agree (the flag, or mixed_precision: {flags})"
+        )
+    if flags == "fp16" and on_cpu(training_args):
+        raise UsageError(
+            "--fp16 true: accelerate runs no fp16 autocast on a CPU, so the run would train in fp32; "
+            "train with --fp16 false (and --bf16 true on a CPU with bf16)"
+        )
+    return training_args.mixed_precision
+
+
 def check_precision(training_args: Seq2SeqTrainingArguments) -> None:
     """Refuses bf16 autocast on a CPU that would emulate it: without AVX512-BF16 or AMX a bf16 matrix product runs at
     about 1 GFLOP/s (fp32: ~110 on the same CPU), so the run would take a hundred times longer. The default never
-    asks for it there; this is a --bf16 true given, or a preset's."""
-    if training_args.bf16 and on_cpu(training_args) and not cpu_bf16():
+    asks for it there; this is a --bf16 true given, or a preset's (``autocast_precision`` refuses the rest)."""
+    if autocast_precision(training_args) == "bf16" and on_cpu(training_args) and not cpu_bf16():
         raise UsageError("--bf16 true: this CPU has neither AVX512-BF16 nor AMX and would emulate bf16 at about "
                          "1 GFLOP/s; train in fp32 (--bf16 false) or on a CPU or GPU with bf16")  # fmt: skip

@@ -26,7 +26,7 @@ class Launches(TrainerCallback):
     def __init__(self, args: TrainingArguments):
         host = machine()
         self.this = {"code": git_commit(), "machine": host, "device": run_device(args.device.type, host),
-                     "precision": precision(args.bf16), "processes": args.world_size}  # fmt: skip
+                     "precision": precision(args.mixed_precision), "processes": args.world_size}  # fmt: skip
         self.earlier: list[dict] = []
         self.first_step: int | None = None  # the step this launch started from (on_train_begin)
         self.started: float | None = None

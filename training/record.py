@@ -23,8 +23,22 @@ from .data import DataArguments
 
 
 def resolved_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> dict:
-    """Every argument of the run after the preset and the command line (tokens masked by to_dict)."""
-    return {**asdict(model_args), **asdict(data_args), **training_args.to_dict()}
+    """Every argument of the run after the preset and the command line (tokens masked by to_dict), and the precision
+    autocast ran (``mixed_precision``: arguments.autocast_precision's, which to_dict leaves out)."""
+    return {
+        **asdict(model_args),
+        **asdict(data_args),
+        **training_args.to_dict(),
+        "mixed_precision": training_args.mixed_precision,
+    }
+
+
+def recorded_precision(arguments: dict) -> str | None:
+    """The precision of a run by its resolved ``arguments``: what autocast ran, or in a record written before they
+    held it, its --bf16; None in one without either."""
+    if "mixed_precision" in arguments:
+        return precision(arguments["mixed_precision"])
+    return precision("bf16" if arguments["bf16"] else "no") if "bf16" in arguments else None
 
 
 RUN_SCHEMA = 1
@@ -65,7 +79,7 @@ def run_record(arguments: dict, steps: int, device_type: str, processes: int = 1
         "code": git_commit() if code is None else code,
         "machine": host,
         "device": run_device(device_type, host),
-        "precision": precision(arguments["bf16"]) if "bf16" in arguments else None,
+        "precision": recorded_precision(arguments),
         "budget": run_budget(arguments, processes),
         "seed": arguments["seed"],
         "steps": steps,
@@ -197,7 +211,7 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model) 
             "length": (f"{training_args.max_steps} steps" if training_args.max_steps > 0
                        else f"{training_args.num_train_epochs} epochs")
             + (f", at most {model_args.max_train_minutes} minutes" if model_args.max_train_minutes else ""),
-            "precision": precision(training_args.bf16),
+            "precision": precision(training_args.mixed_precision),
             "seed": training_args.seed,
         },
     ).write(output_dir)  # fmt: skip

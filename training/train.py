@@ -330,7 +330,7 @@ def run(argv: list[str] | None = None) -> dict:
             "needs --multi_gpu (CPU processes over gloo), or use torchrun --nproc_per_node %d",
             asked, training_args.world_size, asked,
         )  # fmt: skip
-    logger.info("precision: %s", precision_line(training_args.bf16, on_cpu(training_args)))
+    logger.info("precision: %s", precision_line(training_args.mixed_precision, on_cpu(training_args)))
     keep_freed_memory()
     # the run's first process holds the output directory while it runs (a crash releases it too)
     lock = None

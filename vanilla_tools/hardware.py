@@ -41,18 +41,19 @@ def bf16_supported() -> bool:
     return cpu_bf16()
 
 
-def precision(bf16: bool | None) -> str:
-    """How a run trains (``--bf16``), in the words of its records and model card."""
-    return "bf16 autocast" if bf16 else "fp32"
+def precision(mixed_precision: str) -> str:
+    """How a run trains, in the words of its records and model card: ``mixed_precision`` is accelerate's name of
+    what autocast runs ("no", "bf16", "fp16"; training.arguments.autocast_precision decides it)."""
+    return "fp32" if mixed_precision == "no" else f"{mixed_precision} autocast"
 
 
-def precision_line(bf16: bool, on_cpu: bool) -> str:
+def precision_line(mixed_precision: str, on_cpu: bool) -> str:
     """How a run trains and what the hardware says of it, for its log: vanilla-train's default ``--bf16`` picks bf16
     autocast where it runs fast (a GPU with bf16, a CPU with AVX512-BF16 or AMX), fp32 elsewhere."""
     if not on_cpu:
-        return f"{precision(bf16)} on the GPU"
+        return f"{precision(mixed_precision)} on the GPU"
     has = "has AVX512-BF16 or AMX" if cpu_bf16() else "has neither AVX512-BF16 nor AMX (bf16 would be emulated)"
-    return f"{precision(bf16)}: this CPU {has}"
+    return f"{precision(mixed_precision)}: this CPU {has}"
 
 
 def interleaved(functions: dict[str, Callable[[], None]], repeats: int, warmup: int = 1) -> dict[str, float]:

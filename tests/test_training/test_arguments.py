@@ -79,14 +79,14 @@ def test_bf16_on_a_cpu_that_would_emulate_it_is_refused_in_one_line(monkeypatch)
     _, _, training_args = parse_args(["--output_dir", "x", "--use_cpu", "true"])
     assert not training_args.bf16
     monkeypatch.setattr(hardware, "cpu_bf16", lambda: False)
-    line = hardware.precision_line(False, True)
+    line = hardware.precision_line("no", True)
     assert line == "fp32: this CPU has neither AVX512-BF16 nor AMX (bf16 would be emulated)"
     monkeypatch.setattr(arguments, "cpu_bf16", lambda: True)
     _, _, training_args = parse_args(["--output_dir", "x", "--use_cpu", "true", "--bf16", "true"])
     assert training_args.bf16
     monkeypatch.setattr(hardware, "cpu_bf16", lambda: True)
-    assert hardware.precision_line(True, True) == "bf16 autocast: this CPU has AVX512-BF16 or AMX"
-    assert hardware.precision_line(True, False) == "bf16 autocast on the GPU"
+    assert hardware.precision_line("bf16", True) == "bf16 autocast: this CPU has AVX512-BF16 or AMX"
+    assert hardware.precision_line("bf16", False) == "bf16 autocast on the GPU"
 
 
 def test_on_a_gpu_a_step_makes_the_host_wait_for_nothing_unless_asked(monkeypatch):
@@ -106,3 +106,44 @@ def test_on_a_gpu_a_step_makes_the_host_wait_for_nothing_unless_asked(monkeypatc
     _, _, training_args = parse_args([*on_gpu, "--logging_nan_inf_filter", "true", "--accelerator_config",
                                       '{"non_blocking": false}'])  # fmt: skip
     assert not training_args.accelerator_config.non_blocking and training_args.logging_nan_inf_filter
+
+
+@pytest.mark.parametrize("config", ["ddp", "ddp-2x8", "fsdp", "deepspeed_zero2"])
+def test_a_precision_flag_against_accelerates_config_is_refused_naming_both(monkeypatch, config):
+    """`accelerate launch` sets ACCELERATE_MIXED_PRECISION from its config's mixed_precision (each of the package's
+    says bf16), and transformers autocasts by it unless a flag is true: --bf16 false, or this CPU's default, would
+    have trained in bf16 autocast under an fp32 label. It is refused in one line; a flag that agrees, or accelerate's
+    "no" (its default), runs the flag's precision, which is what autocast_precision returns."""
+    from accelerate.commands.config.config_args import load_config_from_file
+    from accelerate.utils import PrecisionType
+
+    mixed_precision = load_config_from_file(str(CONFIG_DIR / "accelerate" / f"{config}.yaml")).mixed_precision
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", str(PrecisionType(mixed_precision)))  # as its launcher does
+    monkeypatch.setattr(arguments, "bf16_supported", lambda: False)  # a CPU without bf16 (this one: AVX2 only)
+    refusal = (
+        r"^--bf16 false asks for fp32, but ACCELERATE_MIXED_PRECISION=bf16 \(accelerate launch's config's "
+        r"mixed_precision, or the environment\) for bf16 autocast, which Trainer would run; make them agree "
+        r"\(the flag, or mixed_precision: no\)$"
+    )
+    for flags in (["--bf16", "false"], []):
+        with pytest.raises(UsageError, match=refusal):
+            parse_args(["--output_dir", "x", "--use_cpu", "true", *flags])
+    monkeypatch.setattr(arguments, "cpu_bf16", lambda: True)  # (else refused as emulated bf16 on this CPU)
+    _, _, training_args = parse_args(["--output_dir", "x", "--use_cpu", "true", "--bf16", "true"])
+    assert arguments.autocast_precision(training_args) == training_args.mixed_precision == "bf16"
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "no")
+    _, _, training_args = parse_args(["--output_dir", "x", "--use_cpu", "true", "--bf16", "true"])
+    assert arguments.autocast_precision(training_args) == "bf16"
+    _, _, training_args = parse_args(["--output_dir", "x", "--use_cpu", "true"])
+    assert arguments.autocast_precision(training_args) == "no" and hardware.precision("no") == "fp32"
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "fp16")
+    with pytest.raises(UsageError, match=r"^--bf16 true asks for bf16 autocast, but ACCELERATE_MIXED_PRECISION=fp16"):
+        parse_args(["--output_dir", "x", "--use_cpu", "true", "--bf16", "true"])
+
+
+def test_fp16_on_a_cpu_is_refused_rather_than_trained_in_fp32_under_its_name(monkeypatch):
+    """accelerate autocasts fp16 only on an accelerator: on a CPU the run would train in fp32."""
+    monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+    refusal = r"^--fp16 true: accelerate runs no fp16 autocast on a CPU, so the run would train in fp32; train with "
+    with pytest.raises(UsageError, match=refusal):
+        parse_args(["--output_dir", "x", "--use_cpu", "true", "--bf16", "false", "--fp16", "true"])

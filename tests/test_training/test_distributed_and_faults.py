@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from helpers import free_port
 from safetensors.torch import load_file
 from training_helpers import assert_same_weights, train_argv, write_corpus
@@ -138,6 +139,19 @@ def test_a_launch_that_runs_fewer_processes_than_asked_says_so(corpus, tmp_path)
     result = run([str(BIN / "accelerate"), "launch", "--num_processes", "2", "-m", "training.train", *argv])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "the launcher asked for 2 processes but 1 is running" in result.stderr
+
+
+def test_a_flag_against_the_accelerate_configs_precision_is_refused_under_accelerate_launch(corpus, tmp_path):
+    """The package's DDP config says mixed_precision: bf16; under `accelerate launch` with it (here on one CPU
+    process), --bf16 false would have trained in bf16 autocast recorded as fp32: refused before any data is read."""
+    ddp = yaml.safe_load((TESTS.parent / "training/configs/accelerate/ddp.yaml").read_text())
+    one_cpu = {"distributed_type": "NO", "num_processes": 1, "use_cpu": True, "mixed_precision": ddp["mixed_precision"]}
+    config = tmp_path / "cpu.yaml"
+    config.write_text(yaml.safe_dump({"compute_environment": "LOCAL_MACHINE", **one_cpu}))
+    argv = train_argv(without_evaluation(corpus), tmp_path / "out", "--max_steps", "1", "--bf16", "false")
+    result = run([str(BIN / "accelerate"), "launch", "--config_file", str(config), "-m", "training.train", *argv])
+    refusal = "error: --bf16 false asks for fp32, but ACCELERATE_MIXED_PRECISION=bf16 (accelerate launch's config's"
+    assert result.returncode != 0 and refusal in result.stderr and not (tmp_path / "out").exists()
 
 
 # ---- faults ------------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import datasets
 import numpy as np
 import pytest
 import torch
-from training_helpers import ENGLISH, GERMAN
+from training_helpers import ENGLISH, GERMAN, train_argv, write_corpus
 from transformers import AutoTokenizer, Seq2SeqTrainingArguments, TrainerControl, TrainerState
 from transformers.trainer_utils import TrainOutput
 
@@ -20,12 +20,16 @@ from training.arguments import parse_args
 from training.batching import TokenBatchSampler, make_batches, make_exact_batches
 from training.checkpoints import checkpoint_write_guard, complete_checkpoints, mark_complete, resolve_checkpoint
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
+from training.launches import Launches
+from training.record import resolved_arguments, run_record, write_recipe
 from training.run_settings import BATCHES
 from training.stopping import TimeBudget
 from training.tokenizer import train_tokenizer
-from training.train import RunPlan, launch_metrics
+from training.train import RunPlan, build_trainer, launch_metrics
 from training.trainer import NoamSchedule
+from vanilla_tools.cli import UsageError
 from vanilla_tools.metrics import score_translations, tokenized_bleu
+from vanilla_tools.run_files import TrainingRecipe
 
 
 def test_tokenizer_is_shared_and_round_trips(tokenizer, tmp_path):
@@ -429,3 +433,47 @@ def test_a_launch_from_scratch_stopped_early_reports_the_steps_it_ran():
     assert stopped.metrics == {"train_loss": 0.5, "train_steps_per_second": 5.0}
     fresh = TrainOutput(10, 0.5, {"train_loss": 0.5, "train_steps_per_second": 5.0})
     assert launch_metrics(fresh, 0, 10, "5.24.0") == fresh
+
+
+# ---- precision ---------------------------------------------------------------------------------------------------
+def test_every_label_of_the_precision_is_what_the_trainers_accelerator_autocasts(tmp_path, monkeypatch):
+    """--bf16 and ACCELERATE_MIXED_PRECISION (unset, accelerate's "no", or bf16 as the package's accelerate configs
+    set it) in every combination: each is refused in one line, or the run record, the launch and the training recipe
+    (the model card's) name the dtype that the built trainer's accelerator autocasts a matrix product to."""
+    monkeypatch.setattr("training.arguments.cpu_bf16", lambda: True)  # bf16 allowed here, whatever this CPU has
+    corpus = write_corpus(tmp_path / "data")
+    dtypes = {"fp32": torch.float32, "bf16 autocast": torch.bfloat16}
+    refused, ran = [], []
+    for variable in (None, "no", "bf16"):
+        for flag in ("false", "true"):
+            if variable is None:
+                monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
+            else:
+                monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", variable)
+            output = tmp_path / f"{variable}-{flag}"
+            try:
+                model_args, data_args, training_args = parse_args(
+                    train_argv(corpus, output, "--max_steps", "1", "--bf16", flag)
+                )
+            except UsageError as refusal:
+                assert "--bf16 false" in str(refusal) and f"ACCELERATE_MIXED_PRECISION={variable}" in str(refusal)
+                refused.append((variable, flag))
+                continue
+            trainer, _ = build_trainer(model_args, data_args, training_args)
+            with trainer.accelerator.autocast():
+                autocast = torch.mm(torch.ones(2, 2), torch.ones(2, 2)).dtype
+            run = run_record(resolved_arguments(model_args, data_args, training_args), 1, "cpu")
+            write_recipe(output, model_args, data_args, training_args, trainer.model)
+            recipe = TrainingRecipe.read(output).recipe
+            labels = {run["precision"], Launches(training_args).this["precision"], recipe["precision"]}
+            assert len(labels) == 1 and dtypes[labels.pop()] == autocast, (variable, flag)
+            ran.append((variable, flag, autocast))
+    assert refused == [("bf16", "false")]
+    fp32, bf16 = torch.float32, torch.bfloat16
+    assert ran == [
+        (None, "false", fp32),
+        (None, "true", bf16),
+        ("no", "false", fp32),
+        ("no", "true", bf16),
+        ("bf16", "true", bf16),
+    ]
