@@ -60,16 +60,18 @@ DATASHEET_BF16 = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "H200
                   "A100": 312e12}  # fmt: skip
 TORCH_DIR = str(Path(torch.__file__).parent) + "/"  # not "/torch/": a lent GPU's venv is /opt/torch/.venv
 LAUNCH = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch)")  # a kernel (or graph) launch
-# The steps measured (--modes): vanilla-train's flags for each. The preset's step is 8 accumulated batches of 3,125
-# tokens a side (its 25,000 on 8 of the paper's GPUs); compiled-one-batch trains the step's tokens as one batch, 1/8
+# The steps measured (--modes): vanilla-train's flags for each. eager and compiled train the step as 8 accumulated
+# batches of 3,125 tokens a side (its 25,000 on 8 of the paper's GPUs, the preset's budget before it was sized to the
+# device: training/micro_batch.py), the control; compiled-one-batch trains the step's tokens as one batch, 1/8
 # of the launches (the memory it takes is the record's peak_memory_gib). cudagraphs: inductor's CUDA graph trees
 # replay a step's kernels in one launch, one graph a batch shape (the shapes are bounded), where the host would
 # launch each; one batch a step, as vanilla-train requires of CUDA graphs (training/compiled.py check_cuda_graphs).
 ONE_BATCH = ["--max_tokens_per_batch", str(load_preset(PRESET)["tokens_per_step"])]
+EIGHT_BATCHES = ["--max_tokens_per_batch", str(load_preset(PRESET)["tokens_per_step"] // 8)]
 # The times a batch shape is trained before its steps run at their steady speed: once (compiled, or eager's first
 # allocation), but twice with CUDA graph trees, which run a new shape's graph once to warm it up, then record it.
 WARM_RUNS = {"cudagraphs": 2}
-MODES = {"eager": ["--torch_compile", "false"], "compiled": ["--torch_compile", "true"],
+MODES = {"eager": ["--torch_compile", "false", *EIGHT_BATCHES], "compiled": ["--torch_compile", "true", *EIGHT_BATCHES],
          "compiled-one-batch": ["--torch_compile", "true", *ONE_BATCH],
          "cudagraphs": ["--torch_compile", "true", "--torch_compile_mode", "reduce-overhead", *ONE_BATCH]}  # fmt: skip
 

@@ -17,6 +17,7 @@ from training_helpers import synthetic_run
 
 from benchmarks import (
     data_scale,
+    epoch_shapes,
     load_check,
     preemption,
     restricted_attention,
@@ -43,6 +44,7 @@ TOOLS = {  # console script or module -> its argument parser
     "vanilla-export-onnx": onnx_runtime.arguments, "benchmarks.preemption": preemption.arguments,
     "benchmarks.training_step": training_step.arguments, "experiments.recipe": recipe.arguments,
     "benchmarks.load_check": load_check.arguments, "benchmarks.wmt14_step": wmt14_step.arguments,
+    "benchmarks.epoch_shapes": epoch_shapes.arguments,
 }  # fmt: skip
 
 

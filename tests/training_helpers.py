@@ -1,11 +1,15 @@
-"""A tiny real corpus (the first pairs of the bundled Multi30k) and a tiny training command line."""
+"""A tiny real corpus (the first pairs of the bundled Multi30k), a tiny training command line, and tiny tokenized
+pairs with the padding of their batches."""
 
 import gzip
 from pathlib import Path
 
+import datasets
 import torch
+from helpers import PAD
 from safetensors.torch import load_file
 
+from training.batching import TokenizedPairs
 from vanilla_tools.corpora import BUNDLED_DIR
 
 GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
@@ -85,3 +89,21 @@ def tiny_preset(folder: Path, **changes) -> Path:
     }  # fmt: skip
     preset.write_text(yaml.safe_dump({**settings, **changes}))
     return preset
+
+
+def pairs(n: int = 12) -> TokenizedPairs:
+    """``n`` tokenized pairs of a few lengths on each side, with their length columns."""
+    rows = [{"input_ids": [5 + i % 7] * (3 + i % 4), "labels": [6 + i % 5] * (2 + i % 3)} for i in range(n)]
+    for row in rows:
+        row["source_length"], row["target_length"] = len(row["input_ids"]), len(row["labels"])
+    return TokenizedPairs(datasets.Dataset.from_list(rows))
+
+
+def pad(features: list[dict]) -> dict[str, torch.Tensor]:
+    """Right-pads ids with PAD (its mask 0) and labels with -100, as DataCollatorForSeq2Seq does."""
+    batch = {}
+    for key, value in (("input_ids", PAD), ("labels", -100)):
+        width = max(len(f[key]) for f in features)
+        batch[key] = torch.tensor([f[key] + [value] * (width - len(f[key])) for f in features])
+    batch["attention_mask"] = batch["input_ids"].ne(PAD).long()
+    return batch

@@ -75,7 +75,11 @@ class DataArguments:
     max_source_length: int = field(default=128, metadata={"help": "source tokens kept per sentence (truncated)"})
     max_target_length: int = field(default=128, metadata={"help": "target tokens kept per sentence (truncated)"})
     max_tokens_per_batch: int = field(
-        default=4096, metadata={"help": "padded tokens per side per device batch (§5.1: ~25,000 per step)"}
+        default=4096,
+        metadata={
+            "help": "padded tokens per side per device batch (§5.1: ~25,000 per step); 0: as many as the device's "
+            "memory holds, up to --tokens_per_step / processes (training/micro_batch.py)"
+        },
     )
     tokens_per_step: int | None = field(
         default=None,

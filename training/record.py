@@ -69,10 +69,13 @@ def run_device(device_type: str, host: dict) -> dict:
 
 
 def run_record(arguments: dict, steps: int, device_type: str, processes: int = 1, code: dict | None = None,
-               host: dict | None = None, launches: list[dict] | None = None) -> dict:  # fmt: skip
+               host: dict | None = None, launches: list[dict] | None = None,
+               micro_batch: dict | None = None) -> dict:  # fmt: skip
     """The run as every reader sees it (RUN_FIELDS): ``arguments`` resolved (``resolved_arguments``), ``steps``
     reached; ``code`` and ``host`` measured now unless given (the last launch's); with ``launches``
-    (``launches.Launches.history``), each launch's steps, minutes and what it ran on."""
+    (``launches.Launches.history``), each launch's steps, minutes and what it ran on; with ``micro_batch``
+    (``train.RunPlan.micro_batch``), the tokens a device took at once, the micro-batches a step, and what sized them
+    (not part of the budget: the same tokens a step in fewer micro-batches is the same recipe)."""
     host = machine() if host is None else host
     return {
         "schema": RUN_SCHEMA,
@@ -84,6 +87,7 @@ def run_record(arguments: dict, steps: int, device_type: str, processes: int = 1
         "seed": arguments["seed"],
         "steps": steps,
         **({"launches": launches} if launches is not None else {}),
+        **({"micro_batch": micro_batch} if micro_batch is not None else {}),
     }
 
 
@@ -105,12 +109,12 @@ def check_run_record(run: dict) -> None:
 
 def write_summary(
     folder: Path, results: dict, train_minutes: float, wall_minutes: float, model, output_dir: Path, argv,
-    arguments: tuple, speed: dict, launches: list[dict] | None = None,
+    arguments: tuple, speed: dict, launches: list[dict] | None = None, micro_batch: dict | None = None,
 ) -> None:  # fmt: skip
     """summary.json, the record of the run: its test and validation scores, minutes (of this launch), parameters,
     the command and every argument it resolved to, the run (``run_record``: code, machine, device, precision, budget,
-    seed, steps, and its ``launches``) and the machine's speed (``speed``: fp32 GFLOP/s before and after this
-    launch's training); and the learning curve."""
+    seed, steps, its ``launches`` and ``micro_batch``) and the machine's speed (``speed``: fp32 GFLOP/s before and
+    after this launch's training); and the learning curve."""
     folder.mkdir(parents=True, exist_ok=True)
     model_args, data_args, training_args = arguments
     resolved = resolved_arguments(model_args, data_args, training_args)
@@ -149,6 +153,7 @@ def write_summary(
             training_args.device.type,
             training_args.world_size,
             **this_launch(launches),
+            micro_batch=micro_batch,
         ),  # fmt: skip
         "machine_speed": speed,
     }

@@ -60,6 +60,7 @@ from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
 from .hub_push import HubPush
 from .launches import Launches
+from .micro_batch import Vocabulary, size_micro_batch
 from .record import write_recipe, write_summary
 from .relaunch import WAYS_ON, FinishedRun, Start, check_resume, plan_start
 from .run_lock import OutputDirLock
@@ -82,18 +83,28 @@ def output_guard(path: Path, what: str, cleanup=None):
 class RunPlan:
     """What a launch decides from its arguments before its trainer is built, decided once and carried: the run's
     settings (``run_settings``: what a relaunch and the checkpoints' rotation compare), its batch plan
-    (``batch_plan``: what a resumed run must keep) and its signal stop (--save_on_signal)."""
+    (``batch_plan``: what a resumed run must keep), its signal stop (--save_on_signal) and its micro-batch
+    (``micro_batch``: how many tokens a device takes at once, and how that was decided, for the run's record)."""
 
     settings: dict
     batches: dict
     stop: SaveOnSignal | None
+    micro_batch: dict
 
     @classmethod
     def of(cls, model_args: ModelArguments, data_args: DataArguments,
            training_args: Seq2SeqTrainingArguments) -> "RunPlan":  # fmt: skip
-        return cls(run_settings(model_args, data_args, training_args),
-                   batch_plan(data_args, training_args),
-                   SaveOnSignal() if model_args.save_on_signal else None)  # fmt: skip
+        shapes = batch_shapes(data_args, training_args.device.type)
+        model = partial(build_model, model_args, Vocabulary(data_args.vocab_size))
+        sized_by = size_micro_batch(data_args, training_args, shapes, model_args.overwrite_output_dir, model)
+        batches = batch_plan(data_args, training_args)
+        micro_batch = {
+            "tokens_per_side": data_args.max_tokens_per_batch,
+            "per_step": batches["gradient_accumulation_steps"],
+            "sized_by": sized_by,
+        }
+        stop = SaveOnSignal() if model_args.save_on_signal else None
+        return cls(run_settings(model_args, data_args, training_args), batches, stop, micro_batch)
 
 
 def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> VanillaTransformerForSeq2Seq:
@@ -399,7 +410,7 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
     if trainer.is_world_process_zero():
         write_run_files(trainer, results, (model_args, data_args, training_args), argv,
                         (train_minutes, (time.monotonic() - run_start) / 60), speed,
-                        launches.history(trainer.state.global_step, train_minutes))  # fmt: skip
+                        launches.history(trainer.state.global_step, train_minutes), plan.micro_batch)  # fmt: skip
     if hub is not None:
         hub.push_final(training_args)
     if trainer.is_world_process_zero():  # last: a rerun of the same command now has nothing to do
@@ -456,10 +467,12 @@ def check_batches(begin: Start, batches: dict) -> None:
 
 
 def write_run_files(trainer: PaperSeq2SeqTrainer, results: dict, arguments: tuple, argv,
-                    minutes: tuple[float, float], speed: dict, launches: list[dict]) -> None:  # fmt: skip
+                    minutes: tuple[float, float], speed: dict, launches: list[dict],
+                    micro_batch: dict | None = None) -> None:  # fmt: skip
     """The first process's files of a trained run: the CTranslate2 export, eval_results.json, training_recipe.json,
     the model card, and with --summary_dir the run's summary (``minutes``: of this launch's training, of the whole
-    command; ``speed``: the machine's fp32 GFLOP/s before and after training; ``launches``: the run's)."""
+    command; ``speed``: the machine's fp32 GFLOP/s before and after training; ``launches``: the run's;
+    ``micro_batch``: its ``RunPlan.micro_batch``)."""
     model_args, data_args, training_args = arguments
     output_dir = Path(training_args.output_dir)
     if model_args.export_ct2:
@@ -472,7 +485,9 @@ def write_run_files(trainer: PaperSeq2SeqTrainer, results: dict, arguments: tupl
     if model_args.summary_dir:
         folder = Path(model_args.summary_dir.format(date=time.strftime("%Y-%m-%d")))
         with output_guard(folder, "the run's summary"):
-            write_summary(folder, results, *minutes, trainer.model, output_dir, argv, arguments, speed, launches)
+            write_summary(
+                folder, results, *minutes, trainer.model, output_dir, argv, arguments, speed, launches, micro_batch
+            )
         record = f"; the record: {folder / 'summary.json'}"
     state = trainer.state
     print(

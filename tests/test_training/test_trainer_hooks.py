@@ -4,13 +4,12 @@ it moved to do their work."""
 
 import inspect
 
-import datasets
 import pytest
-import torch
-from helpers import PAD, tiny_model
+from helpers import tiny_model
+from training_helpers import pad, pairs
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-from training.batching import TokenBatchSampler, TokenizedPairs
+from training.batching import TokenBatchSampler
 from training.trainer import PRIVATE_TRAINER_HOOKS, NoamSchedule, PaperSeq2SeqTrainer
 
 
@@ -22,23 +21,6 @@ def test_each_private_hook_we_override_is_still_trainers(hook):
         f"transformers' Trainer has no {hook} any more: PaperSeq2SeqTrainer.{hook} is never called"
     )
     assert list(inspect.signature(theirs).parameters) == list(ours), f"Trainer.{hook} changed its parameters"
-
-
-def pairs(n: int = 12) -> TokenizedPairs:
-    rows = [{"input_ids": [5 + i % 7] * (3 + i % 4), "labels": [6 + i % 5] * (2 + i % 3)} for i in range(n)]
-    for row in rows:
-        row["source_length"], row["target_length"] = len(row["input_ids"]), len(row["labels"])
-    return TokenizedPairs(datasets.Dataset.from_list(rows))
-
-
-def pad(features: list[dict]) -> dict[str, torch.Tensor]:
-    """Right-pads ids with PAD (its mask 0) and labels with -100, as DataCollatorForSeq2Seq does."""
-    batch = {}
-    for key, value in (("input_ids", PAD), ("labels", -100)):
-        width = max(len(f[key]) for f in features)
-        batch[key] = torch.tensor([f[key] + [value] * (width - len(f[key])) for f in features])
-    batch["attention_mask"] = batch["input_ids"].ne(PAD).long()
-    return batch
 
 
 def trainer(tmp_path, **overrides) -> PaperSeq2SeqTrainer:
