@@ -4,15 +4,17 @@ a run is callbacks and modules of their own: how it stops (``stopping``), how it
 (``checkpoints.CompleteCheckpoints``), how it resumes (``relaunch``), how it reaches the Hub (``hub_push``)."""
 
 import copy
+from dataclasses import dataclass, replace
 
 import torch
-from transformers import Seq2SeqTrainer
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
 
 from . import checkpoints
+from .arguments import RecipeArguments
 from .batching import Placement, TokenBatchSampler, TrainingSet
 
 
@@ -38,18 +40,42 @@ class NoamSchedule:
 PRIVATE_TRAINER_HOOKS = ("_get_train_sampler", "_save_checkpoint")
 
 
+@dataclass(frozen=True)
+class RunDecoding:
+    """How a run decodes (§6.1), built once from its arguments (``of``): ``during`` training, in its evaluations,
+    and ``final``: the final evaluation's (its alpha chosen on validation there), which the model is saved with."""
+
+    during: Decoding
+    final: Decoding
+
+    @classmethod
+    def of(cls, model_args: RecipeArguments, training_args: Seq2SeqTrainingArguments) -> "RunDecoding":
+        """``final``: --num_beams and --length_penalty; ``during``: the same with Seq2SeqTrainer's
+        --generation_num_beams where given (the presets decode greedily there: no alpha, no early stopping). Both
+        stop at Seq2SeqTrainer's --generation_max_length where given, else at §6.1's input length + 50."""
+        final = Decoding.paper(model_args.num_beams, model_args.length_penalty)
+        during = Decoding.paper(training_args.generation_num_beams or final.num_beams, model_args.length_penalty)
+        length = training_args.generation_max_length
+        return cls(during=replace(during, max_length=length), final=replace(final, max_length=length))
+
+    def chosen(self, final: Decoding) -> "RunDecoding":
+        """This run's decoding with the ``final`` one its final evaluation chose."""
+        return replace(self, final=final)
+
+
 class PaperSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer plus token-count batching, the §5.3 schedule and §6.1's output length. ``training_set``
-    batches the training data (and keeps its position in checkpoints) as its kind does."""
+    batches the training data (and keeps its position in checkpoints) as its kind does; ``decoding`` is how the run
+    decodes in its evaluations and how the saved model does."""
 
     def __init__(
         self,
         *args,
         training_set: TrainingSet,
         max_tokens_per_batch: int,
+        decoding: RunDecoding,
         shapes: BatchShapes = UNPADDED,
         noam_warmup_steps: int | None = None,
-        decoding: Decoding | None = None,
         **kwargs,
     ):
         super().__init__(*args, train_dataset=training_set.dataset, **kwargs)
@@ -62,9 +88,10 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         self.max_tokens_per_batch = max_tokens_per_batch
         self.shapes = shapes  # how the sampler plans and the collator pads every batch
         self.noam_warmup_steps = noam_warmup_steps
-        # how this run decodes (§6.1): built once from the arguments, here for evaluations during training and for
-        # the final one (train.py); the model's generation config holds the same, written once before training
-        self.decoding = decoding if decoding is not None else Decoding.paper()
+        # how this run decodes (§6.1), built once from its arguments; the model's generation config is given its
+        # final decoding when the model is saved (save_model), the one place it is written
+        self.decoding = decoding
+        self.search = decoding.during  # the search of the evaluation in progress (evaluate, predict)
 
     def token_batches(self) -> TokenBatchSampler | None:
         """The sampler of this process's training batches (§5.1), None for a stream (it plans as it reads)."""
@@ -97,28 +124,55 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         self.gather_function = self.accelerator.gather_for_metrics
         return super().evaluation_loop(*args, **kwargs)
 
+    def evaluate(
+        self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval", decoding: Decoding | None = None
+    ) -> dict[str, float]:
+        """Seq2SeqTrainer's evaluation, searching as ``decoding`` says (default: the run's decoding during
+        training)."""
+        self.search = decoding or self.decoding.during
+        return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+
+    def predict(
+        self, test_dataset, ignore_keys=None, metric_key_prefix: str = "test", decoding: Decoding | None = None
+    ):
+        """Seq2SeqTrainer's prediction, searching as ``decoding`` says (default: the run's final decoding)."""
+        self.search = decoding or self.decoding.final
+        return super().predict(test_dataset, ignore_keys, metric_key_prefix)
+
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         # Seq2SeqTrainer fills the model's generation config with transformers' defaults after generating
-        # (max_length=20), and the model saved after an evaluation would then cut every translation at 20 tokens
-        # instead of input length + 50 (§6.1). The config is put back as it was.
+        # (max_length=20): the next batch's generate() would warn that it sets both lengths, and a model saved after
+        # an evaluation would cut every translation at 20 tokens instead of input length + 50 (§6.1). The config is
+        # put back as it was.
         generation_config = copy.deepcopy(self.model.generation_config)
         if self.args.predict_with_generate and not prediction_loss_only:
-            gen_kwargs = self.output_length(inputs, gen_kwargs)
+            gen_kwargs = gen_kwargs or self.generate_kwargs(inputs)
         try:
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys, **gen_kwargs)
         finally:
             self.model.generation_config = generation_config
 
-    def output_length(self, inputs: dict, gen_kwargs: dict) -> dict:
-        """``gen_kwargs`` (else the run's ``decoding``, with Seq2SeqTrainer's own flags over it) with §6.1's output
-        length counted from the batch's longest source, not its width: a batch padded to its bucket translates as
-        it would unpadded. (One read of a value a batch, where the predictions are read back anyway.)"""
-        given = {key: value for key, value in getattr(self, "_gen_kwargs", {}).items() if value is not None}
-        gen_kwargs = gen_kwargs or {**self.decoding.search_kwargs(), **given}
-        if not self.shapes.pads() or any(gen_kwargs.get(key) is not None for key in ("max_length", "max_new_tokens")):
-            return gen_kwargs
-        longest = int(inputs["attention_mask"].sum(dim=1).max())
-        return {**gen_kwargs, "max_new_tokens": self.decoding.max_new_tokens_for(longest)}
+    def generate_kwargs(self, inputs: dict) -> dict:
+        """``generate()``'s arguments for a batch of ``inputs``: the search in progress (given to Seq2SeqTrainer's
+        prediction_step whole, so none of its own flags is merged over it) and its output length, §6.1's counted
+        from the batch's longest source, not its width: a batch padded to its bucket translates as it would
+        unpadded. (One read of a value a batch where batches are padded, where the predictions are read back
+        anyway; unpadded, the width is the longest source.)"""
+        mask = inputs["attention_mask"]
+        longest = int(mask.sum(dim=1).max()) if self.shapes.pads() else mask.shape[1]
+        return self.search.generate_kwargs(longest)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Trainer's save of the model (a checkpoint's, or the final model), its generation config holding the run's
+        final decoding: what ``generate()`` does without arguments, and what vanilla-translate and the Hub copy
+        decode with."""
+        self.decoding.final.save_to(self.accelerator.unwrap_model(self.model).generation_config)
+        super().save_model(output_dir, _internal_call)
+
+    def save_final_model(self, decoding: Decoding) -> None:
+        """The trained model saved (``save_model``) with ``decoding``, the one its final evaluation chose."""
+        self.decoding = self.decoding.chosen(decoding)
+        self.save_model()
 
     def _save_checkpoint(self, model, trial) -> None:
         """Trainer's checkpoint files, with its rotation (``save_total_limit``) held off: Trainer rotates as soon as

@@ -11,7 +11,8 @@ from helpers import PAD, tiny_model
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from training.batching import TokenBatchSampler, TokenizedPairs
-from training.trainer import PRIVATE_TRAINER_HOOKS, NoamSchedule, PaperSeq2SeqTrainer
+from training.trainer import PRIVATE_TRAINER_HOOKS, NoamSchedule, PaperSeq2SeqTrainer, RunDecoding
+from vanilla_tools.decoding import Decoding
 
 
 @pytest.mark.parametrize("hook", PRIVATE_TRAINER_HOOKS)
@@ -45,7 +46,8 @@ def trainer(tmp_path, **overrides) -> PaperSeq2SeqTrainer:
     arguments = Seq2SeqTrainingArguments(tmp_path, max_steps=3, learning_rate=1.0, report_to=[], save_strategy="no",
                                          use_cpu=True, disable_tqdm=True, **overrides)  # fmt: skip
     return PaperSeq2SeqTrainer(model=tiny_model().train(), args=arguments, training_set=pairs(), data_collator=pad,
-                               max_tokens_per_batch=24, noam_warmup_steps=4)  # fmt: skip
+                               max_tokens_per_batch=24, decoding=RunDecoding(Decoding(), Decoding.paper()),
+                               noam_warmup_steps=4)  # fmt: skip
 
 
 def test_training_draws_its_batches_from_the_token_sampler(tmp_path):
