@@ -22,7 +22,6 @@ from safetensors.torch import save_file
 from training.arguments import parse_args
 from training.evaluation import final_evaluation
 from training.train import build_trainer, run
-from vanilla_tools.decoding import Decoding
 
 
 def gloo_threads() -> list[str]:
@@ -41,8 +40,7 @@ def probe(mode: str, argv: list[str]) -> None:
         weights = {name: p.detach().clone() for name, p in model.named_parameters()}  # tied weights once
         save_file(weights, str(output / f"rank{training_args.process_index}-of-{ranks}.safetensors"))
     elif mode == "evaluate":
-        decoding = Decoding.resolve(trainer.model.generation_config)
-        results = final_evaluation(trainer, data, decoding, model_args.length_penalty_candidates)
+        results, _ = final_evaluation(trainer, data, trainer.decoding.final, model_args.length_penalty_candidates)
         if trainer.is_world_process_zero():
             (output / f"evaluation-of-{ranks}.json").write_text(json.dumps(results, indent=1))
     else:

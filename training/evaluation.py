@@ -5,13 +5,14 @@ import logging
 
 import datasets
 import numpy as np
-from transformers import PreTrainedTokenizerBase, Seq2SeqTrainer
+from transformers import PreTrainedTokenizerBase
 
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.metrics import score_translations
 
 from .data import lengths
+from .trainer import PaperSeq2SeqTrainer
 
 logger = logging.getLogger(__name__)
 
@@ -49,13 +50,14 @@ def spread_sample(dataset, count: int):
 
 
 def final_evaluation(
-    trainer: Seq2SeqTrainer, data: datasets.DatasetDict, decoding: Decoding, candidates: list[float],
+    trainer: PaperSeq2SeqTrainer, data: datasets.DatasetDict, decoding: Decoding, candidates: list[float],
     translate_examples: int = 5, splits: tuple[str, ...] = ("validation", "test"), language: str | None = None,
-) -> dict:  # fmt: skip
-    """§6.1 on the whole validation and test sets, searching as ``decoding`` says (the model's decoding): with
-    length penalty ``candidates`` and a beam, alpha is chosen on validation first, then made the model's own (and
-    saved with it). Scored with sacreBLEU. Returns each split's metrics (and the alpha search). ``splits``: those
-    evaluated (of validation and test); ``language``: the target's, for the lowercased, tokenized BLEU."""
+) -> tuple[dict, Decoding]:  # fmt: skip
+    """§6.1 on the whole validation and test sets, searching as ``decoding`` says (the run's final decoding): with
+    length penalty ``candidates`` and a beam, alpha is chosen on validation first, and test decoded with it. Scored
+    with sacreBLEU. Returns each split's metrics (and the alpha search), and the decoding chosen, the one to save the
+    model with. ``splits``: those evaluated (of validation and test); ``language``: the target's, for the
+    lowercased, tokenized BLEU."""
     unknown = set(splits) - {"validation", "test"}
     if unknown:
         raise UsageError(f"--final_splits {' '.join(splits)}: {sorted(unknown)} not among validation and test")
@@ -69,27 +71,25 @@ def final_evaluation(
             decoding, prediction, results["length_penalty_search"] = choose_length_penalty(
                 trainer, dataset, decoding, candidates
             )
-            decoding.save_to(trainer.model.generation_config)
-            if trainer.is_world_process_zero():
-                trainer.model.generation_config.save_pretrained(trainer.args.output_dir)
         else:
-            prediction = trainer.predict(dataset, metric_key_prefix=split, **decoding.search_kwargs())
+            prediction = trainer.predict(dataset, metric_key_prefix=split, decoding=decoding)
         trainer.log_metrics(split, prediction.metrics)
         trainer.save_metrics(split, prediction.metrics)
         results[split] = prediction.metrics
         if split == "test" and trainer.is_world_process_zero():
             report_test(prediction.metrics, dataset, prediction.predictions, tokenizer, translate_examples)
-    return results
+    return results, decoding
 
 
-def choose_length_penalty(trainer: Seq2SeqTrainer, validation, decoding: Decoding, candidates: list[float]):
+def choose_length_penalty(trainer: PaperSeq2SeqTrainer, validation, decoding: Decoding, candidates: list[float]):
     """§6.1 chose alpha "after experimentation on the development set": beam-search ``validation`` with each
     candidate and keep the best BLEU (the first on a tie). Returns the decoding with the chosen alpha, its
     prediction, and ``{alpha: validation BLEU}`` for the record."""
     tried = {}
     for alpha in candidates:
-        search = decoding.with_length_penalty(alpha).search_kwargs()
-        tried[alpha] = trainer.predict(validation, metric_key_prefix="validation", **search)
+        tried[alpha] = trainer.predict(
+            validation, metric_key_prefix="validation", decoding=decoding.with_length_penalty(alpha)
+        )
         logger.info("length penalty %.2f: validation BLEU %.2f", alpha, tried[alpha].metrics["validation_bleu"])
     best = max(candidates, key=lambda alpha: tried[alpha].metrics["validation_bleu"])
     search = {str(alpha): tried[alpha].metrics["validation_bleu"] for alpha in candidates}

@@ -108,13 +108,14 @@ def check_run_record(run: dict) -> None:
 
 
 def write_summary(
-    folder: Path, results: dict, train_minutes: float, wall_minutes: float, model, output_dir: Path, argv,
-    arguments: tuple, speed: dict, launches: list[dict] | None = None, micro_batch: dict | None = None,
+    folder: Path, results: dict, train_minutes: float, wall_minutes: float, model, decoding: Decoding,
+    output_dir: Path, argv, arguments: tuple, speed: dict, launches: list[dict] | None = None,
+    micro_batch: dict | None = None,
 ) -> None:  # fmt: skip
-    """summary.json, the record of the run: its test and validation scores, minutes (of this launch), parameters,
-    the command and every argument it resolved to, the run (``run_record``: code, machine, device, precision, budget,
-    seed, steps, its ``launches`` and ``micro_batch``) and the machine's speed (``speed``: fp32 GFLOP/s before and
-    after this launch's training); and the learning curve."""
+    """summary.json, the record of the run: its test and validation scores, its beam (``decoding``: the final
+    evaluation's), minutes (of this launch), parameters, the command and every argument it resolved to, the run
+    (``run_record``: code, machine, device, precision, budget, seed, steps, its ``launches`` and ``micro_batch``) and
+    the machine's speed (``speed``: fp32 GFLOP/s before and after this launch's training); and the learning curve."""
     folder.mkdir(parents=True, exist_ok=True)
     model_args, data_args, training_args = arguments
     resolved = resolved_arguments(model_args, data_args, training_args)
@@ -136,10 +137,7 @@ def write_summary(
     summary = {
         test_set_name(data_args.dataset): scores("test"),
         "validation": scores("validation"),
-        "beam": {
-            "num_beams": model.generation_config.num_beams,
-            "length_penalty": model.generation_config.length_penalty,
-        },
+        "beam": {"num_beams": decoding.num_beams, "length_penalty": decoding.length_penalty},
         **{key: results[key] for key in ("length_penalty_search", "averaged_checkpoints") if key in results},
         "epochs": round(results["train"]["epoch"], 2),
         "train_minutes": round(train_minutes, 2),
@@ -184,15 +182,14 @@ def run_train_minutes(summary: dict) -> float:
     return round(sum(launch["train_minutes"] for launch in launches), 2) if launches else summary["train_minutes"]
 
 
-def write_recipe(output_dir: Path, model_args, data_args, training_args, model) -> None:
-    """training_recipe.json: the recipe actually used, as the model card reports it, and the decoding the model
-    was evaluated with (its generation config's, after the length penalty search)."""
+def write_recipe(output_dir: Path, model_args, data_args, training_args, model, decoding: Decoding) -> None:
+    """training_recipe.json: the recipe actually used, as the model card reports it, and ``decoding``, the one the
+    model was evaluated and saved with (its alpha the length penalty search's)."""
     schedule = (
         f"§5.3: d_model^-0.5 * min(step^-0.5, step * {training_args.warmup_steps}^-1.5) x {model_args.lr_scale}"
         if model_args.lr_schedule == "paper"
         else f"{training_args.lr_scheduler_type}, peak {training_args.learning_rate}"
     )
-    decoding = Decoding.resolve(model.generation_config)
     TrainingRecipe(
         source_lang=data_args.source_lang,
         target_lang=data_args.target_lang,

@@ -115,16 +115,15 @@ class SaveOnSignal(TrainerCallback):
 def train_until_stopped(trainer: Seq2SeqTrainer, stop: SaveOnSignal, resume_from_checkpoint: str | None
                         ) -> TrainOutput | None:  # fmt: skip
     """``trainer.train()`` with ``stop`` (one of its callbacks) listening: a checkpoint is saved and None returned
-    if SIGTERM or SIGINT stops it."""
+    if SIGTERM or SIGINT stops it (``trainer``: training.trainer's, whose ``save_checkpoint`` writes it)."""
     stop.install()
     try:
         result = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
         return None if stop.stopped_at is not None else result
     except StopRequested:  # during an evaluation: the step before it is done
-        if stop.stopped_at is None:  # and its checkpoint not yet written: Trainer's save, then the on_save callbacks
-            stop.stopped_at = trainer.state.global_step  # that complete it, as after any step
-            trainer._save_checkpoint(trainer.model, trial=None)
-            trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
+        if stop.stopped_at is None:  # and its checkpoint not yet written
+            stop.stopped_at = trainer.state.global_step
+            trainer.save_checkpoint()
         return None
     finally:
         stop.uninstall()

@@ -69,7 +69,7 @@ from .stopping import SaveOnSignal, TimeBudget, stopped_by_signal, train_until_s
 from .streaming import StreamingTokenBatches, streaming_pairs
 from .ties import hold_ties_once, load_ties_whole
 from .tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
-from .trainer import PaperSeq2SeqTrainer
+from .trainer import PaperSeq2SeqTrainer, RunDecoding
 
 logger = logging.getLogger("vanilla_train")
 
@@ -191,8 +191,6 @@ def build_trainer(
         training_args.eval_strategy = IntervalStrategy.NO
 
     model = build_model(model_args, tokenizer)
-    decoding = Decoding.paper(model_args.num_beams, model_args.length_penalty)  # the run's, carried from here
-    decoding.save_to(model.generation_config)  # the model's own: saved with every checkpoint and the final model
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     if model_args.lr_schedule == "paper":
         training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
@@ -218,7 +216,7 @@ def build_trainer(
         max_tokens_per_batch=data_args.max_tokens_per_batch,
         shapes=shapes,
         noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
-        decoding=decoding,
+        decoding=RunDecoding.of(model_args, training_args),
         callbacks=[
             LearningCurveCallback(training_args.output_dir),
             CompileReport(),
@@ -400,15 +398,22 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
         results["averaged_checkpoints"] = [path.name for path in averaged]
         logger.info("evaluating the average of %s", ", ".join(results["averaged_checkpoints"]) or "no checkpoint")
     train_minutes = (time.monotonic() - start) / 60
-    with output_guard(output_dir, "the final model", (output_dir / SAFE_WEIGHTS_NAME).unlink):
-        trainer.save_model()
-        trainer.save_metrics("train", train_result.metrics)
     trainer.log_metrics("train", train_result.metrics)
-    results.update(final_evaluation(trainer, data, trainer.decoding, model_args.length_penalty_candidates,
-                                    model_args.translate_examples, tuple(model_args.final_splits),
-                                    data_args.target_lang))  # fmt: skip
+    evaluated, decoding = final_evaluation(
+        trainer,
+        data,
+        trainer.decoding.final,
+        model_args.length_penalty_candidates,
+        model_args.translate_examples,
+        tuple(model_args.final_splits),
+        data_args.target_lang,
+    )
+    results.update(evaluated)
+    with output_guard(output_dir, "the final model", (output_dir / SAFE_WEIGHTS_NAME).unlink):
+        trainer.save_final_model(decoding)  # with the decoding it was evaluated with, alpha chosen
+        trainer.save_metrics("train", train_result.metrics)
     if trainer.is_world_process_zero():
-        write_run_files(trainer, results, (model_args, data_args, training_args), argv,
+        write_run_files(trainer, decoding, results, (model_args, data_args, training_args), argv,
                         (train_minutes, (time.monotonic() - run_start) / 60), speed,
                         launches.history(trainer.state.global_step, train_minutes), plan.micro_batch)  # fmt: skip
     if hub is not None:
@@ -466,27 +471,37 @@ def check_batches(begin: Start, batches: dict) -> None:
         raise UsageError(f"{refusal}; or {WAYS_ON}") from None
 
 
-def write_run_files(trainer: PaperSeq2SeqTrainer, results: dict, arguments: tuple, argv,
+def write_run_files(trainer: PaperSeq2SeqTrainer, decoding: Decoding, results: dict, arguments: tuple, argv,
                     minutes: tuple[float, float], speed: dict, launches: list[dict],
                     micro_batch: dict | None = None) -> None:  # fmt: skip
     """The first process's files of a trained run: the CTranslate2 export, eval_results.json, training_recipe.json,
-    the model card, and with --summary_dir the run's summary (``minutes``: of this launch's training, of the whole
-    command; ``speed``: the machine's fp32 GFLOP/s before and after training; ``launches``: the run's;
-    ``micro_batch``: its ``RunPlan.micro_batch``)."""
+    the model card, and with --summary_dir the run's summary (``decoding``: the final evaluation's, the saved
+    model's; ``minutes``: of this launch's training, of the whole command; ``speed``: the machine's fp32 GFLOP/s
+    before and after training; ``launches``: the run's; ``micro_batch``: its ``RunPlan.micro_batch``)."""
     model_args, data_args, training_args = arguments
     output_dir = Path(training_args.output_dir)
     if model_args.export_ct2:
         logger.info("exported for CTranslate2 to %s", cached_ctranslate2(output_dir, model_args.export_ct2))
     with output_guard(output_dir, "the run's files (eval_results.json, training_recipe.json, README.md)"):
         EvalResults(**results).write(output_dir)
-        write_recipe(output_dir, model_args, data_args, training_args, trainer.model)
+        write_recipe(output_dir, model_args, data_args, training_args, trainer.model, decoding)
         write_model_card(output_dir, training_args.hub_model_id)
     record = ""
     if model_args.summary_dir:
         folder = Path(model_args.summary_dir.format(date=time.strftime("%Y-%m-%d")))
         with output_guard(folder, "the run's summary"):
             write_summary(
-                folder, results, *minutes, trainer.model, output_dir, argv, arguments, speed, launches, micro_batch
+                folder,
+                results,
+                *minutes,
+                trainer.model,
+                decoding,
+                output_dir,
+                argv,
+                arguments,
+                speed,
+                launches,
+                micro_batch,
             )
         record = f"; the record: {folder / 'summary.json'}"
     state = trainer.state

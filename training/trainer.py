@@ -4,15 +4,17 @@ a run is callbacks and modules of their own: how it stops (``stopping``), how it
 (``checkpoints.CompleteCheckpoints``), how it resumes (``relaunch``), how it reaches the Hub (``hub_push``)."""
 
 import copy
+from dataclasses import dataclass, replace
 
 import torch
-from transformers import Seq2SeqTrainer
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
 
 from . import checkpoints
+from .arguments import RecipeArguments
 from .batching import Placement, TokenBatchSampler, TrainingSet
 
 
@@ -33,23 +35,99 @@ class NoamSchedule:
         return min(step**-0.5, step * self.warmup_steps**-1.5)
 
 
-# Trainer's private methods overridden below, where no public hook does the same (docs/architecture.md says why for
-# each; tests/test_training/test_trainer_hooks.py fails by name if a release renames one or changes its parameters).
-PRIVATE_TRAINER_HOOKS = ("_get_train_sampler", "_save_checkpoint")
+# transformers' internals that the package touches, each with why no public way serves (docs/architecture.md):
+# Trainer's private methods overridden or called, Trainer's own state read or set, and names of its modules that
+# transformers does not export. tests/test_training/test_trainer_hooks.py finds them in the code and fails on one
+# used and not listed here, on one listed and no longer used (or no longer transformers'), and on an overridden
+# method whose parameters a release changed.
+PRIVATE_TRAINER_HOOKS = {
+    "_get_train_sampler": (
+        "overridden: Trainer's _get_dataloader hands the token sampler, a BatchRebalanceSampler, to the DataLoader as "
+        "its batch sampler and keeps Accelerate from sharding it again; get_train_dataloader would repeat that work"
+    ),
+    "_save_checkpoint": (
+        "overridden, to hold Trainer's rotation off until the on_save callbacks have completed the checkpoint (a "
+        "failed write removes the unmarked folder); called by save_checkpoint: no public method writes a resumable one"
+    ),
+    "gather_function": (
+        "set by evaluation_loop to accelerator.gather_for_metrics: Seq2SeqTrainer's evaluate and predict set "
+        "accelerator.gather, which keeps the pairs the ranks' last batches repeat (BLEU failed on 2 processes)"
+    ),
+    "callback_handler": "save_checkpoint runs the on_save callbacks after Trainer's save, as Trainer's loop does",
+    "control": "save_checkpoint keeps what the on_save callbacks return, as Trainer's loop does",
+    "label_smoother": (
+        "set to None: the model computes §5.4's label-smoothed loss in one fused cross_entropy, where Trainer's would "
+        "take the log-probabilities of the whole vocabulary a second time"
+    ),
+    "lr_scheduler": "create_scheduler leaves §5.3's schedule where Trainer's loop steps it and its checkpoints save it",
+    "state": "train.train_from takes the TrainerState of a checkpoint of the run's last step as the trained run's",
+    "accelerator": (
+        "Trainer's Accelerate object, for what Trainer has no public method for: gather_for_metrics, unwrap_model (the "
+        "model averaged, the one its generation config is saved into) and the FSDP plugin's state dict type"
+    ),
+    "is_fsdp_enabled": (
+        "whether Accelerate shards the model (the tied embedding's loading, the state dict check, the model averaged); "
+        "Trainer has no public flag"
+    ),
+    "BatchRebalanceSampler": (
+        "TokenBatchSampler derives from it only because Trainer hands a sampler of this class (an isinstance check) to "
+        "the DataLoader as its batch sampler without sharding it again; none of its methods is used"
+    ),
+    "TRAINER_STATE_NAME": "the file of a checkpoint's TrainerState, whose step a relaunch and the record read",
+    "TRAINING_ARGS_NAME": (
+        "the file of a checkpoint's TrainingArguments, written again by CompleteCheckpoints with the run's "
+        "save_total_limit (Trainer wrote it while _save_checkpoint held the rotation off)"
+    ),
+    "TrainOutput": "Trainer.train()'s result: made for a run with nothing left to train, and with a launch's metrics",
+    "HubStrategy": "--hub_strategy's values, which HubPush acts on in Trainer's stead",
+    "SAFE_WEIGHTS_NAME": "the file of the final model's weights, removed when writing it fails",
+    "clear_device_cache": (
+        "accelerate's own release of device memory between find_executable_batch_size's tries (accelerate.utils does "
+        "not export it): micro_batch frees the probe's model and optimizer with it before the run's are built"
+    ),
+    "_actions": (
+        "HfArgumentParser's (argparse's) flags, whose destinations a preset's fields are checked against: no public "
+        "list of them"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class RunDecoding:
+    """How a run decodes (§6.1), built once from its arguments (``of``): ``during`` training, in its evaluations,
+    and ``final``: the final evaluation's (its alpha chosen on validation there), which the model is saved with."""
+
+    during: Decoding
+    final: Decoding
+
+    @classmethod
+    def of(cls, model_args: RecipeArguments, training_args: Seq2SeqTrainingArguments) -> "RunDecoding":
+        """``final``: --num_beams and --length_penalty; ``during``: the same with Seq2SeqTrainer's
+        --generation_num_beams where given (the presets decode greedily there: no alpha, no early stopping). Both
+        stop at Seq2SeqTrainer's --generation_max_length where given, else at §6.1's input length + 50."""
+        final = Decoding.paper(model_args.num_beams, model_args.length_penalty)
+        during = Decoding.paper(training_args.generation_num_beams or final.num_beams, model_args.length_penalty)
+        length = training_args.generation_max_length
+        return cls(during=replace(during, max_length=length), final=replace(final, max_length=length))
+
+    def chosen(self, final: Decoding) -> "RunDecoding":
+        """This run's decoding with the ``final`` one its final evaluation chose."""
+        return replace(self, final=final)
 
 
 class PaperSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer plus token-count batching, the §5.3 schedule and §6.1's output length. ``training_set``
-    batches the training data (and keeps its position in checkpoints) as its kind does."""
+    batches the training data (and keeps its position in checkpoints) as its kind does; ``decoding`` is how the run
+    decodes in its evaluations and how the saved model does."""
 
     def __init__(
         self,
         *args,
         training_set: TrainingSet,
         max_tokens_per_batch: int,
+        decoding: RunDecoding,
         shapes: BatchShapes = UNPADDED,
         noam_warmup_steps: int | None = None,
-        decoding: Decoding | None = None,
         **kwargs,
     ):
         super().__init__(*args, train_dataset=training_set.dataset, **kwargs)
@@ -62,9 +140,10 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         self.max_tokens_per_batch = max_tokens_per_batch
         self.shapes = shapes  # how the sampler plans and the collator pads every batch
         self.noam_warmup_steps = noam_warmup_steps
-        # how this run decodes (§6.1): built once from the arguments, here for evaluations during training and for
-        # the final one (train.py); the model's generation config holds the same, written once before training
-        self.decoding = decoding if decoding is not None else Decoding.paper()
+        # how this run decodes (§6.1), built once from its arguments; the model's generation config is given its
+        # final decoding when the model is saved (save_model), the one place it is written
+        self.decoding = decoding
+        self.search = decoding.during  # the search of the evaluation in progress (evaluate, predict)
 
     def token_batches(self) -> TokenBatchSampler | None:
         """The sampler of this process's training batches (§5.1), None for a stream (it plans as it reads)."""
@@ -97,28 +176,62 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         self.gather_function = self.accelerator.gather_for_metrics
         return super().evaluation_loop(*args, **kwargs)
 
+    def evaluate(
+        self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval", decoding: Decoding | None = None
+    ) -> dict[str, float]:
+        """Seq2SeqTrainer's evaluation, searching as ``decoding`` says (default: the run's decoding during
+        training)."""
+        self.search = decoding or self.decoding.during
+        return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+
+    def predict(
+        self, test_dataset, ignore_keys=None, metric_key_prefix: str = "test", decoding: Decoding | None = None
+    ):
+        """Seq2SeqTrainer's prediction, searching as ``decoding`` says (default: the run's final decoding)."""
+        self.search = decoding or self.decoding.final
+        return super().predict(test_dataset, ignore_keys, metric_key_prefix)
+
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         # Seq2SeqTrainer fills the model's generation config with transformers' defaults after generating
-        # (max_length=20), and the model saved after an evaluation would then cut every translation at 20 tokens
-        # instead of input length + 50 (§6.1). The config is put back as it was.
+        # (max_length=20): the next batch's generate() would warn that it sets both lengths, and a model saved after
+        # an evaluation would cut every translation at 20 tokens instead of input length + 50 (§6.1). The config is
+        # put back as it was.
         generation_config = copy.deepcopy(self.model.generation_config)
         if self.args.predict_with_generate and not prediction_loss_only:
-            gen_kwargs = self.output_length(inputs, gen_kwargs)
+            gen_kwargs = gen_kwargs or self.generate_kwargs(inputs)
         try:
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys, **gen_kwargs)
         finally:
             self.model.generation_config = generation_config
 
-    def output_length(self, inputs: dict, gen_kwargs: dict) -> dict:
-        """``gen_kwargs`` (else the run's ``decoding``, with Seq2SeqTrainer's own flags over it) with §6.1's output
-        length counted from the batch's longest source, not its width: a batch padded to its bucket translates as
-        it would unpadded. (One read of a value a batch, where the predictions are read back anyway.)"""
-        given = {key: value for key, value in getattr(self, "_gen_kwargs", {}).items() if value is not None}
-        gen_kwargs = gen_kwargs or {**self.decoding.search_kwargs(), **given}
-        if not self.shapes.pads() or any(gen_kwargs.get(key) is not None for key in ("max_length", "max_new_tokens")):
-            return gen_kwargs
-        longest = int(inputs["attention_mask"].sum(dim=1).max())
-        return {**gen_kwargs, "max_new_tokens": self.decoding.max_new_tokens_for(longest)}
+    def generate_kwargs(self, inputs: dict) -> dict:
+        """``generate()``'s arguments for a batch of ``inputs``: the search in progress (given to Seq2SeqTrainer's
+        prediction_step whole, so none of its own flags is merged over it) and its output length, §6.1's counted
+        from the batch's longest source, not its width: a batch padded to its bucket translates as it would
+        unpadded. (One read of a value a batch where batches are padded, where the predictions are read back
+        anyway; unpadded, the width is the longest source.)"""
+        mask = inputs["attention_mask"]
+        longest = int(mask.sum(dim=1).max()) if self.shapes.pads() else mask.shape[1]
+        return self.search.generate_kwargs(longest)
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """Trainer's save of the model (a checkpoint's, or the final model), its generation config holding the run's
+        final decoding: what ``generate()`` does without arguments, and what vanilla-translate and the Hub copy
+        decode with."""
+        self.decoding.final.save_to(self.accelerator.unwrap_model(self.model).generation_config)
+        super().save_model(output_dir, _internal_call)
+
+    def save_final_model(self, decoding: Decoding) -> None:
+        """The trained model saved (``save_model``) with ``decoding``, the one its final evaluation chose."""
+        self.decoding = self.decoding.chosen(decoding)
+        self.save_model()
+
+    def save_checkpoint(self) -> None:
+        """A complete checkpoint of the step reached, as after any step: Trainer's save, then the on_save callbacks
+        that complete it (checkpoints.CompleteCheckpoints). For a stop that abandoned an evaluation
+        (stopping.train_until_stopped): no public method of Trainer writes a resumable checkpoint."""
+        self._save_checkpoint(self.model, trial=None)
+        self.control = self.callback_handler.on_save(self.args, self.state, self.control)
 
     def _save_checkpoint(self, model, trial) -> None:
         """Trainer's checkpoint files, with its rotation (``save_total_limit``) held off: Trainer rotates as soon as

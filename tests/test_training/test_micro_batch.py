@@ -23,9 +23,10 @@ from training.checkpoints import BATCH_PLAN, COMPLETE_MARKER
 from training.micro_batch import ProbeStep, Vocabulary, largest_that_fits, size_micro_batch
 from training.record import check_run_record, run_record
 from training.train import RunPlan, build_model, step_size
-from training.trainer import PaperSeq2SeqTrainer
+from training.trainer import PaperSeq2SeqTrainer, RunDecoding
 from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError
+from vanilla_tools.decoding import Decoding
 
 GIB = 2**30
 H200_PEAK = 2.5377655029296875 * GIB  # the record's peak_memory_gib
@@ -243,7 +244,12 @@ def test_one_micro_batch_or_several_is_the_same_loss_per_token(tmp_path):
     args = Seq2SeqTrainingArguments(tmp_path, use_cpu=True, report_to=[], label_smoothing_factor=0.1)
     training_set = pairs()
     trainer = PaperSeq2SeqTrainer(
-        model=tiny_model(), args=args, training_set=training_set, data_collator=pad, max_tokens_per_batch=64
+        model=tiny_model(),
+        args=args,
+        training_set=training_set,
+        data_collator=pad,
+        max_tokens_per_batch=64,
+        decoding=RunDecoding(Decoding(), Decoding.paper()),
     )
     rows = list(training_set.dataset.select_columns(["input_ids", "labels"]))
     gradients, losses = [], []

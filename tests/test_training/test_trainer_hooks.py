@@ -1,19 +1,99 @@
-"""PaperSeq2SeqTrainer and transformers' Trainer: the private methods it still overrides exist as it expects them
-(a release that renames one fails here, by name, rather than silently skipping our override), and the public hooks
-it moved to do their work."""
+"""PaperSeq2SeqTrainer and transformers' Trainer: every internal of transformers that training/ touches is found in
+its code and listed in PRIVATE_TRAINER_HOOKS with its reason, only the trainer's module reaches into a Trainer's
+private parts, the private methods it still overrides exist as it expects them (a release that renames one fails
+here, by name, rather than silently skipping our override), and the public hooks it moved to do their work."""
 
+import ast
 import inspect
+from pathlib import Path
 
 import pytest
 from helpers import tiny_model
+from private_uses import private_uses
 from training_helpers import pad, pairs
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from training.batching import TokenBatchSampler
-from training.trainer import PRIVATE_TRAINER_HOOKS, NoamSchedule, PaperSeq2SeqTrainer
+from training.trainer import PRIVATE_TRAINER_HOOKS, NoamSchedule, PaperSeq2SeqTrainer, RunDecoding
+from vanilla_tools.decoding import Decoding
+
+PACKAGE = Path(__file__).resolve().parents[2] / "training"
+OVERRIDDEN = [hook for hook in PRIVATE_TRAINER_HOOKS if hook in vars(PaperSeq2SeqTrainer)]
 
 
-@pytest.mark.parametrize("hook", PRIVATE_TRAINER_HOOKS)
+def test_every_internal_of_transformers_touched_is_listed_with_its_reason():
+    uses = private_uses(PACKAGE)
+    unlisted = sorted(str(use) for use in uses if use.name not in PRIVATE_TRAINER_HOOKS)
+    assert not unlisted, f"transformers' internals used, not in training/trainer.py's PRIVATE_TRAINER_HOOKS: {unlisted}"
+    unused = sorted(set(PRIVATE_TRAINER_HOOKS) - {use.name for use in uses})
+    assert not unused, (
+        f"PRIVATE_TRAINER_HOOKS lists what training/ no longer touches (or is no longer transformers'): {unused}"
+    )
+    assert all(len(reason) > 20 for reason in PRIVATE_TRAINER_HOOKS.values())
+
+
+def test_only_the_trainers_module_reaches_into_a_trainer():
+    """Outside training/trainer.py no module uses a Trainer's private methods or its callback handler: what needs
+    them is a public method of PaperSeq2SeqTrainer (save_checkpoint: a stopped run's checkpoint)."""
+    private = sorted(str(use) for use in private_uses(PACKAGE) if use.on_trainer and use.name.startswith("_"))
+    assert not private, private
+    handler = sorted(
+        f"{path.name}:{node.lineno}"
+        for path in PACKAGE.rglob("*.py")
+        if path.name != "trainer.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "callback_handler"
+    )
+    assert not handler, handler
+
+
+SOURCE = """
+import transformers
+from transformers import Seq2SeqTrainer, TrainerCallback
+from transformers.trainer import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import IntervalStrategy, TrainOutput
+
+
+class Ours(Seq2SeqTrainer):
+    def evaluation_loop(self, *args, **kwargs):
+        self.gather_function = self.accelerator.gather_for_metrics
+        self.mine, self._own = 1, 2
+        return super()._save_checkpoint(self._own, self.mine)
+
+    def _inner_training_loop(self, *args):
+        pass
+
+
+class Listening(TrainerCallback):
+    def on_save(self, args, state, control, **kwargs):
+        return args._frozen, state.global_step, kwargs["model"]._tied_weights_keys
+
+
+def stop(trainer: Ours, result: TrainOutput):
+    trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
+    return getattr(trainer, "_gen_kwargs"), result._replace(), transformers.__version__, IntervalStrategy.NO
+"""
+
+
+def test_the_internals_are_found_in_the_code(tmp_path):
+    (tmp_path / "module.py").write_text(SOURCE)
+    found = {(use.name, use.line, use.on_trainer) for use in private_uses(tmp_path)}
+    assert found == {
+        ("PREFIX_CHECKPOINT_DIR", 4, False),  # transformers' top level does not export them
+        ("TrainOutput", 5, False),
+        ("gather_function", 10, False),  # Trainer's own state, set
+        ("accelerator", 10, False),  # and read where it is not public
+        ("_save_checkpoint", 12, False),  # a private method called
+        ("_inner_training_loop", 14, False),  # and overridden (``_own``, the subclass's own, is not Trainer's)
+        ("_frozen", 20, False),  # a callback's arguments are Trainer's objects
+        ("_tied_weights_keys", 20, False),
+        ("control", 24, True),
+        ("callback_handler", 24, True),
+        ("_gen_kwargs", 25, True),  # by getattr too; namedtuple's _replace is public
+    }
+
+
+@pytest.mark.parametrize("hook", OVERRIDDEN)
 def test_each_private_hook_we_override_is_still_trainers(hook):
     ours = inspect.signature(getattr(PaperSeq2SeqTrainer, hook)).parameters
     theirs = getattr(Seq2SeqTrainer, hook, None)
@@ -27,7 +107,8 @@ def trainer(tmp_path, **overrides) -> PaperSeq2SeqTrainer:
     arguments = Seq2SeqTrainingArguments(tmp_path, max_steps=3, learning_rate=1.0, report_to=[], save_strategy="no",
                                          use_cpu=True, disable_tqdm=True, **overrides)  # fmt: skip
     return PaperSeq2SeqTrainer(model=tiny_model().train(), args=arguments, training_set=pairs(), data_collator=pad,
-                               max_tokens_per_batch=24, noam_warmup_steps=4)  # fmt: skip
+                               max_tokens_per_batch=24, decoding=RunDecoding(Decoding(), Decoding.paper()),
+                               noam_warmup_steps=4)  # fmt: skip
 
 
 def test_training_draws_its_batches_from_the_token_sampler(tmp_path):

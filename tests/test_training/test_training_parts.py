@@ -463,7 +463,7 @@ def test_every_label_of_the_precision_is_what_the_trainers_accelerator_autocasts
             with trainer.accelerator.autocast():
                 autocast = torch.mm(torch.ones(2, 2), torch.ones(2, 2)).dtype
             run = run_record(resolved_arguments(model_args, data_args, training_args), 1, "cpu")
-            write_recipe(output, model_args, data_args, training_args, trainer.model)
+            write_recipe(output, model_args, data_args, training_args, trainer.model, trainer.decoding.final)
             recipe = TrainingRecipe.read(output).recipe
             labels = {run["precision"], Launches(training_args).this["precision"], recipe["precision"]}
             assert len(labels) == 1 and dtypes[labels.pop()] == autocast, (variable, flag)
