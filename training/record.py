@@ -20,6 +20,7 @@ from vanilla_tools.run_files import TrainingRecipe, write_json
 
 from .arguments import ModelArguments
 from .data import DataArguments
+from .schedules import describe as describe_schedule
 
 
 def resolved_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> dict:
@@ -168,11 +169,7 @@ def run_train_minutes(summary: dict) -> float:
 def write_recipe(output_dir: Path, model_args, data_args, training_args, model) -> None:
     """training_recipe.json: the recipe actually used, as the model card reports it, and the decoding the model
     was evaluated with (its generation config's, after the length penalty search)."""
-    schedule = (
-        f"§5.3: d_model^-0.5 * min(step^-0.5, step * {training_args.warmup_steps}^-1.5) x {model_args.lr_scale}"
-        if model_args.lr_schedule == "paper"
-        else f"{training_args.lr_scheduler_type}, peak {training_args.learning_rate}"
-    )
+    schedule = describe_schedule(model_args, training_args)
     decoding = Decoding.resolve(model.generation_config)
     TrainingRecipe(
         source_lang=data_args.source_lang,
