@@ -20,7 +20,7 @@ from vanilla_tools.hardware import bf16_supported, cpu_bf16
 from .data import DataArguments
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-PRESETS = ("demo", "multi30k", "wmt14", "big")
+PRESETS = ("demo", "multi30k", "multi30k-tiny", "wmt14", "big")
 # The config's fields that vanilla-train sets itself: from the tokenizer (the vocabulary and its special tokens),
 # from --label_smoothing_factor (label_smoothing), or fixed for this model.
 SET_BY_TRAINING = frozenset(

@@ -138,6 +138,7 @@ def write_summary(
             **this_launch(launches),
         ),  # fmt: skip
         "machine_speed": speed,
+        **({"text": text} if (text := text_form(data_args)) else {}),
     }
     for name in ("learning_curve.csv", "learning_curve.json"):
         if (output_dir / name).is_file():
@@ -181,7 +182,8 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model) 
         length_penalty=decoding.length_penalty,
         parameters=sum(p.numel() for p in model.parameters()),
         recipe={
-            "data": f"{data_args.dataset} {data_args.source_lang}->{data_args.target_lang}",
+            "data": f"{data_args.dataset} {data_args.source_lang}->{data_args.target_lang}"
+            + (f", {text}" if (text := text_form(data_args)) else ""),
             "vocabulary": f"shared BPE, {data_args.vocab_size} tokens"
             + (f", BPE-dropout {data_args.bpe_dropout} in training" if data_args.bpe_dropout else ""),
             "batches": f"{data_args.max_tokens_per_batch} tokens per side per device, x{training_args.world_size} "
@@ -198,3 +200,15 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model) 
             "seed": training_args.seed,
         },
     ).write(output_dir)  # fmt: skip
+
+
+def text_form(data_args: DataArguments) -> str | None:
+    """What text the model reads and writes where it is not the corpus's own (None): with --moses_lowercase_tokenize,
+    lowercased, Moses-tokenized text, on which its references and both its BLEU scores are counted."""
+    if not data_args.moses_lowercase_tokenize:
+        return None
+    return (
+        "lowercased and Moses-tokenized (sacremoses) before the BPE: the model reads and writes lowercased, "
+        "tokenized text, and its references and scores (sacreBLEU and the lowercased, tokenized BLEU) are of "
+        "that text"
+    )

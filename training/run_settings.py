@@ -46,7 +46,8 @@ def run_settings(model_args: ModelArguments, data_args: DataArguments,
     data = {
         name: getattr(data_args, name)
         for name in ("dataset", "dataset_config", "source_lang", "target_lang", "max_source_length",
-                     "max_target_length", "vocab_size", "tokenizer", "tokenizer_sample", "bpe_dropout", "streaming")
+                     "max_target_length", "vocab_size", "tokenizer", "tokenizer_sample", "bpe_dropout", "streaming",
+                     "moses_lowercase_tokenize")
     }  # fmt: skip
     data["train_files"] = [file_identity(p) for p in data_args.train_files or ()]
     if data_args.streaming:
