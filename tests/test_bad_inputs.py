@@ -39,8 +39,8 @@ from training.bpe_dropout import BPEDropoutPairs
 from training.checkpoints import COMPLETE_MARKER as MARKER
 from training.checkpoints import resolve_checkpoint
 from training.data import DataArguments, load_parallel_data
+from training.schedules import NoamSchedule
 from training.stopping import TimeBudget
-from training.trainer import NoamSchedule
 from vanilla_tools.decoding import Decoding
 
 
@@ -311,6 +311,12 @@ ERRORS = [
      r"the paper's schedule needs warmup_steps > 0, got 0"),
     ("a warmup of 0 on the command line", lambda k: parse_args(["--output_dir", "x", "--warmup_steps", "0"]),
      ValueError, r"--warmup_steps 0: the paper's schedule \(--lr_schedule paper\) needs warmup_steps above 0"),
+    ("a warmup of 0 with fairseq's inverse_sqrt",
+     lambda k: parse_args(["--output_dir", "x", "--lr_schedule", "inverse_sqrt", "--warmup_steps", "0"]), ValueError,
+     r"--lr_schedule inverse_sqrt needs --warmup_steps and --learning_rate above 0, got 0 and 5e-05"),
+    ("Moses preprocessing of a stream",
+     lambda k: load_parallel_data(DataArguments(streaming=True, moses_lowercase_tokenize=True)), ValueError,
+     r"--moses_lowercase_tokenize preprocesses the Arrow tables, not --streaming's pairs"),
     ("no steps and no epochs",
      lambda k: parse_args(["--output_dir", "x", "--max_steps", "-5", "--num_train_epochs", "0"]), ValueError,
      r"nothing to train: --max_steps -5 and --num_train_epochs 0; give one of them above 0"),

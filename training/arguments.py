@@ -7,6 +7,7 @@ import re
 import sys
 from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 import yaml
@@ -20,7 +21,7 @@ from vanilla_tools.hardware import bf16_supported, cpu_bf16, precision
 from .data import DataArguments
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-PRESETS = ("demo", "multi30k", "wmt14", "big")
+PRESETS = ("demo", "multi30k", "multi30k-tiny", "wmt14", "big")
 # The config's fields that vanilla-train sets itself: from the tokenizer (the vocabulary and its special tokens),
 # from --label_smoothing_factor (label_smoothing), or fixed for this model.
 SET_BY_TRAINING = frozenset(
@@ -60,13 +61,18 @@ class RecipeArguments:
     attn_implementation: str = field(
         default="sdpa", metadata={"help": "transformers attention implementation: sdpa, eager, flex_attention, ..."}
     )
-    lr_schedule: str = field(
+    lr_schedule: Literal["paper", "inverse_sqrt", "trainer"] = field(
         default="paper",
         metadata={
-            "help": "'paper': §5.3 with --warmup_steps, ignoring --learning_rate; 'trainer': --lr_scheduler_type"
+            "help": "'paper': §5.3 with --warmup_steps, ignoring --learning_rate; 'inverse_sqrt': fairseq's, linear "
+            "from --warmup_init_lr to --learning_rate over --warmup_steps, then inverse square root "
+            "(training/schedules.py); 'trainer': --lr_scheduler_type"
         },
     )
     lr_scale: float = field(default=1.0, metadata={"help": "factor on the §5.3 learning rate"})
+    warmup_init_lr: float = field(
+        default=1e-7, metadata={"help": "--lr_schedule inverse_sqrt: the rate of the first step (fairseq's default)"}
+    )
     num_beams: int = field(default=PAPER_NUM_BEAMS, metadata={"help": "beam size of the final evaluation (§6.1)"})
     length_penalty: float = field(
         default=PAPER_LENGTH_PENALTY, metadata={"help": "alpha of the final evaluation (§6.1)"}
@@ -206,6 +212,11 @@ def check_lengths(model_args, training_args: Seq2SeqTrainingArguments) -> None:
     if model_args.lr_schedule == "paper" and training_args.warmup_steps <= 0:
         raise UsageError(f"--warmup_steps {training_args.warmup_steps:g}: the paper's schedule (--lr_schedule paper) "
                          "needs warmup_steps above 0 (§5.3: 4,000)")  # fmt: skip
+    if model_args.lr_schedule == "inverse_sqrt" and min(training_args.warmup_steps, training_args.learning_rate) <= 0:
+        raise UsageError(
+            "--lr_schedule inverse_sqrt needs --warmup_steps and --learning_rate above 0, got "
+            f"{training_args.warmup_steps:g} and {training_args.learning_rate:g}"
+        )
 
 
 def on_cpu(training_args: Seq2SeqTrainingArguments) -> bool:

@@ -33,6 +33,8 @@ from transformers import PreTrainedTokenizerBase
 from vanilla_tools.cli import UsageError, whole_gzip
 from vanilla_tools.corpora import BUNDLED_SPLITS, bundled_files
 
+from .moses import MosesLowercaseTokenizer
+
 logger = logging.getLogger(__name__)
 
 BYTES_PER_LINE = 100  # a sentence pair's line, roughly: how many lines a file holds, without counting them
@@ -120,6 +122,14 @@ class DataArguments:
     )
     cache_dir: str | None = field(
         default=None, metadata={"help": "where datasets caches the Arrow tables and learned tokenizers"}
+    )
+    moses_lowercase_tokenize: bool = field(
+        default=False,
+        metadata={
+            "help": "lowercase every split, then Moses' normalize-punctuation and tokenizer for each side's language "
+            "(sacremoses), before the BPE, as the Multi30k literature's text (training/moses.py): the model then "
+            "reads and writes lowercased, tokenized text, and is scored on it"
+        },
     )
 
 
@@ -397,15 +407,40 @@ def source_key(args: DataArguments, split: str) -> tuple:
 
 def load_parallel_data(args: DataArguments, include_train: bool = True) -> datasets.DatasetDict:
     """train / validation / test splits with ``source`` and ``target`` text columns (no train with
-    ``include_train=False``: --streaming reads it as it trains)."""
+    ``include_train=False``: --streaming reads it as it trains), lowercased and Moses-tokenized with
+    --moses_lowercase_tokenize."""
+    if args.moses_lowercase_tokenize and args.streaming:
+        raise UsageError(
+            "--moses_lowercase_tokenize preprocesses the Arrow tables, not --streaming's pairs: preprocess the files "
+            "beforehand, or train without --streaming"
+        )
     files = split_files(args)
     if files is None:
-        return _hub_dataset(args)
+        raw = _hub_dataset(args)
+    else:
+        splits = {}
+        for split, paths in files.items():
+            if paths and (include_train or split != "train"):
+                splits[split], report = read_parallel_files(paths, args)
+                report.log(split, " and ".join(paths))
+        raw = datasets.DatasetDict(splits)
+    return moses_lowercase_tokenized(raw, args) if args.moses_lowercase_tokenize else raw
+
+
+def moses_lowercase_tokenized(raw: datasets.DatasetDict, args: DataArguments) -> datasets.DatasetDict:
+    """Every split of ``raw`` lowercased and Moses-tokenized (``moses.MosesLowercaseTokenizer``), cached by
+    datasets under the data's fingerprint and the steps'."""
+    preprocess = MosesLowercaseTokenizer(args.source_lang, args.target_lang)
     splits = {}
-    for split, paths in files.items():
-        if paths and (include_train or split != "train"):
-            splits[split], report = read_parallel_files(paths, args)
-            report.log(split, " and ".join(paths))
+    for split, data in raw.items():
+        splits[split] = data.map(
+            preprocess,
+            batched=True,
+            batch_size=2000,
+            num_proc=workers(args, len(data)),
+            new_fingerprint=preprocess.fingerprint(data),
+            desc=f"lowercase and tokenize {split}",
+        )
     return datasets.DatasetDict(splits)
 
 

@@ -83,17 +83,44 @@ def final_evaluation(
 
 def choose_length_penalty(trainer: PaperSeq2SeqTrainer, validation, decoding: Decoding, candidates: list[float]):
     """§6.1 chose alpha "after experimentation on the development set": beam-search ``validation`` with each
-    candidate and keep the best BLEU (the first on a tie). Returns the decoding with the chosen alpha, its
-    prediction, and ``{alpha: validation BLEU}`` for the record."""
-    tried = {}
-    for alpha in candidates:
+    candidate and keep the best BLEU (the first tried on a tie); a best on the grid's edge widens the grid
+    (``wider_length_penalty``). Returns the decoding with the chosen alpha, its prediction, and ``{alpha: validation
+    BLEU}`` of every alpha tried, for the record."""
+    tried, queue = {}, list(dict.fromkeys(candidates))
+    while queue:
+        alpha = queue.pop(0)
         tried[alpha] = trainer.predict(
             validation, metric_key_prefix="validation", decoding=decoding.with_length_penalty(alpha)
         )
         logger.info("length penalty %.2f: validation BLEU %.2f", alpha, tried[alpha].metrics["validation_bleu"])
-    best = max(candidates, key=lambda alpha: tried[alpha].metrics["validation_bleu"])
-    search = {str(alpha): tried[alpha].metrics["validation_bleu"] for alpha in candidates}
-    return decoding.with_length_penalty(best), tried[best], search
+        bleu = {alpha: prediction.metrics["validation_bleu"] for alpha, prediction in tried.items()}
+        if not queue and (wider := wider_length_penalty(bleu, candidates)) is not None:
+            logger.info(
+                "the best length penalty so far, %.2f, is the edge of those tried: trying %.2f",
+                max(bleu, key=bleu.get),
+                wider,
+            )
+            queue.append(wider)
+    best = max(bleu, key=bleu.get)
+    return decoding.with_length_penalty(best), tried[best], {str(alpha): score for alpha, score in bleu.items()}
+
+
+def wider_length_penalty(bleu: dict[float, float], candidates: list[float]) -> float | None:
+    """The next alpha to try when the best of ``bleu`` (``{alpha: validation BLEU}`` in the order tried; the first
+    on a tie) is the largest or the smallest alpha tried: one step of the grid's edge beyond it (the step between
+    the two largest ``candidates`` upwards, between the two smallest downwards). None once the best is inside, where
+    the grid has a single value, where the step down would pass 0 (a negative alpha favours shorter outputs than the
+    log-probability alone does), or once the alphas tried are twice the grid's (the search then costs at most twice
+    the grid's decodes; the record shows the best still on the edge)."""
+    grid = sorted(set(candidates))
+    if len(grid) < 2 or len(bleu) >= 2 * len(grid):
+        return None
+    best = max(bleu, key=bleu.get)
+    if best == max(bleu):
+        return round(best + grid[-1] - grid[-2], 6)
+    if best == min(bleu) and best - (grid[1] - grid[0]) >= 0:
+        return round(best - (grid[1] - grid[0]), 6)
+    return None
 
 
 def report_test(metrics: dict, dataset, predictions, tokenizer, examples: int) -> None:

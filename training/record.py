@@ -20,6 +20,7 @@ from vanilla_tools.run_files import TrainingRecipe, write_json
 
 from .arguments import ModelArguments
 from .data import DataArguments
+from .schedules import describe as describe_schedule
 
 
 def resolved_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> dict:
@@ -154,6 +155,7 @@ def write_summary(
             micro_batch=micro_batch,
         ),  # fmt: skip
         "machine_speed": speed,
+        **({"text": text} if (text := text_form(data_args)) else {}),
     }
     for name in ("learning_curve.csv", "learning_curve.json"):
         if (output_dir / name).is_file():
@@ -185,11 +187,7 @@ def run_train_minutes(summary: dict) -> float:
 def write_recipe(output_dir: Path, model_args, data_args, training_args, model, decoding: Decoding) -> None:
     """training_recipe.json: the recipe actually used, as the model card reports it, and ``decoding``, the one the
     model was evaluated and saved with (its alpha the length penalty search's)."""
-    schedule = (
-        f"§5.3: d_model^-0.5 * min(step^-0.5, step * {training_args.warmup_steps}^-1.5) x {model_args.lr_scale}"
-        if model_args.lr_schedule == "paper"
-        else f"{training_args.lr_scheduler_type}, peak {training_args.learning_rate}"
-    )
+    schedule = describe_schedule(model_args, training_args)
     TrainingRecipe(
         source_lang=data_args.source_lang,
         target_lang=data_args.target_lang,
@@ -200,7 +198,8 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model, 
         length_penalty=decoding.length_penalty,
         parameters=sum(p.numel() for p in model.parameters()),
         recipe={
-            "data": f"{data_args.dataset} {data_args.source_lang}->{data_args.target_lang}",
+            "data": f"{data_args.dataset} {data_args.source_lang}->{data_args.target_lang}"
+            + (f", {text}" if (text := text_form(data_args)) else ""),
             "vocabulary": f"shared BPE, {data_args.vocab_size} tokens"
             + (f", BPE-dropout {data_args.bpe_dropout} in training" if data_args.bpe_dropout else ""),
             "batches": f"{data_args.max_tokens_per_batch} tokens per side per device, x{training_args.world_size} "
@@ -217,3 +216,15 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model, 
             "seed": training_args.seed,
         },
     ).write(output_dir)  # fmt: skip
+
+
+def text_form(data_args: DataArguments) -> str | None:
+    """What text the model reads and writes where it is not the corpus's own (None): with --moses_lowercase_tokenize,
+    lowercased, Moses-tokenized text, on which its references and both its BLEU scores are counted."""
+    if not data_args.moses_lowercase_tokenize:
+        return None
+    return (
+        "lowercased and Moses-tokenized (sacremoses) before the BPE: the model reads and writes lowercased, "
+        "tokenized text, and its references and scores (sacreBLEU and the lowercased, tokenized BLEU) are of "
+        "that text"
+    )

@@ -22,6 +22,7 @@ from transformers import Seq2SeqTrainingArguments
 from .arguments import ModelArguments, gradient_accumulation, model_fields
 from .batching import batch_shapes
 from .data import DataArguments
+from .schedules import UNPLANNED
 
 LENGTH = ("max_steps", "num_train_epochs", "max_train_minutes")  # how long, not what each step does
 BATCHES = ("tokens_per_batch", "gradient_accumulation_steps")  # the sampler's batch (all processes), per step
@@ -45,7 +46,8 @@ def run_settings(model_args: ModelArguments, data_args: DataArguments,
     data = {
         name: getattr(data_args, name)
         for name in ("dataset", "dataset_config", "source_lang", "target_lang", "max_source_length",
-                     "max_target_length", "vocab_size", "tokenizer", "tokenizer_sample", "bpe_dropout", "streaming")
+                     "max_target_length", "vocab_size", "tokenizer", "tokenizer_sample", "bpe_dropout", "streaming",
+                     "moses_lowercase_tokenize")
     }  # fmt: skip
     data["train_files"] = [file_identity(p) for p in data_args.train_files or ()]
     if data_args.streaming:
@@ -65,7 +67,10 @@ def run_settings(model_args: ModelArguments, data_args: DataArguments,
         optimization["lr_scale"] = model_args.lr_scale
     else:
         optimization["learning_rate"] = training_args.learning_rate
-        optimization["lr_scheduler_type"] = training_args.lr_scheduler_type
+        if model_args.lr_schedule == "inverse_sqrt":
+            optimization["warmup_init_lr"] = model_args.warmup_init_lr
+        else:
+            optimization["lr_scheduler_type"] = training_args.lr_scheduler_type
     length = {"max_steps": training_args.max_steps, "num_train_epochs": training_args.num_train_epochs,
               "max_train_minutes": model_args.max_train_minutes}  # fmt: skip
     return json.loads(json.dumps({**model, **data, **batches, **optimization, **length}, default=str))
@@ -82,8 +87,8 @@ def batch_plan(data_args: DataArguments, training_args: Seq2SeqTrainingArguments
 
 def continuable(settings: dict) -> tuple[str, ...]:
     """The settings a run may change and still continue its checkpoints: the length, unless the schedule decays
-    over it (transformers' schedules plan their decay to the last step; §5.3's does not)."""
-    return LENGTH if settings.get("lr_schedule") == "paper" else ("max_train_minutes",)
+    over it (transformers' schedules plan their decay to the last step; §5.3's and inverse_sqrt do not)."""
+    return LENGTH if settings.get("lr_schedule") in UNPLANNED else ("max_train_minutes",)
 
 
 def differences(saved: dict, now: dict, ignore: tuple[str, ...] = ()) -> list[str]:

@@ -65,6 +65,7 @@ from .record import write_recipe, write_summary
 from .relaunch import WAYS_ON, FinishedRun, Start, check_resume, plan_start
 from .run_lock import OutputDirLock
 from .run_settings import batch_plan, run_settings
+from .schedules import lr_multiplier
 from .stopping import SaveOnSignal, TimeBudget, stopped_by_signal, train_until_stopped
 from .streaming import StreamingTokenBatches, streaming_pairs
 from .ties import hold_ties_once, load_ties_whole
@@ -215,7 +216,7 @@ def build_trainer(
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
         shapes=shapes,
-        noam_warmup_steps=training_args.warmup_steps if model_args.lr_schedule == "paper" else None,
+        lr_multiplier=lr_multiplier(model_args, training_args),
         decoding=RunDecoding.of(model_args, training_args),
         callbacks=[
             LearningCurveCallback(training_args.output_dir),

@@ -1,39 +1,22 @@
 """Seq2SeqTrainer with what of the paper's recipe must be an override: token-count batches (§5.1), the exact
-learning-rate schedule (§5.3), the loss of §5.4 in the model, and §6.1's output length when it decodes. The rest of
-a run is callbacks and modules of their own: how it stops (``stopping``), how its checkpoints are completed
-(``checkpoints.CompleteCheckpoints``), how it resumes (``relaunch``), how it reaches the Hub (``hub_push``)."""
+learning-rate schedule (§5.3's, or another of ``schedules``), the loss of §5.4 in the model, and §6.1's output
+length when it decodes. The rest of a run is callbacks and modules of their own: how it stops (``stopping``), how its
+checkpoints are completed (``checkpoints.CompleteCheckpoints``), how it resumes (``relaunch``), how it reaches the
+Hub (``hub_push``)."""
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
-from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
 
 from . import checkpoints
 from .arguments import RecipeArguments
 from .batching import Placement, TokenBatchSampler, TrainingSet
-
-
-class NoamSchedule:
-    """§5.3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5), counting optimizer steps from 1.
-
-    A multiplier for ``LambdaLR`` whose base learning rate is ``lr_scale * d_model^-0.5``. (transformers'
-    ``inverse_sqrt`` schedule has the same shape but returns 0 for the first step, wasting it.)
-    """
-
-    def __init__(self, warmup_steps: int):
-        if warmup_steps <= 0:
-            raise UsageError(f"the paper's schedule needs warmup_steps > 0, got {warmup_steps}")
-        self.warmup_steps = warmup_steps
-
-    def __call__(self, step: int) -> float:
-        step += 1  # LambdaLR counts from 0; the paper's first step is 1
-        return min(step**-0.5, step * self.warmup_steps**-1.5)
-
 
 # transformers' internals that the package touches, each with why no public way serves (docs/architecture.md):
 # Trainer's private methods overridden or called, Trainer's own state read or set, and names of its modules that
@@ -116,9 +99,9 @@ class RunDecoding:
 
 
 class PaperSeq2SeqTrainer(Seq2SeqTrainer):
-    """Seq2SeqTrainer plus token-count batching, the §5.3 schedule and §6.1's output length. ``training_set``
-    batches the training data (and keeps its position in checkpoints) as its kind does; ``decoding`` is how the run
-    decodes in its evaluations and how the saved model does."""
+    """Seq2SeqTrainer plus token-count batching, the run's schedule (``schedules``) and §6.1's output length.
+    ``training_set`` batches the training data (and keeps its position in checkpoints) as its kind does;
+    ``decoding`` is how the run decodes in its evaluations and how the saved model does."""
 
     def __init__(
         self,
@@ -127,7 +110,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         max_tokens_per_batch: int,
         decoding: RunDecoding,
         shapes: BatchShapes = UNPADDED,
-        noam_warmup_steps: int | None = None,
+        lr_multiplier: Callable[[int], float] | None = None,
         **kwargs,
     ):
         super().__init__(*args, train_dataset=training_set.dataset, **kwargs)
@@ -139,7 +122,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
             self.label_smoother = None
         self.max_tokens_per_batch = max_tokens_per_batch
         self.shapes = shapes  # how the sampler plans and the collator pads every batch
-        self.noam_warmup_steps = noam_warmup_steps
+        self.lr_multiplier = lr_multiplier  # the schedule of --lr_schedule (schedules.lr_multiplier)
         # how this run decodes (§6.1), built once from its arguments; the model's generation config is given its
         # final decoding when the model is saved (save_model), the one place it is written
         self.decoding = decoding
@@ -161,12 +144,13 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         return own if own is not None else super().get_train_dataloader()
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
-        """§5.3's schedule when ``noam_warmup_steps`` is set: made anew for each ``train()``, over the optimizer that
-        call made (a scheduler kept from an earlier call would step another optimizer)."""
-        if self.noam_warmup_steps is None:
+        """The run's own schedule when ``lr_multiplier`` is set (§5.3's, or fairseq's inverse_sqrt): made anew for each
+        ``train()``, over the optimizer that call made (a scheduler kept from an earlier call would step another
+        optimizer)."""
+        if self.lr_multiplier is None:
             return super().create_scheduler(num_training_steps, optimizer)
         optimizer = optimizer if optimizer is not None else self.optimizer
-        self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, NoamSchedule(self.noam_warmup_steps))
+        self.lr_scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, self.lr_multiplier)
         return self.lr_scheduler
 
     def evaluation_loop(self, *args, **kwargs):

@@ -23,10 +23,10 @@ from training.data import DataArguments, load_parallel_data, read_parallel_files
 from training.launches import Launches
 from training.record import resolved_arguments, run_record, write_recipe
 from training.run_settings import BATCHES
+from training.schedules import InverseSqrtSchedule, NoamSchedule
 from training.stopping import TimeBudget
 from training.tokenizer import train_tokenizer
 from training.train import RunPlan, build_trainer, launch_metrics
-from training.trainer import NoamSchedule
 from vanilla_tools.cli import UsageError
 from vanilla_tools.metrics import score_translations, tokenized_bleu
 from vanilla_tools.run_files import TrainingRecipe
@@ -309,6 +309,29 @@ def test_noam_schedule_is_the_papers_formula():
     assert optimizer.param_groups[0]["lr"] == pytest.approx(d_model**-0.5 * 4000**-1.5)  # step 1 is not wasted
     state = scheduler.state_dict()
     assert state["lr_lambdas"][0] == {"warmup_steps": 4000}  # saved with checkpoints
+
+
+def fairseq_inverse_sqrt(num_updates: int) -> float:
+    """fairseq's InverseSquareRootSchedule.step_update as it writes it: --lr 0.005, --warmup-updates 2000,
+    --warmup-init-lr 1e-7."""
+    lr_step = (0.005 - 1e-7) / 2000
+    decay_factor = 0.005 * 2000**0.5
+    return 1e-7 + num_updates * lr_step if num_updates < 2000 else decay_factor * num_updates**-0.5
+
+
+def test_inverse_sqrt_is_fairseqs_schedule_with_its_warmup_from_an_initial_rate():
+    optimizer = torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))], lr=0.005)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, InverseSqrtSchedule(2000, 0.005, 1e-7))
+    rates = {0: optimizer.param_groups[0]["lr"]}  # the first step's: 1e-7
+    for step in range(1, 8001):
+        optimizer.step()
+        scheduler.step()
+        rates[step] = optimizer.param_groups[0]["lr"]
+    for step, expected in ((0, 1e-7), (1, 1e-7 + (0.005 - 1e-7) / 2000), (1000, 0.00250005), (2000, 0.005),
+                           (8000, 0.0025)):  # fmt: skip
+        assert rates[step] == pytest.approx(expected, rel=1e-9) == fairseq_inverse_sqrt(step)
+    assert max(rates.values()) == rates[2000]
+    assert scheduler.state_dict()["lr_lambdas"][0] == {"warmup_steps": 2000, "peak": 0.005, "warmup_init_lr": 1e-7}
 
 
 def test_resume_ignores_checkpoints_that_were_not_completely_written(tmp_path):
