@@ -63,16 +63,17 @@ LAUNCH = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch)
 # The steps measured (--modes): vanilla-train's flags for each. eager and compiled train the step as 8 accumulated
 # batches of 3,125 tokens a side (its 25,000 on 8 of the paper's GPUs, the preset's budget before it was sized to the
 # device: training/micro_batch.py), the control; compiled-one-batch trains the step's tokens as one batch, 1/8
-# of the launches (the memory it takes is the record's peak_memory_gib). cudagraphs: inductor's CUDA graph trees
-# replay a step's kernels in one launch, one graph a batch shape (the shapes are bounded), where the host would
-# launch each; one batch a step, as vanilla-train requires of CUDA graphs (training/compiled.py check_cuda_graphs).
+# of the launches (the memory it takes is the record's peak_memory_gib), without CUDA graphs (mode default, which
+# vanilla-train would otherwise pick for one batch a step). cudagraphs: inductor's CUDA graph trees replay a step's
+# kernels in one launch, one graph a batch shape (the shapes are bounded), where the host would launch each; one
+# batch a step, as vanilla-train requires of CUDA graphs (training/compiled.py settle_cuda_graphs).
 ONE_BATCH = ["--max_tokens_per_batch", str(load_preset(PRESET)["tokens_per_step"])]
 EIGHT_BATCHES = ["--max_tokens_per_batch", str(load_preset(PRESET)["tokens_per_step"] // 8)]
 # The times a batch shape is trained before its steps run at their steady speed: once (compiled, or eager's first
 # allocation), but twice with CUDA graph trees, which run a new shape's graph once to warm it up, then record it.
 WARM_RUNS = {"cudagraphs": 2}
 MODES = {"eager": ["--torch_compile", "false", *EIGHT_BATCHES], "compiled": ["--torch_compile", "true", *EIGHT_BATCHES],
-         "compiled-one-batch": ["--torch_compile", "true", *ONE_BATCH],
+         "compiled-one-batch": ["--torch_compile", "true", "--torch_compile_mode", "default", *ONE_BATCH],
          "cudagraphs": ["--torch_compile", "true", "--torch_compile_mode", "reduce-overhead", *ONE_BATCH]}  # fmt: skip
 
 

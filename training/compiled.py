@@ -5,8 +5,9 @@
   eagerly and says so in one line, rather than failing at its first step.
 - Token batches change their (batch, length) shape at every step: their tensors are marked dynamic, so the first
   compilation serves every shape. Unmarked, the first shape compiles a static graph and the second compiles again.
-- CUDA graphs (``--torch_compile_mode reduce-overhead`` or ``max-autotune``) are refused with gradient accumulation
-  on a GPU (``check_cuda_graphs``): torch's CUDA graph trees break it.
+- CUDA graphs (``--torch_compile_mode reduce-overhead`` or ``max-autotune``) are decided in ``settle_cuda_graphs``:
+  with one micro-batch a step on one GPU the step records them unless a mode is given; with gradient accumulation on
+  a GPU they are refused, since torch's CUDA graph trees break it.
 - What compiling cost is logged when training ends (it is counted in the run's time, ``--max_train_minutes``), with
   what the run found in inductor's caches: a second run on the machine loads its graphs instead of compiling them.
 
@@ -25,6 +26,11 @@ from transformers import Seq2SeqTrainingArguments, TrainerCallback
 from vanilla_tools.cli import UsageError
 
 logger = logging.getLogger(__name__)
+
+CUDA_GRAPHS_MODE = "reduce-overhead"  # torch.compile's mode that records CUDA graphs without autotuning
+# CUDA graphs an epoch may record a compiled graph (one a batch shape; issue 99): the bucketed wmt14 epoch has 52-61
+# shapes (benchmarks/epoch_shapes.py). Inductor warns past it, rather than past its default of 8.
+MOST_CUDA_GRAPHS = 64
 
 
 def cannot_build_kernels() -> str | None:
@@ -51,18 +57,39 @@ def captures_cuda_graphs(mode: str | None) -> bool:
     return bool(torch._inductor.list_mode_options(mode or "default").get("triton.cudagraphs"))
 
 
-def check_cuda_graphs(args: Seq2SeqTrainingArguments) -> None:
-    """Refuses CUDA graphs with gradient accumulation on a GPU. Inductor's CUDA graph trees hand a backward graph's
-    output to ``.grad`` as it is, and the next batch's replay overwrites it: the accumulation then fails ("accessing
-    tensor output of CUDAGraphs that has been overwritten by a subsequent run", pytorch/pytorch#169545, met by
-    ``benchmarks/wmt14_step.py`` on an H200 with torch 2.11) or keeps only the last batch's gradient
-    (pytorch/pytorch#96693). Called once the accumulation is known (``step_size``)."""
-    if (args.torch_compile and args.gradient_accumulation_steps > 1 and args.device.type == "cuda"
-            and captures_cuda_graphs(args.torch_compile_mode)):  # fmt: skip
+def settle_cuda_graphs(args: Seq2SeqTrainingArguments) -> None:
+    """Decides whether the compiled step records CUDA graphs, once the accumulation is known (``step_size``).
+
+    - One micro-batch a step in one process on a GPU, no ``--torch_compile_mode`` given: ``reduce-overhead``
+      (logged). The forward and the backward graph replay as CUDA graphs (inductor's CUDA graph trees), one
+      recording each per batch shape: the batches are marked dynamic (``mark_dynamic``) and torch 2.13 records a
+      graph per distinct value of a graph's integer inputs, its dynamic sizes (``cudagraph_trees.cudagraphify``'s
+      ``fn_cache`` keyed on ``get_ints(inputs)``), rather than skip dynamic graphs
+      (``torch._inductor.config.triton.cudagraph_skip_dynamic_graphs`` is False). The optimizer step is not in them:
+      Trainer calls it eagerly between replays (fused AdamW, a few multi-tensor launches). Several processes keep the
+      default mode: DDP's and FSDP's collectives in the backward pass have not been run under CUDA graphs here.
+    - A mode that records CUDA graphs with gradient accumulation on a GPU is refused. Inductor's CUDA graph trees hand
+      a backward graph's output to ``.grad`` as it is, and the next batch's replay overwrites it: the accumulation
+      then fails ("accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run",
+      pytorch/pytorch#169545, met by ``benchmarks/wmt14_step.py`` on an H200 with torch 2.11) or keeps only the last
+      batch's gradient (pytorch/pytorch#96693).
+
+    A given mode stays: ``--torch_compile_mode default`` (or ``max-autotune-no-cudagraphs``) compiles without CUDA
+    graphs."""
+    if not (args.torch_compile and args.device.type == "cuda"):  # inductor records no CUDA graph elsewhere
+        return
+    if args.gradient_accumulation_steps > 1 and captures_cuda_graphs(args.torch_compile_mode):
         raise UsageError(f"--torch_compile_mode {args.torch_compile_mode} records CUDA graphs, which break gradient "
                          f"accumulation ({args.gradient_accumulation_steps} batches a step; pytorch/pytorch#169545): "
                          "train one batch a step (--max_tokens_per_batch at --tokens_per_step) or compile without "
                          "CUDA graphs (the default mode, or max-autotune-no-cudagraphs)")  # fmt: skip
+    if args.gradient_accumulation_steps == 1 and args.world_size == 1 and args.torch_compile_mode is None:
+        args.torch_compile_mode = CUDA_GRAPHS_MODE
+        logger.info(
+            "--torch_compile on one GPU with one micro-batch a step: --torch_compile_mode %s, the forward and "
+            "backward pass replayed as CUDA graphs, one per batch shape",
+            CUDA_GRAPHS_MODE,
+        )
 
 
 def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callable:
@@ -72,7 +99,7 @@ def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callab
         logger.warning("--torch_compile: inductor cannot build CPU kernels here (%s); training eagerly", reason)
         args.torch_compile, args.torch_compile_backend = False, None
     if args.torch_compile:
-        configure_inductor()
+        configure_inductor(args.device.type)
         if args.device.type == "cuda" and torch.backends.cuda.cudnn_sdp_enabled():
             # what speedups.sdpa_without_cudnn does for eager attention, which compiled code cannot do per call
             logger.info("--torch_compile on CUDA: cuDNN's attention off (it plans every new batch shape)")
@@ -80,18 +107,23 @@ def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callab
     return DynamicBatches(collate) if args.torch_compile else collate
 
 
-def configure_inductor() -> None:
-    """Inductor's settings for this model's compiled step, in training and in its benchmarks alike (process-wide).
+def configure_inductor(device_type: str = "cpu") -> None:
+    """Inductor's settings for this model's compiled step on ``device_type``, in training and in its benchmarks alike
+    (process-wide).
 
-    - ATen's random numbers inside the graph (``fallback_random``): inductor's own CPU generator draws a Philox number
-      an element, 2x the time of ATen's (measured with dropout), which residual_dropout's draws serve two elements of.
+    - On a CPU, ATen's random numbers inside the graph (``fallback_random``): inductor's own CPU generator draws a
+      Philox number an element, 2x the time of ATen's (measured with dropout), which residual_dropout's draws serve
+      two elements of. On CUDA inductor's own Philox draws inside the fused dropout kernels, where ATen's would add
+      random-number kernels to every step.
+    - CUDA graph trees warn past ``MOST_CUDA_GRAPHS`` recordings of a graph (one a batch shape), not past 8.
     - AOTAutograd's cache takes graphs that hold custom autograd.Functions (the fused loss, the compiled ReLU). torch
       leaves them out by default while it tests the switch more widely (pytorch/pytorch#149751): without it every
       run traces the joint graph and partitions it again, and only inductor's kernels come from the cache (what a
       second run saves: docs/performance.md). The Functions' forward and backward are traced into the graph the
       cache is keyed on, so a changed Function misses it (tests/test_training/test_compiled.py).
     """
-    torch._inductor.config.fallback_random = True
+    torch._inductor.config.fallback_random = device_type == "cpu"
+    torch._inductor.config.triton.cudagraph_dynamic_shape_warn_limit = MOST_CUDA_GRAPHS
     torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True
 
 

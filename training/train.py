@@ -54,7 +54,7 @@ from .average import average_newest_into, load_average
 from .batching import TokenizedPairs, TrainingSet, batch_shapes
 from .bpe_dropout import BPEDropoutPairs
 from .checkpoints import RERUN, CompleteCheckpoints
-from .compiled import CompileReport, check_cuda_graphs, fit_for_compile
+from .compiled import CompileReport, fit_for_compile, settle_cuda_graphs
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
@@ -167,7 +167,7 @@ def build_trainer(
     if data_args.streaming:
         check_streaming(data_args, training_args)
     step_size(data_args, training_args)
-    check_cuda_graphs(training_args)
+    settle_cuda_graphs(training_args)
     cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
     with write_guard(cache, "datasets' cache", "rerun, or pass --cache_dir on another disk"):
         with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache

@@ -3,18 +3,27 @@ batch shape, the flag through vanilla-train, and eager training where inductor h
 
 import json
 import logging
+from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from helpers import batch_of, tiny_model
 from safetensors.torch import load_file
+from torch._dynamo.backends.common import aot_autograd
 from training_helpers import train_argv, write_corpus
 from transformers import Seq2SeqTrainingArguments
 
 from modeling_vanilla import speedups
 from training import compiled
-from training.compiled import DynamicBatches, compile_counts, configure_inductor, fit_for_compile
+from training.batching import TokenBatchSampler
+from training.compiled import MOST_CUDA_GRAPHS, DynamicBatches, compile_counts, configure_inductor, fit_for_compile
 from training.train import run
+from vanilla_tools.batch_shapes import BatchShapes
+from vanilla_tools.cli import UsageError
+
+WMT_LIKE = Path(__file__).parents[1] / "fixtures" / "wmt-like-lengths.npz"  # benchmarks/epoch_shapes.py's epoch
 
 pytestmark = pytest.mark.slow
 
@@ -141,6 +150,17 @@ def test_missing_python_headers_are_found_before_training(tmp_path, monkeypatch)
     assert reason == f"no Python.h in {tmp_path}: the Python development headers are not installed"
 
 
+def training_args(mode: str | None, accumulation: int, device: str, processes: int = 1) -> SimpleNamespace:
+    """What settle_cuda_graphs reads of the arguments, a stand-in for a GPU's."""
+    return SimpleNamespace(
+        torch_compile=True,
+        torch_compile_mode=mode,
+        gradient_accumulation_steps=accumulation,
+        world_size=processes,
+        device=torch.device(device),
+    )
+
+
 @pytest.mark.parametrize(
     ("mode", "accumulation", "device", "refused"),
     [
@@ -153,18 +173,101 @@ def test_missing_python_headers_are_found_before_training(tmp_path, monkeypatch)
     ],
 )
 def test_cuda_graphs_are_refused_with_gradient_accumulation_on_a_gpu(mode, accumulation, device, refused):
-    """check_cuda_graphs reads the arguments only (a stand-in for a GPU's): the modes inductor says record CUDA
-    graphs, with more than one batch a step, on CUDA, are refused in one line that names the fix."""
-    from types import SimpleNamespace
-
-    from vanilla_tools.cli import UsageError
-
-    args = SimpleNamespace(torch_compile=True, torch_compile_mode=mode, gradient_accumulation_steps=accumulation,
-                           device=torch.device(device))  # fmt: skip
+    """The modes inductor says record CUDA graphs, with more than one batch a step, on CUDA, are refused in one line
+    that names the fix; the others keep their mode."""
+    args = training_args(mode, accumulation, device)
     if refused:
         with pytest.raises(UsageError, match=rf"--torch_compile_mode {mode} records CUDA graphs, which break "
                                              rf"gradient accumulation \({accumulation} batches a step.*"
                                              "--max_tokens_per_batch at --tokens_per_step"):  # fmt: skip
-            compiled.check_cuda_graphs(args)
+            compiled.settle_cuda_graphs(args)
     else:
-        compiled.check_cuda_graphs(args)
+        compiled.settle_cuda_graphs(args)
+        assert args.torch_compile_mode == mode
+
+
+@pytest.mark.parametrize(
+    ("mode", "accumulation", "device", "processes", "chosen"),
+    [
+        (None, 1, "cuda", 1, "reduce-overhead"),  # one micro-batch on one GPU: the step in CUDA graphs
+        ("default", 1, "cuda", 1, "default"),  # a mode given stays
+        ("max-autotune-no-cudagraphs", 1, "cuda", 1, "max-autotune-no-cudagraphs"),
+        (None, 2, "cuda", 1, None),  # accumulation: no CUDA graphs
+        (None, 1, "cuda", 8, None),  # several processes: their collectives were not run under CUDA graphs
+        (None, 1, "cpu", 1, None),
+    ],
+)
+def test_one_micro_batch_on_one_gpu_records_cuda_graphs_unless_a_mode_is_given(
+    mode, accumulation, device, processes, chosen, caplog
+):
+    args = training_args(mode, accumulation, device, processes)
+    with caplog.at_level(logging.INFO):
+        compiled.settle_cuda_graphs(args)
+    assert args.torch_compile_mode == chosen
+    assert compiled.captures_cuda_graphs(args.torch_compile_mode) == (chosen == "reduce-overhead")
+    chose = [r.getMessage() for r in caplog.records if r.name == "training.compiled"]
+    assert chose == (
+        [
+            "--torch_compile on one GPU with one micro-batch a step: --torch_compile_mode reduce-overhead, the forward "
+            "and backward pass replayed as CUDA graphs, one per batch shape"
+        ]
+        if mode != chosen
+        else []
+    )
+
+
+@pytest.mark.parametrize(("device", "fallback_random"), [("cpu", True), ("cuda", False)])
+def test_aten_random_numbers_on_a_cpu_only(device, fallback_random):
+    """fallback_random (ATen's generator in the graph) is the CPU's: on CUDA inductor's Philox draws inside the fused
+    dropout kernels. CUDA graph trees warn past 64 recordings of a graph, not past their default of 8."""
+    config = torch._inductor.config
+    with config.patch({"fallback_random": not fallback_random, "triton.cudagraph_dynamic_shape_warn_limit": 8}):
+        configure_inductor(device)
+        assert config.fallback_random is fallback_random
+        assert config.triton.cudagraph_dynamic_shape_warn_limit == MOST_CUDA_GRAPHS == 64
+
+
+def test_a_cuda_graphed_epoch_records_one_graph_per_bucket_shape(fresh_dynamo):
+    """The CUDA graphs an epoch of the wmt14 stand-in records at one micro-batch a step (25,000 tokens a side, bucketed
+    as on CUDA: 87 batches), counted on a CPU: the step compiled with its batches marked dynamic, as training compiles
+    it, with AOTAutograd's forward and backward graphs keyed as torch 2.13's CUDA graph trees key their recordings
+    (``torch._inductor.cudagraph_trees.cudagraphify``: one a distinct tuple of the graph's integer inputs). Each of the
+    epoch's 52 distinct shapes records one forward and one backward graph, at most ``MOST_CUDA_GRAPHS``; a shape met
+    again replays its graphs. One layer a side: the count does not depend on depth, and the CPU runs each shape once."""
+    lengths = np.load(WMT_LIKE)
+    sampler = TokenBatchSampler(
+        lengths["source"], lengths["target"], 25_000, seed=1, shapes=BatchShapes.for_device("cuda", 128)
+    )
+    shapes = sampler.batch_shapes()
+    assert (len(shapes), len(set(shapes))) == (87, 52)
+    recordings = {"forward": [], "backward": []}  # one key set a compiled graph: each graph has its own recordings
+
+    def keyed_as_cuda_graph_trees(kind: str):
+        def compiler(graph, example_inputs):
+            keys = set()
+            recordings[kind].append(keys)
+
+            def run(inputs):
+                keys.add(tuple(value for value in inputs if isinstance(value, int)))
+                return graph(*inputs)
+
+            run._boxed_call = True  # AOTAutograd's calling convention: the inputs as one list
+            return run
+
+        return compiler
+
+    model = tiny_model(
+        dropout=0.1, label_smoothing=0.1, max_position_embeddings=128, encoder_layers=1, decoder_layers=1
+    ).train()
+    backend = aot_autograd(
+        fw_compiler=keyed_as_cuda_graph_trees("forward"), bw_compiler=keyed_as_cuda_graph_trees("backward")
+    )
+    forward = torch.compile(model, backend=backend, fullgraph=True)
+    collate = DynamicBatches(lambda shape: batch_of(shape))
+    for shape in [*dict.fromkeys(shapes), *shapes[:3]]:  # each shape as the epoch first meets it, then 3 again
+        forward(**collate(shape)).loss.backward()
+        model.zero_grad(set_to_none=True)
+    graphs = {kind: sum(len(keys) for keys in compiled_graphs) for kind, compiled_graphs in recordings.items()}
+    assert graphs == {"forward": 52, "backward": 52}
+    assert compile_counts()["graphs"] == 1  # one dynamo graph for every shape: the recordings are its
+    assert max(graphs.values()) <= MOST_CUDA_GRAPHS
