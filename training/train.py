@@ -264,6 +264,11 @@ def training_set(data_args: DataArguments, training_args: Seq2SeqTrainingArgumen
         return StreamingTokenBatches(train, tokenizer, data_args, training_args.process_index,
                                      training_args.world_size, training_args.seed, shapes)  # fmt: skip
     if data_args.bpe_dropout:
+        if training_args.dataloader_num_workers and training_args.dataloader_persistent_workers:
+            raise UsageError(
+                "--bpe_dropout needs --dataloader_persistent_workers false: the pairs are re-segmented each epoch in "
+                "the training process, and a kept worker would go on reading the first epoch's"
+            )
         return BPEDropoutPairs(
             train, tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length
         )
