@@ -114,7 +114,7 @@ class TokenBatchSampler(BatchRebalanceSampler):
 
     ``shapes`` bounds the batches' shapes (``BatchShapes``): the pairs are ordered, and the budget counted, on their
     padded lengths (ties, shuffled, are then all the pairs of a bucket), and batch sizes are multiples of its
-    ``required_batch_size_multiple`` per rank. The collator pads each batch to those lengths (``PaddedBatches``).
+    ``required_batch_size_multiple`` per rank. The collator pads each batch to those lengths (``PairBatches``).
 
     Data parallel: each global batch is dealt out pair by pair (``batch[rank::num_replicas]``), so all ranks
     together see exactly the batch a single process would, which makes 1- and N-process runs comparable.

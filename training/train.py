@@ -27,7 +27,6 @@ import transformers
 from accelerate import PartialState
 from packaging import version
 from transformers import (
-    DataCollatorForSeq2Seq,
     PreTrainedTokenizerBase,
     Seq2SeqTrainingArguments,
     TrainerCallback,
@@ -40,7 +39,7 @@ from transformers.utils import SAFE_WEIGHTS_NAME
 
 from hub_card import write_model_card
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
-from vanilla_tools.batch_shapes import BatchShapes, PaddedBatches
+from vanilla_tools.batch_shapes import BatchShapes, PairBatches
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.disk import write_guard
@@ -201,10 +200,7 @@ def build_trainer(
                              shapes)  # fmt: skip
     completion = CompleteCheckpoints(train_set, plan.batches, plan.settings, plan.stop, launches)
     collator = fit_for_compile(
-        training_args,
-        PaddedBatches(
-            DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100), shapes, tokenizer.pad_token_id
-        ),
+        training_args, PairBatches(shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels)
     )
     trainer = PaperSeq2SeqTrainer(
         model=model,
@@ -264,6 +260,11 @@ def training_set(data_args: DataArguments, training_args: Seq2SeqTrainingArgumen
         return StreamingTokenBatches(train, tokenizer, data_args, training_args.process_index,
                                      training_args.world_size, training_args.seed, shapes)  # fmt: skip
     if data_args.bpe_dropout:
+        if training_args.dataloader_num_workers and training_args.dataloader_persistent_workers:
+            raise UsageError(
+                "--bpe_dropout needs --dataloader_persistent_workers false: the pairs are re-segmented each epoch in "
+                "the training process, and a kept worker would go on reading the first epoch's"
+            )
         return BPEDropoutPairs(
             train, tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length
         )

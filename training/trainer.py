@@ -17,6 +17,7 @@ from vanilla_tools.decoding import Decoding
 from . import checkpoints
 from .arguments import RecipeArguments
 from .batching import Placement, TokenBatchSampler, TrainingSet
+from .loader_wait import LoaderWait
 
 # transformers' internals that the package touches, each with why no public way serves (docs/architecture.md):
 # Trainer's private methods overridden or called, Trainer's own state read or set, and names of its modules that
@@ -127,6 +128,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         # final decoding when the model is saved (save_model), the one place it is written
         self.decoding = decoding
         self.search = decoding.during  # the search of the evaluation in progress (evaluate, predict)
+        self.loader_wait = LoaderWait()  # the time the loop waits for its batches, reported in the logs (log)
 
     def token_batches(self) -> TokenBatchSampler | None:
         """The sampler of this process's training batches (§5.1), None for a stream (it plans as it reads)."""
@@ -142,6 +144,19 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
     def get_train_dataloader(self) -> torch.utils.data.DataLoader:
         own = self.training_set.dataloader(self.data_collator, self.args.dataloader_pin_memory)
         return own if own is not None else super().get_train_dataloader()
+
+    def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
+        # the one place Trainer's loop takes its batches from the loader: each next() is timed there
+        return super().get_batch_samples(self.loader_wait.timed(epoch_iterator), num_batches, device)
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """Trainer's log, with the milliseconds per step the loop waited for its batches (``loader_wait``): in a
+        training log since the previous one, in ``train()``'s metrics over the whole call."""
+        if "loss" in logs:
+            logs["loader_wait_ms"] = self.loader_wait.report("interval")
+        elif "train_runtime" in logs:
+            logs["train_loader_wait_ms"] = self.loader_wait.report("whole")
+        super().log(logs, start_time)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
         """The run's own schedule when ``lr_multiplier`` is set (§5.3's, or fairseq's inverse_sqrt): made anew for each
