@@ -103,10 +103,14 @@ def summary(counts: dict[str, dict]) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> dict:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.step_dispatch", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write the record here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = arguments().parse_args(argv)
     counts = {}
     for compiled in (False, True):
         for micro_batches in MICRO_BATCHES:
