@@ -21,6 +21,7 @@ from benchmarks import (
     load_check,
     preemption,
     restricted_attention,
+    step_dispatch,
     training_step,
     translate_memory,
     wmt14_step,
@@ -44,7 +45,7 @@ TOOLS = {  # console script or module -> its argument parser
     "vanilla-export-onnx": onnx_runtime.arguments, "benchmarks.preemption": preemption.arguments,
     "benchmarks.training_step": training_step.arguments, "experiments.recipe": recipe.arguments,
     "benchmarks.load_check": load_check.arguments, "benchmarks.wmt14_step": wmt14_step.arguments,
-    "benchmarks.epoch_shapes": epoch_shapes.arguments,
+    "benchmarks.epoch_shapes": epoch_shapes.arguments, "benchmarks.step_dispatch": step_dispatch.arguments,
 }  # fmt: skip
 
 
@@ -303,8 +304,9 @@ def test_headline_figures_are_their_records(page, text):
 
 
 def page_table(page: str, header: str) -> list[list[str]]:
-    """The body rows of the table on ``page`` whose header row starts with ``header``, its cells without bold."""
-    lines = page_text(page).splitlines()
+    """The body rows of the table on ``page`` whose header row starts with ``header``, its cells without bold (a
+    table may be indented, inside a list item)."""
+    lines = [line.strip() for line in page_text(page).splitlines()]
     start = next(i for i, line in enumerate(lines) if line.startswith(header))
     rows = []
     for line in lines[start + 2 :]:
@@ -347,6 +349,20 @@ def test_training_table_is_its_record():
         assert shows(ours, expected[0]) and shows(marian, expected[1]), (config, measure, ours, marian, expected)
         assert shows(ratio, expected[0] / expected[1]), (config, measure, ratio)
     assert names_its_record("docs/performance.md", "training")
+
+
+def test_the_operators_a_step_dispatches_are_their_record():
+    """docs/performance.md's operators dispatched per optimizer step (issue 99, item 4 A), row by row in the record's
+    order, the one-batch step's share of today's and the H200's count over the proxy's are step-dispatch.json's."""
+    record = benchmark("step-dispatch")
+    rows = page_table("docs/performance.md", "| step | micro-batches | operators dispatched |")
+    counts = [[f"{c['micro_batches']}", f"{c['dispatched']:,}", f"{c['accumulation_adds']:,}"]
+              for c in record["counts"].values()]  # fmt: skip
+    assert [row[1:] for row in rows] == counts
+    summary, page = record["summary"], flat("docs/performance.md")
+    assert f"dispatches {summary['one_batch_share_of_today']:.1%} of today's accumulated compiled one" in page
+    assert f"the GPU runs {summary['h200_over_cpu_today']:.2f} times the proxy's count" in page
+    assert names_its_record("docs/performance.md", "step-dispatch")
 
 
 SERVING_ENGINES = {  # the serving table's names of vanilla-bench --translate's engines
