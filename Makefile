@@ -1,7 +1,8 @@
-# The two commands of the README: `make demo` (the main job) and `make test` (ruff and the fast tests). `make test-slow`
-# runs the long end-to-end tests, those marked slow (transformers' convention: skipped unless RUN_SLOW=1;
-# tests/conftest.py), and only them, so that CI, which runs both targets, runs each test once. `make compat` runs the
-# model's tests on another transformers (or torch) release, in a side environment (docs/hub.md#compatibility).
+# The two commands of the README: `make demo` (the main job) and `make test` (ruff's lint and format check, and the
+# fast tests). `make test-slow` runs the long end-to-end tests, those marked slow (transformers' convention: skipped
+# unless RUN_SLOW=1; tests/conftest.py), and only them, so that CI, which runs both targets, runs each test once.
+# `make compat` runs the model's tests on another transformers (or torch) release, in a side environment
+# (docs/hub.md#compatibility).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -38,6 +39,7 @@ demo: install
 
 test: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
 test-slow: install

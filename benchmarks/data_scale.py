@@ -55,8 +55,12 @@ def write_joined_corpus(folder: Path, pairs: int) -> list[str]:
         n = len(sentences)
         with open(path, "w", encoding="utf-8") as f:
             for start in range(0, pairs, 100_000):
-                f.write("".join(f"{sentences[i % n]} {sentences[(7 * i + 1) % n]}\n"
-                                for i in range(start, min(pairs, start + 100_000))))  # fmt: skip
+                f.write(
+                    "".join(
+                        f"{sentences[i % n]} {sentences[(7 * i + 1) % n]}\n"
+                        for i in range(start, min(pairs, start + 100_000))
+                    )
+                )
         paths.append(str(path))
     return paths
 
@@ -103,12 +107,20 @@ def bare_limit(files: list[str]) -> dict:
     del sides
     workers = os.cpu_count() or 1
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        tokens = sum(pool.starmap(encode_part, [(tokenizer.backend_tokenizer.to_str(), files, part, workers)
-                                                for part in range(workers)]))  # fmt: skip
+        tokens = sum(
+            pool.starmap(
+                encode_part, [(tokenizer.backend_tokenizer.to_str(), files, part, workers) for part in range(workers)]
+            )
+        )
     done = time.perf_counter()
-    return {"read_s": round(read - start, 1), "learn_bpe_s": round(learned - read, 1),
-            "encode_s": round(done - learned, 1), "total_s": round(done - start, 1), "tokens": tokens,
-            "processes": workers}  # fmt: skip
+    return {
+        "read_s": round(read - start, 1),
+        "learn_bpe_s": round(learned - read, 1),
+        "encode_s": round(done - learned, 1),
+        "total_s": round(done - start, 1),
+        "tokens": tokens,
+        "processes": workers,
+    }
 
 
 def word_types(files: list[str]) -> int:
@@ -123,18 +135,41 @@ def word_types(files: list[str]) -> int:
 
 def time_to_first_step(files: list[str], cache: Path, output: Path, extra: list[str]) -> dict:
     # --summary_dir "": a timing run leaves no record in results/
-    command = [str(Path(sys.executable).parent / "vanilla-train"), "--config", "demo", "--dataset", "files",
-               "--train_files", *files, "--max_steps", "1", "--eval_strategy", "no", "--save_strategy", "no",
-               "--output_dir", str(output), "--cache_dir", str(cache), "--disable_tqdm", "true", "--summary_dir", "",
-               *extra]  # fmt: skip
+    command = [
+        str(Path(sys.executable).parent / "vanilla-train"),
+        "--config",
+        "demo",
+        "--dataset",
+        "files",
+        "--train_files",
+        *files,
+        "--max_steps",
+        "1",
+        "--eval_strategy",
+        "no",
+        "--save_strategy",
+        "no",
+        "--output_dir",
+        str(output),
+        "--cache_dir",
+        str(cache),
+        "--disable_tqdm",
+        "true",
+        "--summary_dir",
+        "",
+        *extra,
+    ]
     start = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", PEAK_OF_CHILD, *command], capture_output=True, text=True)
     wall = time.perf_counter() - start
     if result.returncode:
         raise RuntimeError(f"vanilla-train failed: {result.stderr[-3000:]}")
     first = FIRST_STEP.search(result.stderr)
-    return {"first_step_s": float(first.group(1)) if first else None, "command_s": round(wall, 1),
-            "peak_rss_mib": round(int(result.stdout.split()[-1]) / 1024)}  # fmt: skip
+    return {
+        "first_step_s": float(first.group(1)) if first else None,
+        "command_s": round(wall, 1),
+        "peak_rss_mib": round(int(result.stdout.split()[-1]) / 1024),
+    }
 
 
 def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[str], seconds: float = 30) -> dict:
@@ -143,9 +178,25 @@ def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[s
     from training.arguments import parse_args
     from training.train import build_trainer
 
-    argv = ["--config", "demo", "--dataset", "files", "--train_files", *files, "--output_dir", str(output),
-            "--cache_dir", str(cache), "--disable_tqdm", "true", "--max_steps", "100000", "--eval_strategy", "no",
-            *extra]  # fmt: skip
+    argv = [
+        "--config",
+        "demo",
+        "--dataset",
+        "files",
+        "--train_files",
+        *files,
+        "--output_dir",
+        str(output),
+        "--cache_dir",
+        str(cache),
+        "--disable_tqdm",
+        "true",
+        "--max_steps",
+        "100000",
+        "--eval_strategy",
+        "no",
+        *extra,
+    ]
     trainer, _ = build_trainer(*parse_args(argv))
     batches = iter(trainer.get_train_dataloader())
     next(batches)
@@ -182,9 +233,14 @@ def main(argv: list[str] | None = None) -> dict:
                 modes = [("arrow", [])] + ([("streaming", ["--streaming", "true"])] if args.streaming else [])
                 for mode, extra in modes:
                     cache = folder / f"cache-{mode}"
-                    row = {"pairs": pairs, "corpus": corpus, "mode": mode, "word_types": word_types(files),
-                           "corpus_mib": round(sum(Path(f).stat().st_size for f in files) / 2**20),
-                           "bare_limit": limit}  # fmt: skip
+                    row = {
+                        "pairs": pairs,
+                        "corpus": corpus,
+                        "mode": mode,
+                        "word_types": word_types(files),
+                        "corpus_mib": round(sum(Path(f).stat().st_size for f in files) / 2**20),
+                        "bare_limit": limit,
+                    }
                     row["cold"] = time_to_first_step(files, cache, folder / "out-cold", extra)
                     row["cold"]["ratio_to_bare_limit"] = round(row["cold"]["first_step_s"] / limit["total_s"], 2)
                     row["warm"] = time_to_first_step(files, cache, folder / "out-warm", extra)  # a new run, same cache

@@ -72,8 +72,11 @@ def measure(config: VanillaTransformerConfig, repeats: int) -> dict:
 
 
 def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.load_check", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.load_check",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--json", help="write the record here")
     parser.add_argument("--repeats", type=int, default=7, help="loads and scans timed, each (median)")
     parser.add_argument("--vocab_size", type=int, default=37000, help="the base model's vocabulary (§5.1: 37,000)")

@@ -30,8 +30,22 @@ STOPPED = re.compile(r"stopped by SIGTERM at step (\d+)")
 def measure(extra: list[str], timeout: float) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         output = Path(tmp) / "run"
-        command = [sys.executable, "-m", "training.train", "--config", "wmt14", "--dataset", "multi30k",
-                   "--output_dir", str(output), "--eval_strategy", "no", "--disable_tqdm", "true", *extra]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "training.train",
+            "--config",
+            "wmt14",
+            "--dataset",
+            "multi30k",
+            "--output_dir",
+            str(output),
+            "--eval_strategy",
+            "no",
+            "--disable_tqdm",
+            "true",
+            *extra,
+        ]
         process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         lines, signalled, deadline = [], None, time.monotonic() + timeout
         for line in process.stderr:
@@ -45,8 +59,9 @@ def measure(extra: list[str], timeout: float) -> dict:
         status = process.wait()
         exited = time.time()
         if signalled is None or stopping_signal(status) != "SIGTERM":
-            raise SystemExit(f"vanilla-train exited with {status} (signal sent: {signalled is not None}):\n"
-                             f"{''.join(lines[-30:])}")  # fmt: skip
+            raise SystemExit(
+                f"vanilla-train exited with {status} (signal sent: {signalled is not None}):\n{''.join(lines[-30:])}"
+            )
         step = int(next(STOPPED.search(line).group(1) for line in lines if STOPPED.search(line)))
         checkpoint = output / f"checkpoint-{step}"
         files = [p for p in checkpoint.rglob("*") if p.is_file()]
@@ -65,8 +80,11 @@ def measure(extra: list[str], timeout: float) -> dict:
 
 
 def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.preemption", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.preemption",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--json", help="write the record here")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds before giving up")
     parser.add_argument("train_args", nargs="*", help="more vanilla-train flags (after --)")

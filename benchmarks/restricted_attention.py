@@ -37,8 +37,14 @@ ENCODER = {"d_model": 256, "encoder_layers": 3, "decoder_layers": 1, "num_attent
 
 def encoder(n: int, window: int | None, implementation: str) -> torch.nn.Module:
     torch.manual_seed(0)
-    config = VanillaTransformerConfig(vocab_size=1000, dropout=0.0, max_position_embeddings=n, attention_window=window,
-                                      attn_implementation=implementation, **ENCODER)  # fmt: skip
+    config = VanillaTransformerConfig(
+        vocab_size=1000,
+        dropout=0.0,
+        max_position_embeddings=n,
+        attention_window=window,
+        attn_implementation=implementation,
+        **ENCODER,
+    )
     return VanillaTransformerForSeq2Seq(config).get_encoder().eval()
 
 
@@ -54,13 +60,26 @@ def worker(n: int, window: int | None, implementation: str, repeats: int) -> dic
             model(input_ids=ids)
             times.append(time.perf_counter() - start)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"seconds": round(statistics.median(times[1:]), 4), "first_seconds": round(times[0], 3),
-            "peak_rss_mib": round(peak / 2**20, 1), "forward_mib": round(max(peak - before, 0) / 2**20, 1)}  # fmt: skip
+    return {
+        "seconds": round(statistics.median(times[1:]), 4),
+        "first_seconds": round(times[0], 3),
+        "peak_rss_mib": round(peak / 2**20, 1),
+        "forward_mib": round(max(peak - before, 0) / 2**20, 1),
+    }
 
 
 def measure(n: int, window: int | None, implementation: str, repeats: int, timeout: int) -> dict:
-    command = [sys.executable, "-m", "benchmarks.restricted_attention", "--worker", str(n), str(window or 0),
-               implementation, "--repeats", str(repeats)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.restricted_attention",
+        "--worker",
+        str(n),
+        str(window or 0),
+        implementation,
+        "--repeats",
+        str(repeats),
+    ]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -130,15 +149,17 @@ def plot(rows: list[dict], path: Path) -> None:
     for axis, key, label in ((axes[0], "seconds", "seconds per forward"), (axes[1], "forward_mib", "MiB added")):
         for implementation in IMPLEMENTATIONS:
             for window, style in ((None, "-"), (WINDOW, "--")):
-                points = [(r["n"], r[key]) for r in rows if r["implementation"] == implementation
-                          and r["window"] == window and r.get(key)]  # fmt: skip
+                points = [
+                    (r["n"], r[key])
+                    for r in rows
+                    if r["implementation"] == implementation and r["window"] == window and r.get(key)
+                ]
                 if points:
                     name = f"{implementation}, {'full' if window is None else f'r = {window}'}"
                     axis.plot(*zip(*points, strict=True), style, marker="o", label=name)
         lengths = sorted({r["n"] for r in rows})
         for window, slope, name in ((None, 2, "O(n²)"), (WINDOW, 1, "O(n·r)")):
-            anchor = next((r[key] for r in rows if r["window"] == window and r.get(key) and r["n"] == lengths[0]),
-                          None)  # fmt: skip
+            anchor = next((r[key] for r in rows if r["window"] == window and r.get(key) and r["n"] == lengths[0]), None)
             if anchor:
                 axis.plot(lengths, [anchor * (n / lengths[0]) ** slope for n in lengths], ":", color="grey")
                 axis.annotate(name, (lengths[-1], anchor * (lengths[-1] / lengths[0]) ** slope), color="grey")
@@ -169,13 +190,23 @@ def main(argv: list[str] | None = None) -> dict:
         figures = worker(int(n), int(window) or None, implementation, args.repeats)
         print(json.dumps(figures))
         return figures
-    record = {**provenance(), "encoder": ENCODER, "window": WINDOW, "matmul_gflops_fp32": fp32_gflops(),
-              "threads": torch.get_num_threads(), "rows": []}  # fmt: skip
+    record = {
+        **provenance(),
+        "encoder": ENCODER,
+        "window": WINDOW,
+        "matmul_gflops_fp32": fp32_gflops(),
+        "threads": torch.get_num_threads(),
+        "rows": [],
+    }
     for implementation in args.implementations:
         for n in args.lengths:
             for window in (None, WINDOW):
-                row = {"n": n, "implementation": implementation, "window": window,
-                       **measure(n, window, implementation, args.repeats, args.timeout)}  # fmt: skip
+                row = {
+                    "n": n,
+                    "implementation": implementation,
+                    "window": window,
+                    **measure(n, window, implementation, args.repeats, args.timeout),
+                }
                 print(json.dumps(row), flush=True)
                 record["rows"].append(row)
     record["crossover"] = {impl: crossover(record["rows"], impl) for impl in args.implementations}

@@ -46,11 +46,24 @@ def tiny_flags(micro_batches: int, compiled: bool) -> list[str]:
     ``micro_batches`` micro-batches, logging nothing in the steps counted."""
     depth = load_preset(DEPTH_OF)
     step_tokens = depth["tokens_per_step"]
-    sizes = {**TINY, "encoder_layers": depth["encoder_layers"], "decoder_layers": depth["decoder_layers"],
-             "tokens_per_step": step_tokens, "max_tokens_per_batch": step_tokens // micro_batches}  # fmt: skip
-    return [*(f for name, value in sizes.items() for f in (f"--{name}", str(value))),
-            "--torch_compile", str(compiled).lower(), "--logging_nan_inf_filter", "false", "--bf16", "false",
-            "--logging_steps", "1000"]  # fmt: skip
+    sizes = {
+        **TINY,
+        "encoder_layers": depth["encoder_layers"],
+        "decoder_layers": depth["decoder_layers"],
+        "tokens_per_step": step_tokens,
+        "max_tokens_per_batch": step_tokens // micro_batches,
+    }
+    return [
+        *(f for name, value in sizes.items() for f in (f"--{name}", str(value))),
+        "--torch_compile",
+        str(compiled).lower(),
+        "--logging_nan_inf_filter",
+        "false",
+        "--bf16",
+        "false",
+        "--logging_steps",
+        "1000",
+    ]
 
 
 def in_data_loader(event) -> bool:
@@ -67,9 +80,11 @@ def count_events(events) -> dict:
     accumulation adds among them."""
     stepped = [event for event in events if not in_data_loader(event)]
     operators = launched(stepped)
-    return {"dispatched": sum(operators.values()),
-            "accumulation_adds": sum(1 for event in stepped if accumulation_add(event)),
-            "by_operator": dict(operators.most_common())}  # fmt: skip
+    return {
+        "dispatched": sum(operators.values()),
+        "accumulation_adds": sum(1 for event in stepped if accumulation_add(event)),
+        "by_operator": dict(operators.most_common()),
+    }
 
 
 def step_dispatch(micro_batches: int, compiled: bool, preset: str = DATA_OF, extra: tuple[str, ...] = ()) -> dict:
@@ -83,9 +98,13 @@ def step_dispatch(micro_batches: int, compiled: bool, preset: str = DATA_OF, ext
         trainer.add_callback(clock)
         with unittest.mock.patch.object(torch._inductor.config.cpp, "enable_kernel_profile", True):
             trainer.train()
-    return {"vanilla_train_flags": flags, "micro_batches": args.gradient_accumulation_steps, "compiled": compiled,
-            "parameters": sum(1 for p in trainer.model.parameters() if p.requires_grad),
-            **count_events(clock.profiler.events())}  # fmt: skip
+    return {
+        "vanilla_train_flags": flags,
+        "micro_batches": args.gradient_accumulation_steps,
+        "compiled": compiled,
+        "parameters": sum(1 for p in trainer.model.parameters() if p.requires_grad),
+        **count_events(clock.profiler.events()),
+    }
 
 
 def summary(counts: dict[str, dict]) -> dict:
@@ -117,8 +136,14 @@ def main(argv: list[str] | None = None) -> dict:
             name = f"{'compiled' if compiled else 'eager'}, {micro_batches} micro-batch{'es' * (micro_batches > 1)}"
             counts[name] = step_dispatch(micro_batches, compiled)
             print(name, json.dumps({key: counts[name][key] for key in SHOWN}), flush=True)
-    record = {**provenance(), "what": __doc__.split("\n\n")[0], "depth_of": DEPTH_OF, "data_of": DATA_OF,
-              "counts": counts, "summary": summary(counts)}  # fmt: skip
+    record = {
+        **provenance(),
+        "what": __doc__.split("\n\n")[0],
+        "depth_of": DEPTH_OF,
+        "data_of": DATA_OF,
+        "counts": counts,
+        "summary": summary(counts),
+    }
     print(json.dumps(record["summary"]))
     write_record(record, args.json)
     return record

@@ -73,15 +73,40 @@ COMPARE_BUDGET_S = 54 * 60
 REGIONS = {"vanilla.loss": "loss", "vanilla.attention": "attention", "vanilla.dropout": "dropout"}
 # Operators by what they compute, where no region claims them; the innermost match names an operator's own time.
 FAMILIES = {
-    "matrix products": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
-                        "MmBackward0", "AddmmBackward0", "BmmBackward0", "LinearBackward0"),
-    "LayerNorm": ("aten::layer_norm", "aten::native_layer_norm", "aten::native_layer_norm_backward",
-                  "NativeLayerNormBackward0"),
+    "matrix products": (
+        "aten::mm",
+        "aten::addmm",
+        "aten::bmm",
+        "aten::baddbmm",
+        "aten::matmul",
+        "aten::linear",
+        "MmBackward0",
+        "AddmmBackward0",
+        "BmmBackward0",
+        "LinearBackward0",
+    ),
+    "LayerNorm": (
+        "aten::layer_norm",
+        "aten::native_layer_norm",
+        "aten::native_layer_norm_backward",
+        "NativeLayerNormBackward0",
+    ),
     "casts (autocast)": ("aten::to", "aten::_to_copy", "ToCopyBackward0"),
-}  # fmt: skip
+}
 MATMUL_FLOPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")  # the operators the profiler counts
-ORDER = ("matrix products", "attention", "LayerNorm", "dropout", "casts (autocast)", "fused kernels (inductor)",
-         "other ops", "loss", "optimizer", "data loader", "Python and framework")  # fmt: skip
+ORDER = (
+    "matrix products",
+    "attention",
+    "LayerNorm",
+    "dropout",
+    "casts (autocast)",
+    "fused kernels (inductor)",
+    "other ops",
+    "loss",
+    "optimizer",
+    "data loader",
+    "Python and framework",
+)
 
 
 def preset_trainer(steps: int, output_dir: str, extra: list[str], preset: str = PRESET):
@@ -89,10 +114,26 @@ def preset_trainer(steps: int, output_dir: str, extra: list[str], preset: str = 
     whose allocator keeps freed memory, as vanilla-train's does."""
     keep_freed_memory()
     model_args, data_args, training_args = parse_args(
-        ["--config", preset, "--output_dir", output_dir, "--max_steps", str(steps), "--eval_strategy", "no",
-         "--save_strategy", "no", "--max_train_minutes", "0", "--disable_tqdm", "true", "--report_to", "none",
-         *extra]
-    )  # fmt: skip
+        [
+            "--config",
+            preset,
+            "--output_dir",
+            output_dir,
+            "--max_steps",
+            str(steps),
+            "--eval_strategy",
+            "no",
+            "--save_strategy",
+            "no",
+            "--max_train_minutes",
+            "0",
+            "--disable_tqdm",
+            "true",
+            "--report_to",
+            "none",
+            *extra,
+        ]
+    )
     trainer, _ = build_trainer(model_args, data_args, training_args)
     return trainer, training_args
 
@@ -116,9 +157,13 @@ class StepClock(TrainerCallback):
     """The time each step ends; with ``profile_from``, a profile of the ``profile_steps`` steps after it (of the
     ``activities`` asked; a GPU's work is waited for at the window's end)."""
 
-    def __init__(self, profile_from: int | None = None, profile_steps: int = 0,
-                 activities: tuple[ProfilerActivity, ...] = (ProfilerActivity.CPU,),
-                 with_flops: bool = True):  # fmt: skip
+    def __init__(
+        self,
+        profile_from: int | None = None,
+        profile_steps: int = 0,
+        activities: tuple[ProfilerActivity, ...] = (ProfilerActivity.CPU,),
+        with_flops: bool = True,
+    ):
         self.ends: list[float] = []
         self.start = 0.0
         self.profile_from, self.profile_steps, self.activities = profile_from, profile_steps, list(activities)
@@ -296,11 +341,14 @@ def interleaved(steps: int, warmup: int, extra: list[str]) -> dict:
         trainer, training_args = preset_trainer(warmup + steps, tmp, ["--torch_compile", "true", *extra])
         batches = list(itertools.islice(trainer.get_train_dataloader(), warmup + steps))
     models = {"eager": trainer.model.train(), "compiled": copy.deepcopy(trainer.model).train()}
-    compiled = torch.compile(models["compiled"], backend=training_args.torch_compile_backend,
-                             mode=training_args.torch_compile_mode)  # fmt: skip
+    compiled = torch.compile(
+        models["compiled"], backend=training_args.torch_compile_backend, mode=training_args.torch_compile_mode
+    )
     forwards = {"eager": models["eager"], "compiled": compiled}
-    optimizers = {name: torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
-                  for name, model in models.items()}  # fmt: skip
+    optimizers = {
+        name: torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
+        for name, model in models.items()
+    }
 
     def step(name: str, batch: dict) -> float:
         start = time.perf_counter()
@@ -361,8 +409,9 @@ def checkout(rev: str, folder: Path) -> Path:
 
 def run_checked(command: list[str], tree: Path = ROOT) -> str:
     """What a worker process (this file's, with its imports from ``tree``) printed; its error, should it fail."""
-    done = subprocess.run(command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True,
-                          text=True)  # fmt: skip
+    done = subprocess.run(
+        command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True
+    )
     if done.returncode:
         raise SystemExit(f"the worker at {tree} failed:\n{done.stderr[-3000:]}")
     return done.stdout
@@ -388,14 +437,26 @@ def compare(rev: str, rounds: int, steps: int, warmup: int, extra: list[str]) ->
                 runs[name].append(run_worker(tree, steps, warmup, flags))
                 print(name, json.dumps(runs[name][-1]), flush=True)
     peak = matmul_peak(torch.bfloat16 if bf16_supported() else torch.float32)  # the precision the preset trains in
-    median = {key: {name: statistics.median(run[key] for run in results) for name, results in runs.items()}
-              for key in ("tokens_per_s", "first_steps_s", "first_steps_tokens")}  # fmt: skip
+    median = {
+        key: {name: statistics.median(run[key] for run in results) for name, results in runs.items()}
+        for key in ("tokens_per_s", "first_steps_s", "first_steps_tokens")
+    }
     budget = COMPARE_BUDGET_S
-    in_budget = {name: median["first_steps_tokens"][name] + median["tokens_per_s"][name] *
-                 (budget - median["first_steps_s"][name]) for name in runs}  # fmt: skip
-    return {"before": commit.stdout.strip(), "runs": dict(runs), **median, "budget_s": budget,
-            "tokens_in_budget": in_budget, "speedup": median["tokens_per_s"]["now"] / median["tokens_per_s"]["before"],
-            "speedup_in_budget": in_budget["now"] / in_budget["before"], "matmul_peak_flops_per_s": peak}  # fmt: skip
+    in_budget = {
+        name: median["first_steps_tokens"][name]
+        + median["tokens_per_s"][name] * (budget - median["first_steps_s"][name])
+        for name in runs
+    }
+    return {
+        "before": commit.stdout.strip(),
+        "runs": dict(runs),
+        **median,
+        "budget_s": budget,
+        "tokens_in_budget": in_budget,
+        "speedup": median["tokens_per_s"]["now"] / median["tokens_per_s"]["before"],
+        "speedup_in_budget": in_budget["now"] / in_budget["before"],
+        "matmul_peak_flops_per_s": peak,
+    }
 
 
 # ---- --launches: the operators a step launches, eager and compiled; what an epoch of shapes compiles ----------------
@@ -469,8 +530,14 @@ def epoch_compiles(model, batches: list[dict], dynamic: bool, backend: str = "in
             forward(**(mark_dynamic(batch) if dynamic else batch)).loss.backward()
     counts = compile_counts()
     shapes = {tuple(batch["input_ids"].shape) + tuple(batch["labels"].shape[1:]) for batch in batches}
-    return {"dynamic": dynamic, "batches": len(batches), "distinct_shapes": len(shapes), **counts,
-            "recompiles": counts["graphs"] - 1, "epoch_s": time.perf_counter() - start}  # fmt: skip
+    return {
+        "dynamic": dynamic,
+        "batches": len(batches),
+        "distinct_shapes": len(shapes),
+        **counts,
+        "recompiles": counts["graphs"] - 1,
+        "epoch_s": time.perf_counter() - start,
+    }
 
 
 def compiles_in_new_processes(model, batches: list[dict], runs: int = 2) -> list[list[dict]]:
@@ -505,13 +572,19 @@ def launches_and_compiles(extra: list[str]) -> dict:
     distinct = list({batch_shape(batch): batch for batch in batches}.values())
     model = trainer.model.train()
     cold, warm = compiles_in_new_processes(model, distinct)
-    launched = {name: step_launches(copy.deepcopy(model), batches[0], name == "compiled")
-                for name in ("eager", "compiled")}  # fmt: skip
-    return {"vanilla_train_flags": extra, "epoch_batches": len(batches), "distinct_shapes": len(distinct),
-            "first_batch": batch_shape(batches[0]),
-            "launched_per_step": {name: sum(counts.values()) for name, counts in launched.items()},
-            "launched_by_operator": {name: dict(counts.most_common()) for name, counts in launched.items()},
-            "compiles": cold, "compiles_from_the_cache": warm}  # fmt: skip
+    launched = {
+        name: step_launches(copy.deepcopy(model), batches[0], name == "compiled") for name in ("eager", "compiled")
+    }
+    return {
+        "vanilla_train_flags": extra,
+        "epoch_batches": len(batches),
+        "distinct_shapes": len(distinct),
+        "first_batch": batch_shape(batches[0]),
+        "launched_per_step": {name: sum(counts.values()) for name, counts in launched.items()},
+        "launched_by_operator": {name: dict(counts.most_common()) for name, counts in launched.items()},
+        "compiles": cold,
+        "compiles_from_the_cache": warm,
+    }
 
 
 LAUNCHES_SUMMARY = ("epoch_batches", "distinct_shapes", "launched_per_step", "compiles", "compiles_from_the_cache")
@@ -533,8 +606,13 @@ def loss_curves(steps: int, seeds: list[int], extra: list[str]) -> dict:
                 trainer.train()
             curves[name][seed] = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
             print(name, seed, curves[name][seed][-5:], flush=True)
-    return {"steps": steps, "logged_every": 10, "loss": dict(curves), "summary": curve_summary(curves),
-            "compile_in_all_runs": compile_counts()}  # fmt: skip
+    return {
+        "steps": steps,
+        "logged_every": 10,
+        "loss": dict(curves),
+        "summary": curve_summary(curves),
+        "compile_in_all_runs": compile_counts(),
+    }
 
 
 def curve_summary(curves: dict) -> dict:
@@ -544,14 +622,19 @@ def curve_summary(curves: dict) -> dict:
         runs = list(by_seed.values())
         points = range(min(len(run) for run in runs))
         at = [[run[i] for run in runs] for i in points]
-        summary[name] = {"mean": [statistics.mean(losses) for losses in at],
-                         "spread": [max(losses) - min(losses) for losses in at]}  # fmt: skip
+        summary[name] = {
+            "mean": [statistics.mean(losses) for losses in at],
+            "spread": [max(losses) - min(losses) for losses in at],
+        }
     return summary
 
 
 def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.training_step", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.training_step",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--profile", action="store_true", help="profile the preset's step")
     mode.add_argument("--interleaved", action="store_true", help="the step eager and compiled, step by step")
@@ -601,8 +684,10 @@ def measure(args: argparse.Namespace) -> dict:
         print(json.dumps(compiles_worker(args.compiles_worker)))
         return {}
     if args.profile:
-        record = {**provenance(), "profile": profile_preset(args.steps, args.profile_steps, args.warmup,
-                                                            args.train_args)}  # fmt: skip
+        record = {
+            **provenance(),
+            "profile": profile_preset(args.steps, args.profile_steps, args.warmup, args.train_args),
+        }
         print(profile_table(record["profile"]))
     elif args.interleaved:
         record = {**provenance(), "interleaved": interleaved(args.steps, args.warmup, args.train_args)}
@@ -613,8 +698,10 @@ def measure(args: argparse.Namespace) -> dict:
     elif args.curves:
         record = {**provenance(), "curves": loss_curves(args.curves, args.seeds, args.train_args)}
     else:
-        record = {**provenance(), "comparison": compare(args.compare, args.rounds, args.steps, args.warmup,
-                                                        args.train_args)}  # fmt: skip
+        record = {
+            **provenance(),
+            "comparison": compare(args.compare, args.rounds, args.steps, args.warmup, args.train_args),
+        }
         print(json.dumps({key: record["comparison"][key] for key in COMPARISON_SUMMARY}))
     write_record(record, args.json)
     return record

@@ -29,9 +29,17 @@ from vanilla_tools.provenance import provenance
 def tiny_model_dir(folder: Path, sentences: list[str]) -> Path:
     tokenizer = train_tokenizer(sentences, vocab_size=500)
     torch.manual_seed(0)
-    config = VanillaTransformerConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1,
-                                      num_attention_heads=2, ffn_dim=64, pad_token_id=0, eos_token_id=2,
-                                      decoder_start_token_id=0)  # fmt: skip
+    config = VanillaTransformerConfig(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        num_attention_heads=2,
+        ffn_dim=64,
+        pad_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=0,
+    )
     model = VanillaTransformerForSeq2Seq(config)
     model.generation_config.update(num_beams=1, length_penalty=1.0, early_stopping=False, max_new_tokens=8)
     model.save_pretrained(folder)
@@ -49,8 +57,16 @@ PEAK_OF_CHILD = (
 
 def measure(model_dir: Path, source: Path, output: Path, engine: str) -> dict:
     """Run vanilla-translate once: its peak RSS (MiB; ru_maxrss is in KiB on Linux), seconds and output lines."""
-    command = [str(Path(sys.executable).parent / "vanilla-translate"), "--model", str(model_dir), str(source),
-               "--output", str(output), "--engine", engine]  # fmt: skip
+    command = [
+        str(Path(sys.executable).parent / "vanilla-translate"),
+        "--model",
+        str(model_dir),
+        str(source),
+        "--output",
+        str(output),
+        "--engine",
+        engine,
+    ]
     start = time.perf_counter()
     peak = subprocess.run([sys.executable, "-c", PEAK_OF_CHILD, *command], check=True, capture_output=True, text=True)
     seconds = time.perf_counter() - start

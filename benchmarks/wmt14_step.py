@@ -56,8 +56,14 @@ LENGTHS = "lengths.npz"
 HELD_OUT = 200  # pairs at the corpus' end kept as the validation and test files (the FSDP check's final evaluation)
 EPOCHS_PLANNED = 4  # epochs of the sampler's plan searched for the shapes the measured steps meet
 # Dense bf16 matrix-product rates from NVIDIA's datasheets (the "with sparsity" figures halved), by device name
-DATASHEET_BF16 = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "H200 NVL": 835e12, "H200": 989e12,
-                  "A100": 312e12}  # fmt: skip
+DATASHEET_BF16 = {
+    "H100 PCIe": 756e12,
+    "H100 NVL": 835e12,
+    "H100": 989e12,
+    "H200 NVL": 835e12,
+    "H200": 989e12,
+    "A100": 312e12,
+}
 TORCH_DIR = str(Path(torch.__file__).parent) + "/"  # not "/torch/": a lent GPU's venv is /opt/torch/.venv
 LAUNCH = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch)")  # a kernel (or graph) launch
 # The steps measured (--modes): vanilla-train's flags for each. eager and compiled train the step as 8 accumulated
@@ -72,9 +78,12 @@ EIGHT_BATCHES = ["--max_tokens_per_batch", str(load_preset(PRESET)["tokens_per_s
 # The times a batch shape is trained before its steps run at their steady speed: once (compiled, or eager's first
 # allocation), but twice with CUDA graph trees, which run a new shape's graph once to warm it up, then record it.
 WARM_RUNS = {"cudagraphs": 2}
-MODES = {"eager": ["--torch_compile", "false", *EIGHT_BATCHES], "compiled": ["--torch_compile", "true", *EIGHT_BATCHES],
-         "compiled-one-batch": ["--torch_compile", "true", "--torch_compile_mode", "default", *ONE_BATCH],
-         "cudagraphs": ["--torch_compile", "true", "--torch_compile_mode", "reduce-overhead", *ONE_BATCH]}  # fmt: skip
+MODES = {
+    "eager": ["--torch_compile", "false", *EIGHT_BATCHES],
+    "compiled": ["--torch_compile", "true", *EIGHT_BATCHES],
+    "compiled-one-batch": ["--torch_compile", "true", "--torch_compile_mode", "default", *ONE_BATCH],
+    "cudagraphs": ["--torch_compile", "true", "--torch_compile_mode", "reduce-overhead", *ONE_BATCH],
+}
 
 
 def prepare(folder: Path, pairs: int) -> None:
@@ -104,10 +113,21 @@ def write_lengths(folder: Path) -> None:
 
 def data_flags(folder: Path) -> list[str]:
     """vanilla-train's flags for the prepared corpus in ``folder``."""
-    return ["--dataset", "files", "--tokenizer", str(folder / "tokenizer"),
-            "--train_files", str(folder / "train.en"), str(folder / "train.de"),
-            "--validation_files", str(folder / "valid.en"), str(folder / "valid.de"),
-            "--test_files", str(folder / "test.en"), str(folder / "test.de")]  # fmt: skip
+    return [
+        "--dataset",
+        "files",
+        "--tokenizer",
+        str(folder / "tokenizer"),
+        "--train_files",
+        str(folder / "train.en"),
+        str(folder / "train.de"),
+        "--validation_files",
+        str(folder / "valid.en"),
+        str(folder / "valid.de"),
+        "--test_files",
+        str(folder / "test.en"),
+        str(folder / "test.de"),
+    ]
 
 
 class SyncWatch(TrainerCallback):
@@ -196,14 +216,14 @@ def warm_steps(trainer, measured: int, times: int = 1) -> dict:
     return {"steps": steps, "shapes": len(set(shapes[: steps * accumulated])), "batches_per_epoch": len(sampler)}
 
 
-def train(data: Path, mode: str, warmup: int | None, measured: int,
-          watch: Callable[[TokenCount, int], list[TrainerCallback]]):  # fmt: skip
+def train(
+    data: Path, mode: str, warmup: int | None, measured: int, watch: Callable[[TokenCount, int], list[TrainerCallback]]
+):
     """The preset trained on the prepared data, without evaluation or checkpoints, for ``warmup`` steps (None:
     ``warm_steps``) and ``measured`` more, its batches counted, watched by the callbacks of ``watch(the count, the
     warm-up's steps)``; returns the trainer, the callbacks and the warm-up (``warm_steps``'s fields)."""
     with tempfile.TemporaryDirectory() as out:
-        trainer, _ = preset_trainer(1, out, [*data_flags(data), "--logging_steps", "1000", *MODES[mode]],
-                                    preset=PRESET)  # fmt: skip
+        trainer, _ = preset_trainer(1, out, [*data_flags(data), "--logging_steps", "1000", *MODES[mode]], preset=PRESET)
         warm = warm_steps(trainer, measured, WARM_RUNS.get(mode, 1)) if warmup is None else {"steps": warmup}
         trainer.args.max_steps = warm["steps"] + measured  # the warm-up is known once the sampler has planned
         trainer.data_collator = batches = TokenCount(trainer.data_collator)
@@ -276,8 +296,9 @@ def measure(data: Path, mode: str, warmup: int | None, steps: int, sync_steps: i
 def profile_steps(data: Path, warmup: int | None, steps: int) -> None:
     """Prints the operators of ``steps`` eager steps by their own CUDA time, then by their own CPU time."""
     activities = (ProfilerActivity.CPU, ProfilerActivity.CUDA)
-    _, (clock,), _ = train(data, "eager", warmup, steps,
-                           lambda _, warm: [StepClock(warm, steps, activities, with_flops=False)])  # fmt: skip
+    _, (clock,), _ = train(
+        data, "eager", warmup, steps, lambda _, warm: [StepClock(warm, steps, activities, with_flops=False)]
+    )
     averages = clock.profiler.key_averages()
     for key in ("self_cuda_time_total", "self_cpu_time_total"):
         print(averages.table(sort_by=key, row_limit=25, max_name_column_width=60))
@@ -288,15 +309,28 @@ def datasheet_peak(device: str) -> float | None:
     return next((rate for name, rate in DATASHEET_BF16.items() if name in device), None)
 
 
-def run(data: Path, warmup: int | None, steps: int, sync_steps: int, launch_steps: int, modes: list[str],
-        json_path: str | None) -> dict:  # fmt: skip
+def run(
+    data: Path,
+    warmup: int | None,
+    steps: int,
+    sync_steps: int,
+    launch_steps: int,
+    modes: list[str],
+    json_path: str | None,
+) -> dict:
     """Each of ``modes`` (``MODES``) in turn; the record (with ``provenance()``) written to ``json_path``
     after each."""
     peak = matmul_peak(torch.bfloat16, n=8192, repeats=10, device="cuda")
     datasheet = datasheet_peak(torch.cuda.get_device_name())
-    record = {**provenance(), "preset": PRESET, "data": "benchmarks/wmt_like.py stand-in (--prepare)",
-              "warmup_steps": warmup if warmup is not None else "every shape met (warm_steps)",
-              "matmul_peak_bf16_flops_per_s": peak, "datasheet_bf16_flops_per_s": datasheet, "runs": []}  # fmt: skip
+    record = {
+        **provenance(),
+        "preset": PRESET,
+        "data": "benchmarks/wmt_like.py stand-in (--prepare)",
+        "warmup_steps": warmup if warmup is not None else "every shape met (warm_steps)",
+        "matmul_peak_bf16_flops_per_s": peak,
+        "datasheet_bf16_flops_per_s": datasheet,
+        "runs": [],
+    }
     for mode in modes:
         try:
             result = measure(data, mode, warmup, steps, sync_steps, launch_steps)
@@ -314,18 +348,22 @@ def run(data: Path, warmup: int | None, steps: int, sync_steps: int, launch_step
 
 
 def table(record: dict) -> str:
-    rows = ["| step | warm-up s (steps) | s/step | tokens/s | MFU (bf16 peak {:.0f} TFLOP/s) | padding | peak GiB "
-            "| host syncs | launches/step |".format(record["matmul_peak_bf16_flops_per_s"] / 1e12),
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    rows = [
+        "| step | warm-up s (steps) | s/step | tokens/s | MFU (bf16 peak {:.0f} TFLOP/s) | padding | peak GiB "
+        "| host syncs | launches/step |".format(record["matmul_peak_bf16_flops_per_s"] / 1e12),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in record["runs"]:
         if "error" in r:
             rows.append(f"| {r['mode']} | failed: {r['error'].splitlines()[0][:200]} |")
             continue
         syncs = sum(r["syncs"].values())
-        rows.append(f"| {r['mode']} "
-                    f"| {r['warmup']['seconds']:.1f} ({r['warmup']['steps']}) | {r['step_s']:.3f} "
-                    f"| {r['tokens_per_s']:,.0f} | {r['mfu']:.1%} | {r['padding']:.1%} | {r['peak_memory_gib']:.1f} "
-                    f"| {syncs} in {r['syncs_in_steps']} steps | {r['host_launches_per_step']:,.0f} |")  # fmt: skip
+        rows.append(
+            f"| {r['mode']} "
+            f"| {r['warmup']['seconds']:.1f} ({r['warmup']['steps']}) | {r['step_s']:.3f} "
+            f"| {r['tokens_per_s']:,.0f} | {r['mfu']:.1%} | {r['padding']:.1%} | {r['peak_memory_gib']:.1f} "
+            f"| {syncs} in {r['syncs_in_steps']} steps | {r['host_launches_per_step']:,.0f} |"
+        )
     return "\n".join(rows)
 
 
@@ -340,8 +378,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--sync_steps", type=positive_int, default=3, help="steps watched for host syncs, after")
     parser.add_argument("--launch_steps", type=positive_int, default=2, help="steps profiled for launches, after")
     parser.add_argument("--profile", type=positive_int, metavar="STEPS", help="profile STEPS eager steps instead")
-    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=["eager", "compiled"],
-                        help="the steps measured, in turn")  # fmt: skip
+    parser.add_argument(
+        "--modes", nargs="+", choices=list(MODES), default=["eager", "compiled"], help="the steps measured, in turn"
+    )
     parser.add_argument("--json", help="write the record here")
     return parser
 

@@ -48,8 +48,9 @@ def rare_word(rng: np.random.Generator, lang: str, words: np.ndarray) -> str:
     return f"{rng.integers(1, 100)}-{rng.integers(1, 100)}"
 
 
-def sentences(rng: np.random.Generator, lang: str, words: np.ndarray, probability: np.ndarray,
-              lengths: np.ndarray) -> list[str]:  # fmt: skip
+def sentences(
+    rng: np.random.Generator, lang: str, words: np.ndarray, probability: np.ndarray, lengths: np.ndarray
+) -> list[str]:
     """One sentence of ``lengths[i]`` words for each i."""
     total = int(lengths.sum())
     drawn = words[rng.choice(len(words), size=total, p=probability)].copy()

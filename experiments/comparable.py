@@ -58,8 +58,7 @@ def code_key(run: dict) -> str:
 
 
 def budget_text(budget: dict) -> str:
-    length = (f"{budget['max_steps']:,} steps" if budget.get("max_steps")
-              else f"{budget.get('num_train_epochs')} epochs")  # fmt: skip
+    length = f"{budget['max_steps']:,} steps" if budget.get("max_steps") else f"{budget.get('num_train_epochs')} epochs"
     minutes = f", at most {budget['max_train_minutes']:g} minutes" if budget.get("max_train_minutes") else ""
     return f"{length} of {budget.get('tokens_per_step')} tokens{minutes}"
 
@@ -73,16 +72,26 @@ def why_not(a: dict, b: dict, ignoring: tuple[str, ...] = ()) -> list[Apart]:
     if a["budget"] != b["budget"]:
         apart.append(Apart("budget", f"other budgets ({budget_text(a['budget'])}; {budget_text(b['budget'])})"))
     elif a["budget"].get("max_train_minutes"):
-        apart.append(Apart("budget", f"a budget in minutes ({a['budget']['max_train_minutes']:g}): the steps it "
-                           "reaches depend on the machine"))  # fmt: skip
+        apart.append(
+            Apart(
+                "budget",
+                f"a budget in minutes ({a['budget']['max_train_minutes']:g}): the steps it "
+                "reaches depend on the machine",
+            )
+        )
     if a["device"]["type"] != b["device"]["type"]:
-        apart.append(Apart("device", f"other devices ({a['device']['type']} and {b['device']['type']}): not "
-                           "measured to train alike"))  # fmt: skip
+        apart.append(
+            Apart(
+                "device",
+                f"other devices ({a['device']['type']} and {b['device']['type']}): not measured to train alike",
+            )
+        )
     if None in (a["precision"], b["precision"]):
         apart.append(Apart("precision", "a precision not recorded"))
     elif a["precision"] != b["precision"] and PRECISION_EVIDENCE is None:
-        apart.append(Apart("precision", f"other precisions ({a['precision']} and {b['precision']}): not measured "
-                           "to train alike"))  # fmt: skip
+        apart.append(
+            Apart("precision", f"other precisions ({a['precision']} and {b['precision']}): not measured to train alike")
+        )
     return [one for one in apart if one.criterion not in ignoring]
 
 

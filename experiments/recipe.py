@@ -109,11 +109,19 @@ class Round:
 def read_rounds(path: Path) -> tuple[Round, ...]:
     """The rounds as data (ROUNDS_FILE: each with its reasons, ``why``)."""
     return tuple(
-        Round(one["number"], one["title"], one["preset"], one["reference"], one["folder"],
-              tuple(Candidate(c["name"], " ".join(c["change"].split()), tuple(c.get("flags", ())))
-                    for c in one["candidates"]))
+        Round(
+            one["number"],
+            one["title"],
+            one["preset"],
+            one["reference"],
+            one["folder"],
+            tuple(
+                Candidate(c["name"], " ".join(c["change"].split()), tuple(c.get("flags", ())))
+                for c in one["candidates"]
+            ),
+        )
         for one in yaml.safe_load(path.read_text())
-    )  # fmt: skip
+    )
 
 
 ROUNDS = read_rounds(ROUNDS_FILE)
@@ -130,30 +138,50 @@ def train(candidate: Candidate, preset: str, precision: str, runs: Path, results
     """One candidate: vanilla-train in its own process, then its record. Without ``start_over`` it resumes the
     candidate's run in its folder, if one is there."""
     output_dir, record_dir = runs / candidate.name, results / candidate.name
-    argv = [*candidate.settings(preset, precision), *(["--overwrite_output_dir"] if start_over else []),
-            "--output_dir", shown(output_dir), "--summary_dir", shown(record_dir)]  # fmt: skip
+    argv = [
+        *candidate.settings(preset, precision),
+        *(["--overwrite_output_dir"] if start_over else []),
+        "--output_dir",
+        shown(output_dir),
+        "--summary_dir",
+        shown(record_dir),
+    ]
     logger.info("%s: vanilla-train %s", candidate.name, " ".join(argv))
     done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
     if (stopped := stopping_signal(done.returncode)) is not None:
-        raise UsageError(f"{candidate.name}: stopped by {stopped}, with a complete checkpoint in "
-                         f"{shown(output_dir)}; the same command goes on from it")  # fmt: skip
+        raise UsageError(
+            f"{candidate.name}: stopped by {stopped}, with a complete checkpoint in "
+            f"{shown(output_dir)}; the same command goes on from it"
+        )
     if done.returncode:
-        raise UsageError(f"{candidate.name}: vanilla-train exited with status {done.returncode} (its command and "
-                         f"message above; where it refused the run in {shown(output_dir)}, --start_over trains the "
-                         "candidate again from scratch)")  # fmt: skip
+        raise UsageError(
+            f"{candidate.name}: vanilla-train exited with status {done.returncode} (its command and "
+            f"message above; where it refused the run in {shown(output_dir)}, --start_over trains the "
+            "candidate again from scratch)"
+        )
     summary = read_json(record_dir / "summary.json")
     if summary is None:  # vanilla-train found the run finished, and its summary is gone
-        raise UsageError(f"{candidate.name}: {shown(output_dir)} holds the finished run, but {shown(record_dir)} "
-                         "has no summary.json to record; --start_over trains it again")  # fmt: skip
+        raise UsageError(
+            f"{candidate.name}: {shown(output_dir)} holds the finished run, but {shown(record_dir)} "
+            "has no summary.json to record; --start_over trains it again"
+        )
     record = {
-        "candidate": candidate.name, "change": candidate.change, "flags": list(candidate.flags),
-        "settings": candidate.settings(preset, precision), "validation_bleu": summary["validation"]["bleu"],
-        "validation_bleu_lc_tok": summary["validation"].get("bleu_lc_tok"), "beam": summary.get("beam"),
-        "steps": summary["run"]["steps"], "epochs": summary["epochs"], "parameters": summary["parameters"],
-        "train_minutes": run_train_minutes(summary), **summary["machine_speed"],
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "python -m training.train " + " ".join(argv),
+        "candidate": candidate.name,
+        "change": candidate.change,
+        "flags": list(candidate.flags),
+        "settings": candidate.settings(preset, precision),
+        "validation_bleu": summary["validation"]["bleu"],
+        "validation_bleu_lc_tok": summary["validation"].get("bleu_lc_tok"),
+        "beam": summary.get("beam"),
+        "steps": summary["run"]["steps"],
+        "epochs": summary["epochs"],
+        "parameters": summary["parameters"],
+        "train_minutes": run_train_minutes(summary),
+        **summary["machine_speed"],
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": "python -m training.train " + " ".join(argv),
         "run": summary["run"],
-    }  # fmt: skip
+    }
     (record_dir / RECORD).write_text(json.dumps(record, indent=2) + "\n")
     return record
 
@@ -209,8 +237,10 @@ def check_comparable(round_: Round, planned: dict, preset_runs_: list[dict]) -> 
     for preset_run in preset_runs_:
         apart = why_not(planned, preset_run, ignoring=("code",))
         if apart:
-            raise UsageError(f"round {round_.number}: a candidate run here could not be read against its preset's "
-                             f"runs: {'; '.join(map(str, apart))}")  # fmt: skip
+            raise UsageError(
+                f"round {round_.number}: a candidate run here could not be read against its preset's "
+                f"runs: {'; '.join(map(str, apart))}"
+            )
 
 
 @dataclass(frozen=True)
@@ -251,9 +281,10 @@ def round_section(round_: Round, records: list[dict], runs: list[float], closed_
     spread = (
         f"Over its {band.runs} recorded runs the preset scored {band.mean:.2f} on validation ({min(runs):.2f}-"
         f"{max(runs):.2f}), so one more run of it falls in **{band.low:.2f}-{band.high:.2f}** (95%)."
-        if band else f"The preset has {len(runs)} recorded run{'' if len(runs) == 1 else 's'}, too few for a band: "
+        if band
+        else f"The preset has {len(runs)} recorded run{'' if len(runs) == 1 else 's'}, too few for a band: "
         "nothing replaces it yet."
-    )  # fmt: skip
+    )
     lines = [
         f"## Round {round_.number}: {round_.title}",
         "",
@@ -263,9 +294,11 @@ def round_section(round_: Round, records: list[dict], runs: list[float], closed_
         "",
     ]
     if records:
-        lines += ["| candidate | change | validation BLEU | against the preset's band | lc-tok | steps | epochs | "
-                  "parameters | fp32 GFLOP/s | commit |",
-                  "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
+        lines += [
+            "| candidate | change | validation BLEU | against the preset's band | lc-tok | steps | epochs | "
+            "parameters | fp32 GFLOP/s | commit |",
+            "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        ]
     for r in sorted(records, key=lambda r: -r["validation_bleu"]):
         commit = r["run"]["code"]["commit"][:7]
         lc_tok = f"{r['validation_bleu_lc_tok']:.2f}" if r.get("validation_bleu_lc_tok") is not None else ""
@@ -281,14 +314,22 @@ def round_section(round_: Round, records: list[dict], runs: list[float], closed_
     so_far = " so far" if waiting and not closed_why else ""  # final once every candidate ran or the round closed
     lines += ["", f"Chosen in this round{so_far}: **{chosen(round_, records, band)}**."]
     if records:
-        lines += ["", "Each candidate's validation check while it trained (greedy decoding of the preset's 200 "
-                  "validation sentences at each evaluation; the table's scores are the whole validation set, beam 4, "
-                  "after averaging), against training minutes:", "",
-                  f"![Round {round_.number}: the validation check of every candidate against training minutes]"
-                  f"({curves_file(round_)})"]  # fmt: skip
+        lines += [
+            "",
+            "Each candidate's validation check while it trained (greedy decoding of the preset's 200 "
+            "validation sentences at each evaluation; the table's scores are the whole validation set, beam 4, "
+            "after averaging), against training minutes:",
+            "",
+            f"![Round {round_.number}: the validation check of every candidate against training minutes]"
+            f"({curves_file(round_)})",
+        ]
     if waiting:
-        lines += ["", (f"Closed before these ran ({closed_why}): " if closed_why else "Not yet recorded: ")
-                  + "; ".join(waiting) + "."]  # fmt: skip
+        lines += [
+            "",
+            (f"Closed before these ran ({closed_why}): " if closed_why else "Not yet recorded: ")
+            + "; ".join(waiting)
+            + ".",
+        ]
     return [*lines, ""]
 
 
@@ -331,14 +372,16 @@ def report(records: dict[int, list[dict]], summaries: list[dict], preset: str) -
         "",
     ]
     for one in ROUNDS:
-        lines += round_section(one, records.get(one.number, []), preset_runs(one, records, summaries),
-                               closed(one, preset))  # fmt: skip
+        lines += round_section(
+            one, records.get(one.number, []), preset_runs(one, records, summaries), closed(one, preset)
+        )
     return "\n".join(lines)
 
 
 def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m experiments.recipe", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.recipe", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--candidates", nargs="+", choices=NAMES, help="default: every candidate, in order")
     parser.add_argument("--config", default="multi30k", help="the preset the candidates change (a name or a YAML)")
     parser.add_argument("--runs", default=str(ROOT / "runs" / "recipe"), help="where the candidates' models go")
@@ -346,9 +389,12 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--page", default=str(PAGE), help="the page generated from the records")
     parser.add_argument("--repeats", default=str(REPEATS), help="the preset's full runs (results/DATE-SLUG folders)")
     parser.add_argument("--report", action="store_true", help="only write the page from the records")
-    parser.add_argument("--start_over", action="store_true",
-                        help="train the candidates from scratch, deleting what their --runs folders hold (default: "
-                             "go on from a stopped run of the same settings there)")  # fmt: skip
+    parser.add_argument(
+        "--start_over",
+        action="store_true",
+        help="train the candidates from scratch, deleting what their --runs folders hold (default: "
+        "go on from a stopped run of the same settings there)",
+    )
     return parser
 
 
@@ -389,8 +435,7 @@ def run(argv: list[str] | None = None) -> None:
             records = read_records(results)
             planned = planned_run(candidate.settings(args.config, precision))
             check_comparable(one, planned, preset_run_records(one, records, summaries))
-            record = train(candidate, args.config, precision, runs / one.folder, results / one.folder,
-                           args.start_over)  # fmt: skip
+            record = train(candidate, args.config, precision, runs / one.folder, results / one.folder, args.start_over)
             logger.info("%s: validation BLEU %.2f", candidate.name, record["validation_bleu"])
             write_page(results, repeats, page, args.config)  # after every run: an interrupted sweep has its page
             trained = True
@@ -436,8 +481,11 @@ def plot_curves(round_: Round, records: dict[int, list[dict]], results: Path, pa
         columns = curve_columns(folder / name / "learning_curve.csv")
         style = {"color": "black", "linewidth": 2.5} if name == round_.reference else {}
         axis.plot(columns["minutes"], columns["eval_bleu"], marker=".", label=name, **style)
-    axis.set(xlabel="training minutes", ylabel="validation check: sacreBLEU, greedy, 200 sentences",
-             title=f"Multi30k recipe, round {round_.number}: {round_.title}")  # fmt: skip
+    axis.set(
+        xlabel="training minutes",
+        ylabel="validation check: sacreBLEU, greedy, 200 sentences",
+        title=f"Multi30k recipe, round {round_.number}: {round_.title}",
+    )
     axis.grid(alpha=0.3)
     axis.legend(fontsize="small")
     figure.savefig(path, dpi=100, bbox_inches="tight")

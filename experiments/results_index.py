@@ -83,11 +83,15 @@ def row(folder: Path, record: dict) -> str:
     minutes = f"{training_minutes(record)} / {command_minutes(record)}"
     speed = record.get("machine_speed") or {}
     gflops = f"{speed['fp32_gflops_before']} / {speed['fp32_gflops_after']}" if speed else "-"
-    scores = (f"**{test.get('bleu', '?')}** | {test.get('chrf', '?')} | {test.get('length_ratio', '?')} | "
-              f"{test.get('bleu_lc_tok', '-')}")  # fmt: skip
-    return (f"| {link} | {folder.name[:10]} | `{commit[:7]}` | {minutes} | {gflops} | {run['precision'] or '-'} | "
-            f"{steps_cell(run)} | {epochs(folder) or '?'} | "
-            f"{validation.get('bleu', '?')} ({alpha}) | {scores} |")  # fmt: skip
+    scores = (
+        f"**{test.get('bleu', '?')}** | {test.get('chrf', '?')} | {test.get('length_ratio', '?')} | "
+        f"{test.get('bleu_lc_tok', '-')}"
+    )
+    return (
+        f"| {link} | {folder.name[:10]} | `{commit[:7]}` | {minutes} | {gflops} | {run['precision'] or '-'} | "
+        f"{steps_cell(run)} | {epochs(folder) or '?'} | "
+        f"{validation.get('bleu', '?')} ({alpha}) | {scores} |"
+    )
 
 
 def mean_row(records: list[dict]) -> str:
@@ -98,10 +102,12 @@ def mean_row(records: list[dict]) -> str:
         return f"{statistics.mean(values):.2f}" if values and known else "-"
 
     tests, validation = [test_scores(r) for r in records], [r.get("validation", {}) for r in records]
-    return (f"| **mean of {len(records)}** | | | | | | | | {mean(v.get('bleu') for v in validation)} | "
-            f"**{mean(t.get('bleu') for t in tests)}** | {mean(t.get('chrf') for t in tests)} | "
-            f"{mean(t.get('length_ratio') for t in tests)} | "
-            f"{mean(t.get('bleu_lc_tok') for t in tests)} |")  # fmt: skip
+    return (
+        f"| **mean of {len(records)}** | | | | | | | | {mean(v.get('bleu') for v in validation)} | "
+        f"**{mean(t.get('bleu') for t in tests)}** | {mean(t.get('chrf') for t in tests)} | "
+        f"{mean(t.get('length_ratio') for t in tests)} | "
+        f"{mean(t.get('bleu_lc_tok') for t in tests)} |"
+    )
 
 
 def index(results: Path, kept: set[Path] | None = None) -> str:

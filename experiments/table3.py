@@ -84,10 +84,24 @@ CURVE_STEPS = 100
 # (beam search, no checkpoint averaging, the development set only); weights alone saved every --curve_steps for the
 # learning curve (Trainer's own evaluation would report the label-smoothed loss, which differs between the (D) rows).
 # (--length_penalty_candidates 0.6: alpha fixed, not chosen on the very set the row is scored on.)
-COMMON = ["--save_strategy", "steps", "--save_only_model", "true", "--eval_strategy", "no",
-          "--average_last", "0", "--num_beams", str(PAPER_NUM_BEAMS), "--length_penalty", str(PAPER_LENGTH_PENALTY),
-          "--length_penalty_candidates", str(PAPER_LENGTH_PENALTY),
-          "--final_splits", "validation"]  # fmt: skip
+COMMON = [
+    "--save_strategy",
+    "steps",
+    "--save_only_model",
+    "true",
+    "--eval_strategy",
+    "no",
+    "--average_last",
+    "0",
+    "--num_beams",
+    str(PAPER_NUM_BEAMS),
+    "--length_penalty",
+    str(PAPER_LENGTH_PENALTY),
+    "--length_penalty_candidates",
+    str(PAPER_LENGTH_PENALTY),
+    "--final_splits",
+    "validation",
+]
 # In a run's output folder: the argv and code it finished training with and the minutes that took (TRAINED), then each
 # curve point as it is measured (CURVE_POINTS), so a measurement cut short goes on without training the run again. A run
 # stopped while training starts over: its checkpoints hold the weights alone (--save_only_model: full ones at every
@@ -120,7 +134,7 @@ def load_rows(path: Path = ROWS_FILE) -> tuple[Row, ...]:
             tuple(one.get("flags", ())),
             one.get("paper") or {},
             one.get("priority", False),
-        )  # fmt: skip
+        )
         for one in yaml.safe_load(path.read_text())["rows"]
     )
 
@@ -153,9 +167,21 @@ class Run:
 
     def settings(self, preset: str) -> list[str]:
         """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
-        return ["--config", preset, *COMMON, *precision_flags(self.precision), "--save_steps", str(self.curve_steps),
-                "--save_total_limit", str(self.steps // self.curve_steps + 1), "--max_steps", str(self.steps),
-                "--seed", str(self.seed), *self.row.flags]  # fmt: skip
+        return [
+            "--config",
+            preset,
+            *COMMON,
+            *precision_flags(self.precision),
+            "--save_steps",
+            str(self.curve_steps),
+            "--save_total_limit",
+            str(self.steps // self.curve_steps + 1),
+            "--max_steps",
+            str(self.steps),
+            "--seed",
+            str(self.seed),
+            *self.row.flags,
+        ]
 
 
 def device_kind() -> str:
@@ -164,13 +190,22 @@ def device_kind() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def plan(rows: list[Row], seeds: list[int], steps: int, precision: str = FP32, curve_steps: int = CURVE_STEPS,
-         device: str = "cpu") -> list[Run]:  # fmt: skip
+def plan(
+    rows: list[Row],
+    seeds: list[int],
+    steps: int,
+    precision: str = FP32,
+    curve_steps: int = CURVE_STEPS,
+    device: str = "cpu",
+) -> list[Run]:
     """The runs in the order that decides most first: the base, then PRIORITY, then the rest (ROWS' order within
     each), every seed of a row before the next row."""
     tier = {row.name: 0 if row.group == "base" else 1 if row.name in PRIORITY else 2 for row in rows}
-    return [Run(row, seed, steps, precision, curve_steps, device) for row in sorted(rows, key=lambda r: tier[r.name])
-            for seed in seeds]  # fmt: skip
+    return [
+        Run(row, seed, steps, precision, curve_steps, device)
+        for row in sorted(rows, key=lambda r: tier[r.name])
+        for seed in seeds
+    ]
 
 
 def select(names: list[str] | None, records: list[dict]) -> list[Row]:
@@ -253,10 +288,20 @@ def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> d
     else None, and it is trained again. Once bf16 autocast and fp32 are measured to train alike
     (``comparable.PRECISION_EVIDENCE``), a record of the same run in the other precision stands for it: a machine
     continues a sweep that another began in its own precision."""
-    twins = [run] + ([replace(run, precision=other) for other in PRECISIONS.values() if other != run.precision]
-                     if comparable.PRECISION_EVIDENCE else [])  # fmt: skip
-    record = next((found for twin in twins if (found := matching_record(
-        results / twin.folder / RECORD, twin.settings(preset), twin.folder)) is not None), None)  # fmt: skip
+    twins = [run] + (
+        [replace(run, precision=other) for other in PRECISIONS.values() if other != run.precision]
+        if comparable.PRECISION_EVIDENCE
+        else []
+    )
+    record = next(
+        (
+            found
+            for twin in twins
+            if (found := matching_record(results / twin.folder / RECORD, twin.settings(preset), twin.folder))
+            is not None
+        ),
+        None,
+    )
     if record is None:
         return None
     if code is not None and code_key(record["run"]) != code:
@@ -269,8 +314,14 @@ def train(run: Run, preset: str, runs: Path, results: Path, code: str) -> dict:
     """Train one run at ``code`` (vanilla-train in its own process), then measure its learning curve and final
     perplexity."""
     output_dir, record_dir = runs / run.folder, results / run.folder
-    argv = [*run.settings(preset), "--overwrite_output_dir", "--output_dir", shown(output_dir),
-            "--summary_dir", shown(record_dir)]  # fmt: skip
+    argv = [
+        *run.settings(preset),
+        "--overwrite_output_dir",
+        "--output_dir",
+        shown(output_dir),
+        "--summary_dir",
+        shown(record_dir),
+    ]
     start = time.monotonic()
     command_minutes = finished_training(output_dir, argv, code)
     if command_minutes is None:
@@ -281,8 +332,10 @@ def train(run: Run, preset: str, runs: Path, results: Path, code: str) -> dict:
         logger.info("%s: vanilla-train %s", run.folder, " ".join(argv))
         done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
         if (stopped := stopping_signal(done.returncode)) is not None:  # its checkpoint: not this sweep's way on
-            raise UsageError(f"{run.folder}: stopped by {stopped}; a Table 3 run trains in one launch, so the sweep "
-                             "trains it again from its start when it runs again")  # fmt: skip
+            raise UsageError(
+                f"{run.folder}: stopped by {stopped}; a Table 3 run trains in one launch, so the sweep "
+                "trains it again from its start when it runs again"
+            )
         if done.returncode:
             raise UsageError(f"{run.folder}: vanilla-train exited with status {done.returncode} (command above)")
         command_minutes = (time.monotonic() - start) / 60
@@ -297,14 +350,25 @@ def train(run: Run, preset: str, runs: Path, results: Path, code: str) -> dict:
     ppl, tokens = validation_perplexity(output_dir, validation, tokenizer)
     row = run.row
     record = {
-        "row": row.name, "group": row.group, "change": row.change, "seed": run.seed, "flags": list(row.flags),
-        "steps": run.steps, "settings": run.settings(preset), "paper": row.paper, "validation_ppl": round(ppl, 3),
-        "validation_tokens": tokens, "validation_bleu": summary["validation"]["bleu"], "curve": curve,
-        "parameters": summary["parameters"], "train_minutes": summary["train_minutes"],
+        "row": row.name,
+        "group": row.group,
+        "change": row.change,
+        "seed": run.seed,
+        "flags": list(row.flags),
+        "steps": run.steps,
+        "settings": run.settings(preset),
+        "paper": row.paper,
+        "validation_ppl": round(ppl, 3),
+        "validation_tokens": tokens,
+        "validation_bleu": summary["validation"]["bleu"],
+        "curve": curve,
+        "parameters": summary["parameters"],
+        "train_minutes": summary["train_minutes"],
         "row_minutes": round(command_minutes + (time.monotonic() - start) / 60, 2),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": "python -m training.train " + " ".join(argv),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": "python -m training.train " + " ".join(argv),
         "run": summary["run"],
-    }  # fmt: skip
+    }
     write_json(record_dir / RECORD, record)
     return record
 
@@ -322,8 +386,10 @@ def adopt(folder: Path, results: Path, preset: str) -> list[Path]:
     for path in sorted(folder.rglob(RECORD)):
         record, summary = json.loads(path.read_text()), json.loads((path.parent / "summary.json").read_text())
         if "run" in record or record["row"] not in rows:
-            raise UsageError(f"{path}: {'already filed' if 'run' in record else 'a row this checkout lacks'} "
-                             f"({record['row']}): nothing to adopt")  # fmt: skip
+            raise UsageError(
+                f"{path}: {'already filed' if 'run' in record else 'a row this checkout lacks'} "
+                f"({record['row']}): nothing to adopt"
+            )
         arguments = summary["arguments"]
         device = "cuda" if summary["machine"].get("gpus") and not arguments.get("use_cpu") else "cpu"
         run_ = run_record(arguments, summary["steps"], device, code=summary["code"], host=summary["machine"])
@@ -339,8 +405,11 @@ def adopt(folder: Path, results: Path, preset: str) -> list[Path]:
             continue
         target.mkdir(parents=True, exist_ok=True)
         summary = {**{k: v for k, v in summary.items() if k not in ("code", "machine", "steps")}, "run": run_}
-        record = {**{k: v for k, v in record.items() if k not in ("code", "machine")}, "settings": settings,
-                  "run": run_}  # fmt: skip
+        record = {
+            **{k: v for k, v in record.items() if k not in ("code", "machine")},
+            "settings": settings,
+            "run": run_,
+        }
         write_json(target / "summary.json", summary)
         write_json(target / RECORD, record)
         written.append(target)
@@ -371,28 +440,43 @@ def write_page(results: Path, page: Path) -> None:
 
 
 def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m experiments.table3", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    parser.add_argument("--rows", nargs="+", choices=[*(row.name for row in ROWS), *GROUPS, "longer"],
-                        help="rows, group letters (A ... E, restricted, schedule), or longer (base, (C), the rows "
-                        f"that disagree with the paper at {STEPS} steps); default: every row")  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.table3", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--rows",
+        nargs="+",
+        choices=[*(row.name for row in ROWS), *GROUPS, "longer"],
+        help="rows, group letters (A ... E, restricted, schedule), or longer (base, (C), the rows "
+        f"that disagree with the paper at {STEPS} steps); default: every row",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS), help="the seeds of every row")
     parser.add_argument("--steps", type=int, default=STEPS, help=f"training steps of every run (longer: {LONGER})")
     parser.add_argument("--curve_steps", type=int, default=CURVE_STEPS, help="validation PPL every this many steps")
-    parser.add_argument("--precision", choices=list(PRECISIONS), default=None,
-                        help="what every run trains in (default: experiments/comparable.py's experiment_precision(), "
-                        f"now {experiment_precision()}); a run records it, and runs of two precisions compare only "
-                        "once bf16 autocast and fp32 are measured to agree (experiments/comparable.py)")  # fmt: skip
+    parser.add_argument(
+        "--precision",
+        choices=list(PRECISIONS),
+        default=None,
+        help="what every run trains in (default: experiments/comparable.py's experiment_precision(), "
+        f"now {experiment_precision()}); a run records it, and runs of two precisions compare only "
+        "once bf16 autocast and fp32 are measured to agree (experiments/comparable.py)",
+    )
     parser.add_argument("--config", default="multi30k", help="the base row's preset (a name or a YAML file)")
     parser.add_argument("--runs", default=str(ROOT / "runs" / "table3"), help="where the runs' model folders go")
     parser.add_argument("--results", default=str(RESULTS), help="where the runs' records go")
     parser.add_argument("--page", default=str(PAGE), help="the page generated from the records (plots beside it)")
     parser.add_argument("--report", action="store_true", help="only write the page from the records")
-    parser.add_argument("--adopt", metavar="FOLDER",
-                        help="file the records an older checkout's runner wrote under FOLDER (a row run at the base's "
-                        "code: docs/table3.md), then write the page; nothing is trained")  # fmt: skip
-    parser.add_argument("--rerun_other_code", action="store_true",
-                        help="train again the runs recorded at other code than the checkout's")  # fmt: skip
+    parser.add_argument(
+        "--adopt",
+        metavar="FOLDER",
+        help="file the records an older checkout's runner wrote under FOLDER (a row run at the base's "
+        "code: docs/table3.md), then write the page; nothing is trained",
+    )
+    parser.add_argument(
+        "--rerun_other_code",
+        action="store_true",
+        help="train again the runs recorded at other code than the checkout's",
+    )
     return parser
 
 
@@ -420,8 +504,9 @@ def run(argv: list[str] | None = None) -> None:
             logger.info("%s: recorded, skipped", one.folder)
             continue
         record = train(one, args.config, runs, results, code_key({"code": code}))
-        logger.info("%s: validation PPL %.2f, BLEU %.2f", one.folder, record["validation_ppl"],
-                    record["validation_bleu"])  # fmt: skip
+        logger.info(
+            "%s: validation PPL %.2f, BLEU %.2f", one.folder, record["validation_ppl"], record["validation_bleu"]
+        )
         write_page(results, page)  # after every run: an interrupted sweep still has its page
     write_page(results, page)
     print(f"wrote {page}")

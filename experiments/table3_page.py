@@ -45,8 +45,13 @@ def normalized(record: dict) -> dict:
     flags = record.get("flags", [])
     seed = record.get("seed") or (int(flags[flags.index("--seed") + 1]) if "--seed" in flags else 1)
     base = record["group"] == "base"
-    return {**record, "row": "base" if base else record["row"], "change": "the preset" if base else record["change"],
-            "seed": seed, "code_key": code_key(record["run"])}  # fmt: skip
+    return {
+        **record,
+        "row": "base" if base else record["row"],
+        "change": "the preset" if base else record["change"],
+        "seed": seed,
+        "code_key": code_key(record["run"]),
+    }
 
 
 def newest(runs: list[dict]) -> str:
@@ -165,9 +170,17 @@ def row_cells(runs: list[dict], name: str) -> list[str]:
     first, paper = runs[0], runs[0].get("paper") or {}
     label = name if first["group"] == "base" else f"{first['group']} {name}"
     seeds = ", ".join(str(seed) for seed in sorted(r["seed"] for r in runs))
-    return [label, first["change"], f"{first['parameters'] / 1e6:.1f}M", seeds, commits(runs),
-            *(mean_and_range([r[key] for r in runs]) for key in METRICS.values()), paper.get("change", "—"),
-            paper_cell(paper, "ppl"), paper_cell(paper, "bleu")]  # fmt: skip
+    return [
+        label,
+        first["change"],
+        f"{first['parameters'] / 1e6:.1f}M",
+        seeds,
+        commits(runs),
+        *(mean_and_range([r[key] for r in runs]) for key in METRICS.values()),
+        paper.get("change", "—"),
+        paper_cell(paper, "ppl"),
+        paper_cell(paper, "bleu"),
+    ]
 
 
 def mean_curve(runs: list[dict]) -> list[tuple[int, float]]:
@@ -197,8 +210,11 @@ def figure_runs(records: list[dict], sizes: "SizeWalks | None" = None) -> dict[t
     """Each figure, by budget and group, and per curve the runs it averages: the base against each of the group's
     rows; with ``sizes`` (the walks at one budget), each size at its rate against the base at its rate, at every
     budget."""
-    figures = {(steps, group): curves for steps in sorted({r["steps"] for r in records})
-               for group, curves in curve_groups(*budget(records, steps)).items()}  # fmt: skip
+    figures = {
+        (steps, group): curves
+        for steps in sorted({r["steps"] for r in records})
+        for group, curves in curve_groups(*budget(records, steps)).items()
+    }
     for steps in sorted({r["steps"] for r in records}) if sizes is not None else ():
         if curves := sizes.at(records, steps).curve_runs():
             figures[steps, OWN_RATES] = curves
@@ -208,15 +224,19 @@ def figure_runs(records: list[dict], sizes: "SizeWalks | None" = None) -> dict[t
 def source(run: dict) -> str:
     """A run as its record names it: row, seed, commit, precision and device (the record holds the rest)."""
     code, precision = run["run"]["code"], run["run"]["precision"] or "precision not recorded"
-    return (f"{run['row']} seed {run['seed']}: {(code.get('commit') or '?')[:7]}, {precision}, "
-            f"{run['run']['device']['name']}")  # fmt: skip
+    return (
+        f"{run['row']} seed {run['seed']}: {(code.get('commit') or '?')[:7]}, {precision}, "
+        f"{run['run']['device']['name']}"
+    )
 
 
 def figure_record(curves: dict[str, list[dict]]) -> dict:
     """What a figure draws and from which runs: per curve, the runs' sources and the mean curve (validation PPL by
     step). The figure carries it (its PNG's Description), so that a figure can be held to the records it came from."""
-    return {name: {"runs": [source(r) for r in runs], "validation_ppl": [[s, round(p, 3)] for s, p in mean_curve(runs)]}
-            for name, runs in curves.items()}  # fmt: skip
+    return {
+        name: {"runs": [source(r) for r in runs], "validation_ppl": [[s, round(p, 3)] for s, p in mean_curve(runs)]}
+        for name, runs in curves.items()
+    }
 
 
 def recorded_in(path: Path) -> dict:
@@ -238,9 +258,12 @@ def plot_curves(records: list[dict], folder: Path, sizes: "SizeWalks | None" = N
         for name, curve in drawn.items():
             style = {"color": "black", "linewidth": 2.5} if name.startswith("base") else {}
             axis.plot(*zip(*curve["validation_ppl"], strict=True), label=name, **style)
-        axis.set(yscale="log", xlabel="step", ylabel="validation PPL (mean over seeds)",
-                 title=f"Table 3 {'sizes, each at its rate' if group == OWN_RATES else group} on Multi30k, "
-                       f"{steps:,} steps")  # fmt: skip
+        axis.set(
+            yscale="log",
+            xlabel="step",
+            ylabel="validation PPL (mean over seeds)",
+            title=f"Table 3 {'sizes, each at its rate' if group == OWN_RATES else group} on Multi30k, {steps:,} steps",
+        )
         axis.legend()
         path = folder.parent / curve_file(steps, group)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -287,12 +310,14 @@ def rule(cells: int) -> list[str]:
     return [
         "## The rule",
         "",
-        *paragraph("A cell compares a row with the base on one metric at one budget: the difference of their means "
-                   "over seeds (row less base) with its 95% interval by Welch's t (`experiments/verdict.py`)."),
+        *paragraph(
+            "A cell compares a row with the base on one metric at one budget: the difference of their means "
+            "over seeds (row less base) with its 95% interval by Welch's t (`experiments/verdict.py`)."
+        ),
         "",
         *(line for item in items for line in paragraph(item, bullet=True)),
         "",
-    ]  # fmt: skip
+    ]
 
 
 def counted(number: int, noun: str) -> str:
@@ -351,8 +376,12 @@ def longer_section(records: list[dict], short: int, long: int, rows: dict[str, s
     base, at_long = budget(records, long)
     curve = mean_curve(base)
     late = [(s, p) for s, p in curve if s >= long - 500]
-    tail = (f"the base's validation PPL went from {late[0][1]:.2f} at step {late[0][0]:,} to {late[-1][1]:.2f} at "
-            f"step {late[-1][0]:,}" if len(late) > 1 else "no base curve at the longer budget yet")  # fmt: skip
+    tail = (
+        f"the base's validation PPL went from {late[0][1]:.2f} at step {late[0][0]:,} to {late[-1][1]:.2f} at "
+        f"step {late[-1][0]:,}"
+        if len(late) > 1
+        else "no base curve at the longer budget yet"
+    )
     lines = [
         "## Slower to start, or stays at the end?",
         "",
@@ -400,8 +429,11 @@ def precision_section(records: list[dict]) -> list[str]:
                 pairs.append((steps, sides))
     if not pairs:
         return [*lines, "No budget has base runs of both precisions at one code yet.", ""]
-    lines += ["| budget | commit | fp32 seeds | bf16 seeds | PPL: fp32 less bf16 [95%] | BLEU: fp32 less bf16 [95%] "
-              "| agree |", "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines += [
+        "| budget | commit | fp32 seeds | bf16 seeds | PPL: fp32 less bf16 [95%] | BLEU: fp32 less bf16 [95%] "
+        "| agree |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     words = []
     for steps, sides in pairs:
         cells, agreed = [], []
@@ -411,8 +443,10 @@ def precision_section(records: list[dict]) -> list[str]:
             agreed.append(precisions_agree(values[FP32], values[BF16]))
         word = "too few seeds" if None in agreed else "yes" if all(agreed) else "no"
         seeds = [", ".join(str(r["seed"]) for r in sorted(sides[p], key=lambda r: r["seed"])) for p in (FP32, BF16)]
-        lines.append(f"| {steps:,} steps | {commits(sides[FP32] + sides[BF16])} | {seeds[0]} | {seeds[1]} | "
-                     f"{cells[0]} | {cells[1]} | {word} |")  # fmt: skip
+        lines.append(
+            f"| {steps:,} steps | {commits(sides[FP32] + sides[BF16])} | {seeds[0]} | {seeds[1]} | "
+            f"{cells[0]} | {cells[1]} | {word} |"
+        )
         words.append(word)
     if comparable.PRECISION_EVIDENCE:
         after = f"Runs of either precision are compared: {comparable.PRECISION_EVIDENCE}."
@@ -438,13 +472,16 @@ class SizeWalks:
     comparisons: dict[str, Comparison]
 
     @classmethod
-    def of(cls, records: list[dict], steps: int, rows: dict[str, str],
-           flags: dict[str, tuple[str, ...]]) -> "SizeWalks":  # fmt: skip
+    def of(
+        cls, records: list[dict], steps: int, rows: dict[str, str], flags: dict[str, tuple[str, ...]]
+    ) -> "SizeWalks":
         base, comparisons = budget(records, steps)
         runs = {name: [r for r in c.runs if not why_not(base[0]["run"], r["run"])] for name, c in comparisons.items()}
         perplexities = {name: [r["validation_ppl"] for r in found] for name, found in {"base": base, **runs}.items()}
-        walks = lr_walk.walks({name: (flags[name], perplexities.get(name, [])) for name in flags},
-                              [name for name, group in rows.items() if group in ("base", "(C)")])  # fmt: skip
+        walks = lr_walk.walks(
+            {name: (flags[name], perplexities.get(name, [])) for name in flags},
+            [name for name, group in rows.items() if group in ("base", "(C)")],
+        )
         return cls(steps, walks, base, comparisons)
 
     def at(self, records: list[dict], steps: int) -> "SizeWalks":
@@ -472,8 +509,11 @@ class SizeWalks:
         base's has (none before)."""
         if self.base_walk() is None:
             return []
-        return [walk for name, walk in self.walks.items() if name != "base" and walk.chosen() is not None
-                and name in self.comparisons and self.at_rate(walk)[1]]  # fmt: skip
+        return [
+            walk
+            for name, walk in self.walks.items()
+            if name != "base" and walk.chosen() is not None and name in self.comparisons and self.at_rate(walk)[1]
+        ]
 
     def curve_runs(self) -> dict[str, list[dict]]:
         """The runs of the base at its rate and of each stopped size at its rate that have learning curves, labelled
@@ -481,8 +521,10 @@ class SizeWalks:
         stopped = self.stopped()
         if not stopped:
             return {}
-        runs = {f"{walk.size} at {lr_walk.scale_text(walk.chosen())}": self.at_rate(walk)[1]
-                for walk in [self.base_walk(), *stopped]}  # fmt: skip
+        runs = {
+            f"{walk.size} at {lr_walk.scale_text(walk.chosen())}": self.at_rate(walk)[1]
+            for walk in [self.base_walk(), *stopped]
+        }
         runs = {name: found for name, found in runs.items() if mean_curve(found)}
         return runs if len(runs) > 1 else {}
 
@@ -499,7 +541,7 @@ def walk_section(sizes: SizeWalks) -> list[str]:
             f"The rule, stated before its runs (`experiments/lr_walk.py`): {lr_walk.RULE} Each cell: the "
             f"validation PPL at {steps:,} steps, the mean over the point's seeds (how many), runs at the base's "
             "code only."
-        ),  # fmt: skip
+        ),
         "",
         "| size | " + " | ".join(map(lr_walk.scale_text, scales)) + " | next point | the size's rate |",
         "| --- | " + " | ".join("---:" for _ in scales) + " | --- | --- |",
@@ -554,7 +596,7 @@ def at_own_rates(sizes: SizeWalks, walked_at: int) -> list[str]:
                 f"rate have run for {sizes.steps:,}."
                 if longer
                 else ""
-            )  # fmt: skip
+            )
         ),
         "",
         "| size | its rate: row (seeds) | the base's rate: row (seeds) | paper's row | PPL: size less base [95%] | "
@@ -575,7 +617,7 @@ def at_own_rates(sizes: SizeWalks, walked_at: int) -> list[str]:
             + " | ".join(
                 f"{at_preset.words[m]}, {c.words[m]}: **{belongs_to(at_preset.words[m], c.words[m])}**" for m in METRICS
             )
-            + " |"  # fmt: skip
+            + " |"
         )
     if not stopped:
         empty = f"no size at its rate at {sizes.steps:,} steps yet" if longer else "no size's walk has stopped yet"
@@ -617,5 +659,6 @@ def report(records: list[dict], rows: dict[str, str], budgets: tuple[int, int], 
     for steps in sorted({r["steps"] for r in records} | set(budgets)):
         lines += budget_section(records, steps, rows)
     longer = at_own_rates(sizes.at(records, budgets[1]), sizes.steps)
-    return "\n".join([*lines, *longer_section(records, *budgets, rows), *walk_section(sizes), *longer,
-                      *precision_section(records)])  # fmt: skip
+    return "\n".join(
+        [*lines, *longer_section(records, *budgets, rows), *walk_section(sizes), *longer, *precision_section(records)]
+    )

@@ -46,9 +46,15 @@ def build_model_card(model_dir: str | Path, repo_id: str | None = None, license:
         metrics = results.split(split)
         if not metrics:
             continue
-        rows.append({"split": label, "bleu": metrics[f"{split}_bleu"], "chrf": metrics[f"{split}_chrf"],
-                     "length_ratio": metrics[f"{split}_length_ratio"],
-                     "bleu_lc_tok": metrics.get(f"{split}_bleu_lc_tok", "n/a")})  # fmt: skip
+        rows.append(
+            {
+                "split": label,
+                "bleu": metrics[f"{split}_bleu"],
+                "chrf": metrics[f"{split}_chrf"],
+                "length_ratio": metrics[f"{split}_length_ratio"],
+                "bleu_lc_tok": metrics.get(f"{split}_bleu_lc_tok", "n/a"),
+            }
+        )
         for metric, name in (("bleu", "sacreBLEU"), ("chrf", "chrF")):
             eval_results.append(
                 EvalResult(
@@ -61,7 +67,7 @@ def build_model_card(model_dir: str | Path, repo_id: str | None = None, license:
                     metric_type=metric,
                     metric_name=name,
                     metric_value=metrics[f"{split}_{metric}"],
-                )  # fmt: skip
+                )
             )
     card_data = ModelCardData(
         language=[source, target],

@@ -25,8 +25,18 @@ from vanilla_tools.run_files import FinishedRun
 from .card import write_model_card
 
 REQUIRED = ("config.json", "model.safetensors")
-IGNORE = ["checkpoint-*", "checkpoint-*/**", "ctranslate2-*/**", "onnx/**", "*.pt", "*.pth", "*.bin", "runs/**", ".*",
-          FinishedRun.FILE]  # fmt: skip
+IGNORE = [
+    "checkpoint-*",
+    "checkpoint-*/**",
+    "ctranslate2-*/**",
+    "onnx/**",
+    "*.pt",
+    "*.pth",
+    "*.bin",
+    "runs/**",
+    ".*",
+    FinishedRun.FILE,
+]
 
 
 @dataclass(frozen=True)
@@ -56,14 +66,17 @@ class HubRepo:
                 status = error.response.status_code if error.response is not None else None
                 if status not in (401, 403):
                     raise
-                raise UsageError(f"the Hub at {api.endpoint} refused to create {self.repo_id} ({status}): the "
-                                 "token is not valid, or may not write there") from None  # fmt: skip
+                raise UsageError(
+                    f"the Hub at {api.endpoint} refused to create {self.repo_id} ({status}): the "
+                    "token is not valid, or may not write there"
+                ) from None
             if self.revision:
                 api.create_branch(repo_id, branch=self.revision, exist_ok=True)
         return replace(self, repo_id=repo_id)
 
-    def upload(self, model_dir: str | Path, commit_message: str, card: bool = True,
-               only: list[str] | None = None) -> CommitInfo:  # fmt: skip
+    def upload(
+        self, model_dir: str | Path, commit_message: str, card: bool = True, only: list[str] | None = None
+    ) -> CommitInfo:
         """Upload ``model_dir``'s model files (``only`` these patterns, if given) to the opened repository, with the
         model card written for it first if ``card``."""
         check_model_dir(model_dir)
@@ -72,9 +85,13 @@ class HubRepo:
         api = HfApi(token=self.token)
         with reaching(api):
             return api.upload_folder(
-                repo_id=self.repo_id, folder_path=model_dir, revision=self.revision, commit_message=commit_message,
-                allow_patterns=only, ignore_patterns=IGNORE,
-            )  # fmt: skip
+                repo_id=self.repo_id,
+                folder_path=model_dir,
+                revision=self.revision,
+                commit_message=commit_message,
+                allow_patterns=only,
+                ignore_patterns=IGNORE,
+            )
 
 
 def push_model_dir(

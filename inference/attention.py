@@ -66,9 +66,14 @@ def bertviz_html(maps: AttentionMaps, view: str = "head") -> str:
         return tuple(layer[None] for layer in weights)  # (layers, heads, q, k) -> layers x (1, heads, q, k)
 
     show = {"head": bertviz.head_view, "model": bertviz.model_view}[view]
-    html = show(encoder_attention=per_layer(maps.encoder), decoder_attention=per_layer(maps.decoder),
-                cross_attention=per_layer(maps.cross), encoder_tokens=maps.source_tokens,
-                decoder_tokens=maps.decoder_input_tokens, html_action="return")  # fmt: skip
+    html = show(
+        encoder_attention=per_layer(maps.encoder),
+        decoder_attention=per_layer(maps.decoder),
+        cross_attention=per_layer(maps.cross),
+        encoder_tokens=maps.source_tokens,
+        decoder_tokens=maps.decoder_input_tokens,
+        html_action="return",
+    )
     return "<html><head><meta charset='utf-8'></head><body>" + html.data + "</body></html>"
 
 

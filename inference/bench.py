@@ -245,9 +245,12 @@ def bench(argv: list[str] | None = None) -> dict:
     if args.json:
         check_json_path(Path(args.json))
     if args.translate:
-        results = {**provenance(ctranslate2=bench_engines.package_version("ctranslate2")),
-                   **bench_engines.run(args.translate, Path(args.source), Path(args.references), args.batch_sizes,
-                                       args.engines, args.timeout)}  # fmt: skip
+        results = {
+            **provenance(ctranslate2=bench_engines.package_version("ctranslate2")),
+            **bench_engines.run(
+                args.translate, Path(args.source), Path(args.references), args.batch_sizes, args.engines, args.timeout
+            ),
+        }
         print(bench_engines.table(results))
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2) + "\n")

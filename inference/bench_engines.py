@@ -109,8 +109,18 @@ def worker(name: str, model_dir: str, source: str, num_beams: int, batch_size: i
 
 def measure(name, model_dir, source, num_beams, batch_size, folder: Path, timeout: int) -> dict:
     output = folder / f"{name}-beam{num_beams}-batch{batch_size}.json"
-    command = [sys.executable, "-m", "inference.bench_engines", "worker", name, str(model_dir), str(source),
-               str(num_beams), str(batch_size), str(output)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "inference.bench_engines",
+        "worker",
+        name,
+        str(model_dir),
+        str(source),
+        str(num_beams),
+        str(batch_size),
+        str(output),
+    ]
     try:
         subprocess.run(command, check=True, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -161,8 +171,10 @@ def package_version(package: str) -> str | None:
 
 
 def table(results: dict) -> str:
-    rows = ["| engine | beams | batch | sentences/s | output tokens/s | peak RSS (MiB) | BLEU | same as generate() |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    rows = [
+        "| engine | beams | batch | sentences/s | output tokens/s | peak RSS (MiB) | BLEU | same as generate() |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in results["runs"]:
         if "sentences_per_s" not in r:
             status = f"timed out after {r['timed_out_after_s']} s" if "timed_out_after_s" in r else r["failed"]
@@ -170,8 +182,10 @@ def table(results: dict) -> str:
             continue
         same = f"{100 * r['identical_to_generate']:.1f}%" if "identical_to_generate" in r else ""
         speed = f"{r['sentences_per_s']:.1f} | {r['output_tokens_per_s']:,.0f}"
-        rows.append(f"| {r['engine']} | {r['num_beams']} | {r['batch_size']} | {speed} | {r['peak_rss_mib']:.0f} | "
-                    f"{r['bleu']:.2f} | {same} |")  # fmt: skip
+        rows.append(
+            f"| {r['engine']} | {r['num_beams']} | {r['batch_size']} | {speed} | {r['peak_rss_mib']:.0f} | "
+            f"{r['bleu']:.2f} | {same} |"
+        )
     return "\n".join(rows)
 
 

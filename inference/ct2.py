@@ -45,8 +45,9 @@ class CTranslate2Engine:
         # each other at every layer of every step, which costs more than they bring at these sizes (several times
         # over at batch 1; `vanilla-bench --translate` measures both, docs/performance.md).
         self.workers = threads or os.cpu_count() or 1
-        self.translator = ctranslate2.Translator(str(ct2_dir), device="cpu", inter_threads=self.workers,
-                                                 intra_threads=1)  # fmt: skip
+        self.translator = ctranslate2.Translator(
+            str(ct2_dir), device="cpu", inter_threads=self.workers, intra_threads=1
+        )
         self.tokenizer, self.decoding = tokenizer, decoding
 
     def __call__(self, sentences: list[str]) -> BatchTranslation:
@@ -85,8 +86,9 @@ class CTranslate2Engine:
 
 
 def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vanilla-export-ct2", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="vanilla-export-ct2", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("model_dir", help="a saved model directory with its tokenizer")
     parser.add_argument("output_dir", help="where to write the CTranslate2 model")
     parser.add_argument("--quantization", choices=QUANTIZATIONS, default="int8")

@@ -56,8 +56,12 @@ def build_demo(model_dir: str, engine: str = "auto", nbest: int = 4, trust_remot
         source = gr.Textbox(label="Source", lines=2, placeholder="A dog runs through the snow.", elem_id="source")
         button = gr.Button("Translate", variant="primary", elem_id="translate")
         translation = gr.Textbox(label="Translation", interactive=False, elem_id="translation")
-        candidates = gr.Dataframe(headers=["translation", "score"], label=f"the {decoding.nbest} best of the beam",
-                                  interactive=False, elem_id="nbest")  # fmt: skip
+        candidates = gr.Dataframe(
+            headers=["translation", "score"],
+            label=f"the {decoding.nbest} best of the beam",
+            interactive=False,
+            elem_id="nbest",
+        )
         with gr.Row():
             layer = gr.Dropdown(layers, value=MEAN, label="layer", elem_id="layer")
             head = gr.Dropdown(heads, value=MEAN, label="head", elem_id="head")
@@ -71,8 +75,9 @@ def build_demo(model_dir: str, engine: str = "auto", nbest: int = 4, trust_remot
 
 
 def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vanilla-demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="vanilla-demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", required=True, help="model directory (or Hub id) with its tokenizer")
     parser.add_argument("--engine", choices=ENGINES, default="auto", help="as vanilla-translate's")
     parser.add_argument("--nbest", type=positive_int, default=4, help="candidates shown (at most the beams)")

@@ -43,8 +43,12 @@ def batch_translation(
     their (B * K,) ``scores`` for an n-best list."""
     k = nbest or 1
     texts = [text.strip() for text in tokenizer.batch_decode(sequences, skip_special_tokens=True)]
-    translation = BatchTranslation(texts=texts[::k], unfinished=(~ended).tolist()[::k], source_lengths=source_lengths,
-                                   output_lengths=lengths.tolist()[::k])  # fmt: skip
+    translation = BatchTranslation(
+        texts=texts[::k],
+        unfinished=(~ended).tolist()[::k],
+        source_lengths=source_lengths,
+        output_lengths=lengths.tolist()[::k],
+    )
     if nbest:
         pairs = list(zip(texts, scores.tolist(), strict=True))
         translation.nbest = [pairs[i : i + k] for i in range(0, len(pairs), k)]
@@ -65,8 +69,9 @@ class GenerateEngine:
     model's device's, ``BatchShapes.for_device``), the output length counted from the longest source.
     ``generate_kwargs``: anything else ``generate()`` takes (e.g. ``cache_implementation``)."""
 
-    def __init__(self, model, tokenizer, decoding: Decoding | None = None, shapes: BatchShapes | None = None,
-                 **generate_kwargs):  # fmt: skip
+    def __init__(
+        self, model, tokenizer, decoding: Decoding | None = None, shapes: BatchShapes | None = None, **generate_kwargs
+    ):
         self.model, self.tokenizer, self.generate_kwargs = model.eval(), tokenizer, generate_kwargs
         self.decoding = decoding or Decoding.resolve(model.generation_config)
         self.shapes = shapes or BatchShapes.for_device(model.device.type, DEFAULT_LONGEST)

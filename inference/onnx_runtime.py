@@ -90,8 +90,9 @@ class OnnxEngine:
         found = self.search(batch["input_ids"], batch["attention_mask"])
         ended, lengths = output_lengths(found.sequences, self.config.eos_token_id)
         source_lengths = batch["attention_mask"].sum(axis=1).tolist()
-        return batch_translation(self.tokenizer, found.sequences, ended, lengths, source_lengths,
-                                 self.decoding.nbest, found.scores)  # fmt: skip
+        return batch_translation(
+            self.tokenizer, found.sequences, ended, lengths, source_lengths, self.decoding.nbest, found.scores
+        )
 
     def search(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> Hypotheses:
         """The encoder graph once, then ``decoding``'s search over the decoder graph: (B, S) -> the n best of each."""
@@ -99,20 +100,30 @@ class OnnxEngine:
         max_new_tokens = self.decoding.max_new_tokens_for(ids.shape[1])
         limit = position_limit(self.config)
         if max(ids.shape[1], max_new_tokens + 1) > limit:
-            raise UsageError(f"the ONNX export holds {limit} positions: a source of {ids.shape[1]} tokens (and its "
-                             f"output of up to {max_new_tokens}) needs more; use --engine generate")  # fmt: skip
+            raise UsageError(
+                f"the ONNX export holds {limit} positions: a source of {ids.shape[1]} tokens (and its "
+                f"output of up to {max_new_tokens}) needs more; use --engine generate"
+            )
         memory, *cross = self.encoder.run(None, {"input_ids": ids, "attention_mask": mask})
         beams = self.decoding.num_beams
         if beams > 1:  # every hypothesis of an input reads the same encoder output: (B, ...) -> (B * K, ...)
             memory, mask, *cross = (np.repeat(a, beams, axis=0) for a in (memory, mask, *cross))
         config = self.config
-        return search(self._step_function(memory, mask, cross), ids.shape[0], self.decoding, max_new_tokens,
-                      config.decoder_start_token_id, config.eos_token_id, config.pad_token_id)  # fmt: skip
+        return search(
+            self._step_function(memory, mask, cross),
+            ids.shape[0],
+            self.decoding,
+            max_new_tokens,
+            config.decoder_start_token_id,
+            config.eos_token_id,
+            config.pad_token_id,
+        )
 
 
 def arguments() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vanilla-export-onnx", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="vanilla-export-onnx", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("model_dir", help="a saved model directory")
     parser.add_argument("output_dir", help="where to write encoder.onnx and decoder.onnx")
     parser.add_argument("--force", action="store_true", help="replace output_dir if it exists")

@@ -42,8 +42,9 @@ def greedy(step: Step, batch: int, max_new_tokens: int, start: int, eos: int, pa
     return Hypotheses(sequences, log_probability / lengths)
 
 
-def beam_search(step: Step, batch: int, decoding: Decoding, max_new_tokens: int, start: int, eos: int,
-                pad: int) -> Hypotheses:  # fmt: skip
+def beam_search(
+    step: Step, batch: int, decoding: Decoding, max_new_tokens: int, start: int, eos: int, pad: int
+) -> Hypotheses:
     """Beam search as transformers 5 runs it (one end token, no logits processors).
 
     Adapted from transformers.generation.utils.GenerationMixin._beam_search and its helpers (_get_top_k_continuations,
@@ -104,8 +105,9 @@ def beam_search(step: Step, batch: int, decoding: Decoding, max_new_tokens: int,
     return Hypotheses(finals[:, :n, :length].reshape(batch * n, length), final_scores[:, :n].reshape(-1))
 
 
-def search(step: Step, batch: int, decoding: Decoding, max_new_tokens: int, start: int, eos: int,
-           pad: int) -> Hypotheses:  # fmt: skip
+def search(
+    step: Step, batch: int, decoding: Decoding, max_new_tokens: int, start: int, eos: int, pad: int
+) -> Hypotheses:
     """``decoding``'s search: greedy for one beam (its n-best is itself), else beam search."""
     if decoding.num_beams == 1:
         return greedy(step, batch, max_new_tokens, start, eos, pad)

@@ -41,10 +41,12 @@ class LengthReport:
 
     def log(self) -> None:
         for lines, what in (
-            (self.longer_than_trained, "longer than the sentences the model was trained on; translations of such "
-                                       "lines often stop early"),
+            (
+                self.longer_than_trained,
+                "longer than the sentences the model was trained on; translations of such lines often stop early",
+            ),
             (self.cut_at_limit, "cut at the output length limit (input length + 50 tokens) before it ended"),
-        ):  # fmt: skip
+        ):
             if lines:
                 shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
                 logger.warning("%d line(s) %s: line %s", len(lines), what, shown)
@@ -114,9 +116,14 @@ def translate_stream(
 
 
 def translate(
-    model, tokenizer, sentences: list[str], batch_size: int = 64, progress: bool = True,
-    num_beams: int | None = None, length_penalty: float | None = None,
-) -> list[str]:  # fmt: skip
+    model,
+    tokenizer,
+    sentences: list[str],
+    batch_size: int = 64,
+    progress: bool = True,
+    num_beams: int | None = None,
+    length_penalty: float | None = None,
+) -> list[str]:
     """Translations of ``sentences``, in order, with ``generate()`` as the model decodes (§6.1: beam search up to
     input length + 50), or with ``num_beams`` / ``length_penalty`` instead of its own."""
     decoding = Decoding.resolve(model.generation_config, num_beams, length_penalty)
@@ -175,14 +182,21 @@ def arguments() -> argparse.ArgumentParser:
         help="write the K best translations of each line with their scores (K <= beams)",
     )
     parser.add_argument("--batch_size", type=positive_int, default=64)
-    parser.add_argument("--engine", choices=ENGINES, default="auto",
-                        help="generate: the model's generate(); ctranslate2: its CTranslate2 export (needs the ct2 "
-                             "extra), made in MODEL/ctranslate2-QUANTIZATION the first time; auto: ctranslate2 "
-                             "where it can run this model, else generate; onnx: ONNX Runtime (needs the ecosystem "
-                             "extra), exported to MODEL/onnx the first time")  # fmt: skip
-    parser.add_argument("--quantization", choices=QUANTIZATIONS, default="float32",
-                        help="of the CTranslate2 export: float32 translates as generate() does, int8 is smaller "
-                             "and faster")  # fmt: skip
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="auto",
+        help="generate: the model's generate(); ctranslate2: its CTranslate2 export (needs the ct2 "
+        "extra), made in MODEL/ctranslate2-QUANTIZATION the first time; auto: ctranslate2 "
+        "where it can run this model, else generate; onnx: ONNX Runtime (needs the ecosystem "
+        "extra), exported to MODEL/onnx the first time",
+    )
+    parser.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default="float32",
+        help="of the CTranslate2 export: float32 translates as generate() does, int8 is smaller and faster",
+    )
     parser.add_argument("--trust_remote_code", action="store_true")
     return parser
 
@@ -191,8 +205,10 @@ def check_line_counts(input_path: str, references_path: str, references: int) ->
     """Refused before translating unless the input file has one line per reference (scoring would fail after it)."""
     lines = sum(1 for _ in read_lines(input_path))
     if lines != references:
-        raise UsageError(f"{input_path} has {lines} lines but --references {references_path} has {references}: "
-                         "one reference per input line")  # fmt: skip
+        raise UsageError(
+            f"{input_path} has {lines} lines but --references {references_path} has {references}: "
+            "one reference per input line"
+        )
 
 
 def check_output(output: str, inputs: dict[str, str | None]) -> None:

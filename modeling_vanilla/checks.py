@@ -138,8 +138,10 @@ def check_safetensors_file(path: Path) -> None:
         raise OSError(f"{path} is not a safetensors file, or its header is damaged ({size} bytes)")
     data_size = max((entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0)
     if 8 + header_size + data_size != size:
-        raise OSError(f"{path} holds {size} bytes but its header describes {8 + header_size + data_size}: the file "
-                      "was cut short or damaged")  # fmt: skip
+        raise OSError(
+            f"{path} holds {size} bytes but its header describes {8 + header_size + data_size}: the file "
+            "was cut short or damaged"
+        )
 
 
 def check_checkpoint_files(folder: Path, config_given: bool) -> None:

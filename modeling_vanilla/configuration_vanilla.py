@@ -133,9 +133,10 @@ class VanillaTransformerConfig(PreTrainedConfig):
         ):
             raise ValueError(f"`head_dim` must be a positive integer or None (d_model / h), got {self.head_dim!r}")
         if self.attention_window is not None and (
-            not isinstance(self.attention_window, int) or isinstance(self.attention_window, bool)
+            not isinstance(self.attention_window, int)
+            or isinstance(self.attention_window, bool)
             or self.attention_window < 0
-        ):  # fmt: skip
+        ):
             raise ValueError(
                 f"`attention_window` must be an integer >= 0 or None (full attention), got {self.attention_window!r}"
             )

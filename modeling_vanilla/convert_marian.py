@@ -145,8 +145,10 @@ def to_marian(model: VanillaTransformerForSeq2Seq) -> MarianMTModel:
     if config.position_embedding_type != "sinusoidal":
         raise ValueError("MarianMTModel has sinusoidal positions only; this model has learned ones")
     if not config.share_encoder_decoder_embeddings or not config.tie_word_embeddings:
-        raise ValueError("to_marian needs one shared, tied embedding matrix (share_encoder_decoder_embeddings and "
-                         "tie_word_embeddings)")  # fmt: skip
+        raise ValueError(
+            "to_marian needs one shared, tied embedding matrix (share_encoder_decoder_embeddings and "
+            "tie_word_embeddings)"
+        )
     if config.attention_window is not None:
         raise ValueError(f"`attention_window` {config.attention_window}: MarianMTModel has full self-attention only")
     if config.attention_head_dim() * config.num_attention_heads != config.d_model:
@@ -201,12 +203,18 @@ def to_marian(model: VanillaTransformerForSeq2Seq) -> MarianMTModel:
     if model.final_logits_bias is not None:
         state["final_logits_bias"] = model.final_logits_bias
     missing, unexpected = marian.load_state_dict(state, strict=False)
-    expected_missing = {"lm_head.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight",
-                        "model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight",
-                        "final_logits_bias"}  # fmt: skip
+    expected_missing = {
+        "lm_head.weight",
+        "model.encoder.embed_tokens.weight",
+        "model.decoder.embed_tokens.weight",
+        "model.encoder.embed_positions.weight",
+        "model.decoder.embed_positions.weight",
+        "final_logits_bias",
+    }
     if unexpected or set(missing) - expected_missing:
-        raise ValueError(f"Marian conversion mismatch: missing {sorted(set(missing) - expected_missing)}, "
-                         f"unexpected {unexpected}")  # fmt: skip
+        raise ValueError(
+            f"Marian conversion mismatch: missing {sorted(set(missing) - expected_missing)}, unexpected {unexpected}"
+        )
     marian.tie_weights()
     marian.generation_config = copy.deepcopy(model.generation_config)
     return marian.eval() if not model.training else marian

@@ -83,8 +83,13 @@ class DecoderStepGraph(nn.Module):
         cache = EncoderDecoderCache(self_cache, cross_cache)
         for i in range(n):
             cache.is_updated[i] = True
-        out = self.model(encoder_outputs=(encoder_hidden_states,), attention_mask=encoder_attention_mask,
-                         decoder_input_ids=decoder_input_ids, cache=cache, use_cache=True)  # fmt: skip
+        out = self.model(
+            encoder_outputs=(encoder_hidden_states,),
+            attention_mask=encoder_attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            cache=cache,
+            use_cache=True,
+        )
         present = getattr(out, CACHE_NAME).self_attention_cache.layers
         log_probs = out.logits[:, -1].float().log_softmax(dim=-1)  # (B, vocab), as generate() scores the next token
         return (log_probs, *[t for layer in present for t in (layer.keys, layer.values)])
@@ -115,22 +120,43 @@ def export_onnx(model: VanillaTransformerForSeq2Seq, output_dir: str | Path) -> 
     mask = torch.ones_like(ids)
     with torch.no_grad():
         encoded = EncoderGraph(model)(ids, mask)
-    torch.onnx.export(EncoderGraph(model).eval(), (ids, mask), output_dir / ENCODER, dynamo=True, opset_version=OPSET,
-                      input_names=["input_ids", "attention_mask"],
-                      output_names=["encoder_hidden_states", *cross_names(layers)],
-                      dynamic_shapes={"input_ids": {0: batch, 1: source}, "attention_mask": {0: batch, 1: source}},
-                      verbose=False)  # fmt: skip
+    torch.onnx.export(
+        EncoderGraph(model).eval(),
+        (ids, mask),
+        output_dir / ENCODER,
+        dynamo=True,
+        opset_version=OPSET,
+        input_names=["input_ids", "attention_mask"],
+        output_names=["encoder_hidden_states", *cross_names(layers)],
+        dynamic_shapes={"input_ids": {0: batch, 1: source}, "attention_mask": {0: batch, 1: source}},
+        verbose=False,
+    )
 
     head_dim = encoded[1].shape[-1]
     caches = [torch.zeros(2, heads, 3, head_dim) for _ in range(2 * layers)]
     step = torch.full((2, 1), config.decoder_start_token_id)
     cache_shapes = [{0: batch, 2: past}] * (2 * layers) + [{0: batch, 2: source}] * (2 * layers)
-    dynamic = {"decoder_input_ids": {0: batch}, "encoder_attention_mask": {0: batch, 1: source},
-               "encoder_hidden_states": {0: batch, 1: source}, "caches": tuple(cache_shapes)}  # fmt: skip
-    torch.onnx.export(DecoderStepGraph(model).eval(), (step, mask, encoded[0], *caches, *encoded[1:]),
-                      output_dir / DECODER, dynamo=True, opset_version=OPSET,
-                      input_names=["decoder_input_ids", "encoder_attention_mask", "encoder_hidden_states",
-                                   *cache_names("past", layers), *cross_names(layers)],
-                      output_names=["log_probs", *cache_names("present", layers)], dynamic_shapes=dynamic,
-                      verbose=False)  # fmt: skip
+    dynamic = {
+        "decoder_input_ids": {0: batch},
+        "encoder_attention_mask": {0: batch, 1: source},
+        "encoder_hidden_states": {0: batch, 1: source},
+        "caches": tuple(cache_shapes),
+    }
+    torch.onnx.export(
+        DecoderStepGraph(model).eval(),
+        (step, mask, encoded[0], *caches, *encoded[1:]),
+        output_dir / DECODER,
+        dynamo=True,
+        opset_version=OPSET,
+        input_names=[
+            "decoder_input_ids",
+            "encoder_attention_mask",
+            "encoder_hidden_states",
+            *cache_names("past", layers),
+            *cross_names(layers),
+        ],
+        output_names=["log_probs", *cache_names("present", layers)],
+        dynamic_shapes=dynamic,
+        verbose=False,
+    )
     return output_dir

@@ -29,5 +29,7 @@ def check_convertible(config: PretrainedConfig, model_dir: str | Path) -> None:
     loaded as this class would not match its weights (its export would translate nonsense), and its card would not
     describe it."""
     if config.model_type != VanillaTransformerConfig.model_type:
-        raise ValueError(f"{model_dir} holds a {config.model_type} model, not this package's: a MarianMTModel "
-                         "converts with from_marian first (docs/hub.md)")  # fmt: skip
+        raise ValueError(
+            f"{model_dir} holds a {config.model_type} model, not this package's: a MarianMTModel "
+            "converts with from_marian first (docs/hub.md)"
+        )

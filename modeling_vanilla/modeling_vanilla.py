@@ -115,9 +115,14 @@ class DecoderLayer(GradientCheckpointingLayer):
         super().__init__()
         heads, dropout = config.num_attention_heads, config.attention_dropout
         self.self_attn = MultiHeadAttention(
-            config.d_model, heads, dropout=dropout, is_causal=True, layer_idx=layer_idx, config=config,
+            config.d_model,
+            heads,
+            dropout=dropout,
+            is_causal=True,
+            layer_idx=layer_idx,
+            config=config,
             head_dim=config.head_dim,
-        )  # fmt: skip
+        )
         self.self_attn_sublayer = SublayerConnection(config)
         self.cross_attn = MultiHeadAttention(
             config.d_model, heads, dropout=dropout, layer_idx=layer_idx, config=config, head_dim=config.head_dim
@@ -361,16 +366,21 @@ def encoder_self_attention_mask(
     excepted. Restricted (``attention_window`` r, Table 1): to the positions j with |i - j| <= r."""
     window = config.attention_window
     return create_bidirectional_mask(
-        config=config, inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+        config=config,
+        inputs_embeds=inputs_embeds,
+        attention_mask=attention_mask,
         and_mask_function=None if window is None else sliding_window_bidirectional_overlay(window),
         allow_is_bidirectional_skip=may_read_values(inputs_embeds, training),
-    )  # fmt: skip
+    )
 
 
 def decoder_self_attention_mask(
-    config, inputs_embeds: torch.Tensor, attention_mask: torch.Tensor | None, cache: Cache | None,
+    config,
+    inputs_embeds: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    cache: Cache | None,
     training: bool = False,
-):  # fmt: skip
+):
     """ "We need to prevent leftward information flow in the decoder ... by masking out (setting to -inf) all values
     in the input of the softmax which correspond to illegal connections": each position sees itself and the ones
     before it (cached ones included), padding excepted. Restricted (``attention_window`` r): to j in [i - r, i],
@@ -392,14 +402,21 @@ def full_attention_config(config: VanillaTransformerConfig) -> VanillaTransforme
 
 
 def encoder_decoder_attention_mask(
-    config, inputs_embeds: torch.Tensor, encoder_attention_mask: torch.Tensor | None, encoder_hidden_states,
+    config,
+    inputs_embeds: torch.Tensor,
+    encoder_attention_mask: torch.Tensor | None,
+    encoder_hidden_states,
     training: bool = False,
-):  # fmt: skip
+):
     """ "This allows every position in the decoder to attend over all positions in the input sequence", padding
     excepted."""
-    return create_bidirectional_mask(config=config, inputs_embeds=inputs_embeds, attention_mask=encoder_attention_mask,
-                                     encoder_hidden_states=encoder_hidden_states,
-                                     allow_is_bidirectional_skip=may_read_values(inputs_embeds, training))  # fmt: skip
+    return create_bidirectional_mask(
+        config=config,
+        inputs_embeds=inputs_embeds,
+        attention_mask=encoder_attention_mask,
+        encoder_hidden_states=encoder_hidden_states,
+        allow_is_bidirectional_skip=may_read_values(inputs_embeds, training),
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -731,9 +748,12 @@ class VanillaTransformerDecoder(_Stack):
         training = self.training
         if not isinstance(past_length, torch.Tensor):
             check_padding_mask(
-                attention_mask, (batch, past_length + length), "decoder_attention_mask",
-                lambda: f"the {past_length} cached and {length} new decoder tokens", training,
-            )  # fmt: skip
+                attention_mask,
+                (batch, past_length + length),
+                "decoder_attention_mask",
+                lambda: f"the {past_length} cached and {length} new decoder tokens",
+                training,
+            )
         source_shape = encoder_hidden_states.shape[:2]
         check_padding_mask(encoder_attention_mask, source_shape, "attention_mask", "the source", training)
         self_mask = decoder_self_attention_mask(self.config, inputs_embeds, attention_mask, self_cache, training)

@@ -15,8 +15,15 @@ from transformers import Pipeline
 
 TASK = "translation"
 # config.json's custom_pipelines entry (the impl is this module's file, saved beside modeling_vanilla.py)
-CUSTOM_PIPELINES = {TASK: {"impl": f"{__name__.rsplit('.', 1)[-1]}.TranslationPipeline",
-                           "pt": ["AutoModelForSeq2SeqLM"], "tf": [], "type": "text", "default": {}}}  # fmt: skip
+CUSTOM_PIPELINES = {
+    TASK: {
+        "impl": f"{__name__.rsplit('.', 1)[-1]}.TranslationPipeline",
+        "pt": ["AutoModelForSeq2SeqLM"],
+        "tf": [],
+        "type": "text",
+        "default": {},
+    }
+}
 
 
 class TranslationPipeline(Pipeline):
@@ -35,8 +42,9 @@ class TranslationPipeline(Pipeline):
     _load_feature_extractor = False
     _load_tokenizer = True
 
-    def _sanitize_parameters(self, truncation=None, return_tensors=None, clean_up_tokenization_spaces=None,
-                             **generate_kwargs):  # fmt: skip
+    def _sanitize_parameters(
+        self, truncation=None, return_tensors=None, clean_up_tokenization_spaces=None, **generate_kwargs
+    ):
         preprocess = {} if truncation is None else {"truncation": truncation}
         postprocess = {}
         if return_tensors is not None:
@@ -72,10 +80,17 @@ class TranslationPipeline(Pipeline):
         given = {key: value for key, value in self.generation_config.to_dict().items() if prepared.get(key) != value}
         return {**given, **generate_kwargs}
 
-    def postprocess(self, model_outputs: dict[str, torch.Tensor], return_tensors: bool = False,
-                    clean_up_tokenization_spaces: bool = False) -> list[dict]:  # fmt: skip
+    def postprocess(
+        self,
+        model_outputs: dict[str, torch.Tensor],
+        return_tensors: bool = False,
+        clean_up_tokenization_spaces: bool = False,
+    ) -> list[dict]:
         if return_tensors:
             return [{"translation_token_ids": ids} for ids in model_outputs["output_ids"][0]]
-        texts = self.tokenizer.batch_decode(model_outputs["output_ids"][0], skip_special_tokens=True,
-                                            clean_up_tokenization_spaces=clean_up_tokenization_spaces)  # fmt: skip
+        texts = self.tokenizer.batch_decode(
+            model_outputs["output_ids"][0],
+            skip_special_tokens=True,
+            clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+        )
         return [{"translation_text": text.strip()} for text in texts]

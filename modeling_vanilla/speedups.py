@@ -102,8 +102,11 @@ def sdpa_without_cudnn(query: torch.Tensor) -> AbstractContextManager:
     flags are process-wide: forwards on two threads at once may leave cuDNN's off."""
     if query.device.type != "cuda" or torch.compiler.is_compiling():
         return nullcontext()
-    flags = (torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.mem_efficient_sdp_enabled(),
-             torch.backends.cuda.math_sdp_enabled())  # fmt: skip
+    flags = (
+        torch.backends.cuda.flash_sdp_enabled(),
+        torch.backends.cuda.mem_efficient_sdp_enabled(),
+        torch.backends.cuda.math_sdp_enabled(),
+    )
     enabled = [backend for backend, on in zip(WITHOUT_CUDNN, flags, strict=True) if on]
     return sdpa_kernel(enabled) if enabled and torch.backends.cuda.cudnn_sdp_enabled() else nullcontext()
 

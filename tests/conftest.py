@@ -24,8 +24,12 @@ def pytest_collection_modifyitems(items):
 
 def records_and_pages() -> dict[str, int]:
     """Every file under results/ and docs/ with its modification time."""
-    return {str(p): p.stat().st_mtime_ns for folder in ("results", "docs") for p in (ROOT / folder).rglob("*")
-            if p.is_file()}  # fmt: skip
+    return {
+        str(p): p.stat().st_mtime_ns
+        for folder in ("results", "docs")
+        for p in (ROOT / folder).rglob("*")
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -72,12 +76,38 @@ def trained_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("run")
     corpus = write_corpus(folder / "data")
     output = folder / "out"
-    argv = train_argv(corpus, output, "--max_steps", "6", "--save_steps", "2", "--eval_strategy", "steps",
-                      "--eval_steps", "3", "--num_beams", "2", "--translate_examples", "2", "--logging_steps", "1",
-                      "--average_last", "2", "--length_penalty_candidates", "0.5", "2.0",
-                      "--summary_dir", str(folder / "summary"))  # fmt: skip
+    argv = train_argv(
+        corpus,
+        output,
+        "--max_steps",
+        "6",
+        "--save_steps",
+        "2",
+        "--eval_strategy",
+        "steps",
+        "--eval_steps",
+        "3",
+        "--num_beams",
+        "2",
+        "--translate_examples",
+        "2",
+        "--logging_steps",
+        "1",
+        "--average_last",
+        "2",
+        "--length_penalty_candidates",
+        "0.5",
+        "2.0",
+        "--summary_dir",
+        str(folder / "summary"),
+    )
     with contextlib.redirect_stdout(io.StringIO()) as stdout:
         results = run(argv)
     print(stdout.getvalue(), end="")
-    return {"corpus": corpus, "output": output, "results": results, "summary": folder / "summary",
-            "stdout": stdout.getvalue()}  # fmt: skip
+    return {
+        "corpus": corpus,
+        "output": output,
+        "results": results,
+        "summary": folder / "summary",
+        "stdout": stdout.getvalue(),
+    }

@@ -92,8 +92,14 @@ def saved_model_with_tokenizer(folder, tokenizer, seed: int = 0, end_bias: float
     differ), saved with the tokenizer as vanilla-train saves a model: the folder. ``end_bias``: a logit bias on
     </s>, so that outputs end at different lengths instead of running to the length limit."""
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    model = tiny_model(seed, vocab_size=len(tokenizer), pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad,
-                       final_logits_bias=end_bias is not None)  # fmt: skip
+    model = tiny_model(
+        seed,
+        vocab_size=len(tokenizer),
+        pad_token_id=pad,
+        eos_token_id=eos,
+        decoder_start_token_id=pad,
+        final_logits_bias=end_bias is not None,
+    )
     with torch.no_grad():
         model.model.shared.weight.mul_(4.0)
         if end_bias is not None:

@@ -240,11 +240,23 @@ class HubHandler(BaseHTTPRequestHandler):
         sha = self.storage.resolve(repo_id, revision)
         root = self.storage.snapshot(repo_id, sha)
         siblings = [{"rfilename": str(p.relative_to(root))} for p in self.storage.files(repo_id, sha)]
-        self._json({
-            "_id": repo_id, "id": repo_id, "modelId": repo_id, "author": repo_id.split("/")[0], "sha": sha,
-            "private": meta["private"], "gated": False, "disabled": False, "downloads": 0, "likes": 0,
-            "lastModified": self.storage.commit_time(repo_id, sha), "tags": [], "siblings": siblings,
-        })  # fmt: skip
+        self._json(
+            {
+                "_id": repo_id,
+                "id": repo_id,
+                "modelId": repo_id,
+                "author": repo_id.split("/")[0],
+                "sha": sha,
+                "private": meta["private"],
+                "gated": False,
+                "disabled": False,
+                "downloads": 0,
+                "likes": 0,
+                "lastModified": self.storage.commit_time(repo_id, sha),
+                "tags": [],
+                "siblings": siblings,
+            }
+        )
 
     def _preupload(self, repo_id: str, revision: str) -> None:
         self._write_access(repo_id)

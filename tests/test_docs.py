@@ -36,17 +36,28 @@ from training.train import clock
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 TOOLS = {  # console script or module -> its argument parser
-    "vanilla-translate": translate.arguments, "vanilla-export-ct2": ct2.arguments,
-    "vanilla-attention": attention.arguments, "vanilla-average-checkpoints": average.arguments,
-    "vanilla-plot-curve": plot_curve.arguments, "vanilla-push": push.arguments, "vanilla-bench": bench.arguments,
-    "benchmarks.data_scale": data_scale.arguments, "benchmarks.translate_memory": translate_memory.arguments,
-    "experiments.results_index": results_index.arguments, "experiments.table3": table3.arguments,
-    "benchmarks.restricted_attention": restricted_attention.arguments, "vanilla-demo": demo.arguments,
-    "vanilla-export-onnx": onnx_runtime.arguments, "benchmarks.preemption": preemption.arguments,
-    "benchmarks.training_step": training_step.arguments, "experiments.recipe": recipe.arguments,
-    "benchmarks.load_check": load_check.arguments, "benchmarks.wmt14_step": wmt14_step.arguments,
-    "benchmarks.epoch_shapes": epoch_shapes.arguments, "benchmarks.step_dispatch": step_dispatch.arguments,
-}  # fmt: skip
+    "vanilla-translate": translate.arguments,
+    "vanilla-export-ct2": ct2.arguments,
+    "vanilla-attention": attention.arguments,
+    "vanilla-average-checkpoints": average.arguments,
+    "vanilla-plot-curve": plot_curve.arguments,
+    "vanilla-push": push.arguments,
+    "vanilla-bench": bench.arguments,
+    "benchmarks.data_scale": data_scale.arguments,
+    "benchmarks.translate_memory": translate_memory.arguments,
+    "experiments.results_index": results_index.arguments,
+    "experiments.table3": table3.arguments,
+    "benchmarks.restricted_attention": restricted_attention.arguments,
+    "vanilla-demo": demo.arguments,
+    "vanilla-export-onnx": onnx_runtime.arguments,
+    "benchmarks.preemption": preemption.arguments,
+    "benchmarks.training_step": training_step.arguments,
+    "experiments.recipe": recipe.arguments,
+    "benchmarks.load_check": load_check.arguments,
+    "benchmarks.wmt14_step": wmt14_step.arguments,
+    "benchmarks.epoch_shapes": epoch_shapes.arguments,
+    "benchmarks.step_dispatch": step_dispatch.arguments,
+}
 
 
 def blocks(page: Path, language: str) -> list[str]:
@@ -104,15 +115,20 @@ def test_links_lead_to_files(page):
 def runnable_blocks() -> list[tuple[str, str]]:
     """The Python blocks of the pages that need no Hub (those of docs/hub.md that load "my-name/..." are tested,
     through the same calls, in tests/test_hub_card/test_hub.py against a local Hub)."""
-    return [(f"{page.name}[{i}]", code) for page in PAGES for i, code in enumerate(blocks(page, "python"))
-            if "my-name/" not in code]  # fmt: skip
+    return [
+        (f"{page.name}[{i}]", code)
+        for page in PAGES
+        for i, code in enumerate(blocks(page, "python"))
+        if "my-name/" not in code
+    ]
 
 
 @pytest.mark.parametrize(("name", "code"), runnable_blocks(), ids=[n for n, _ in runnable_blocks()])
 def test_python_blocks_run(name, code, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=300)  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-3000:]
 
 
@@ -153,8 +169,11 @@ def test_the_preset_runs_at_earlier_code_have_their_own_mean(tmp_path, monkeypat
 
 def test_a_run_of_several_launches_counts_their_minutes_together():
     """A summary's own minutes are its last launch's; the page gives the run's training and says whose command."""
-    record = {"train_minutes": 82.78, "wall_clock_minutes": 84.1,
-              "run": {"launches": [{"train_minutes": 52.3}, {"train_minutes": 82.78}]}}  # fmt: skip
+    record = {
+        "train_minutes": 82.78,
+        "wall_clock_minutes": 84.1,
+        "run": {"launches": [{"train_minutes": 52.3}, {"train_minutes": 82.78}]},
+    }
     assert results_index.training_minutes(record) == "135.08 (2 launches)"
     assert results_index.command_minutes(record) == "84.1 (last launch)"
     one = {"train_minutes": 54.05, "wall_clock_minutes": 56.0, "run": {"launches": [{}]}}
@@ -174,9 +193,14 @@ def test_results_mean_is_left_out_where_a_run_lacks_the_score():
 
 def test_results_row_gives_the_machine_speed_where_recorded():
     folder = ROOT / "results" / "2026-11-26-example"  # row() links to results/ from docs/
-    run = {"train_minutes": 54.0, "wall_clock_minutes": 55.5, "validation": {"bleu": 41.0},
-           "beam": {"length_penalty": 2.0}, "test2016": {"bleu": 39.0},
-           "run": {**synthetic_run(precision=None, minutes=54, max_steps=None), "steps": 7100}}  # fmt: skip
+    run = {
+        "train_minutes": 54.0,
+        "wall_clock_minutes": 55.5,
+        "validation": {"bleu": 41.0},
+        "beam": {"length_penalty": 2.0},
+        "test2016": {"bleu": 39.0},
+        "run": {**synthetic_run(precision=None, minutes=54, max_steps=None), "steps": 7100},
+    }
     cells = [cell.strip() for cell in results_index.row(folder, run).split("|")]
     assert cells[4:8] == ["54.0 / 55.5", "-", "-", "7,100 (54 min)"]  # before 2026-11-26 no speed; no precision
     run["machine_speed"] = {"fp32_gflops_before": 182.3, "fp32_gflops_after": 180.1}
@@ -191,7 +215,7 @@ def test_results_row_gives_the_machine_speed_where_recorded():
         ({**synthetic_run(precision=None, max_steps=None, minutes=54), "steps": 1000}, ("-", "1,000 (54 min)")),
         (synthetic_run(precision="bf16 autocast", max_steps=7200), ("bf16 autocast", "7,200 (7,200 steps)")),
         ({**synthetic_run(precision="fp32", max_steps=None), "steps": None}, ("fp32", "? (40 epochs)")),
-    ],  # fmt: skip
+    ],
 )
 def test_results_row_gives_the_precision_and_budget_of_its_run_record(run, shown):
     """The run record's precision ("-": recorded before 2026-11-24), and its steps against its budget."""
@@ -267,12 +291,17 @@ def preset_figures() -> list[tuple[str, str]]:
     other = [run["test2016"]["bleu"] for run in runs if run.get("role") == "hardware"]
     which = f"mean of {in_words(len(seeds))} seeds" if len(seeds) > 1 else "one seed"
     return [
-        ("README.md", f"to {statistics.mean(s['bleu'] for s in seeds):.1f} BLEU in an hour on two CPU cores with bf16 "
-         f"(test2016, {which} of `vanilla-train --config multi30k`"),
+        (
+            "README.md",
+            f"to {statistics.mean(s['bleu'] for s in seeds):.1f} BLEU in an hour on two CPU cores with bf16 "
+            f"(test2016, {which} of `vanilla-train --config multi30k`",
+        ),
         ("README.md", f"{statistics.mean(s['bleu_lc_tok'] for s in seeds):.1f} lowercased and tokenized"),
-        ("README.md", f"{statistics.mean(other):.1f} in {in_words(len(other))} run{'s' * (len(other) > 1)} on a CPU "
-         "without bf16"),
-    ]  # fmt: skip
+        (
+            "README.md",
+            f"{statistics.mean(other):.1f} in {in_words(len(other))} run{'s' * (len(other) > 1)} on a CPU without bf16",
+        ),
+    ]
 
 
 def curve_figures(page: str) -> list[tuple[str, str]]:
@@ -289,11 +318,17 @@ def serving_figures() -> list[tuple[str, str]]:
     generate, ct2, int8 = (speed[(engine, 64)] for engine in ("generate", "ct2-float32", "ct2-int8"))
     return [
         ("README.md", f"`generate()` {generate:.0f} sentences/s; CTranslate2 float32 {ct2:.0f} ({ct2 / generate:.1f}x"),
-        ("README.md", f"int8 {int8:.0f} ({int8 / generate:.1f}x, BLEU {runs[('ct2-int8', 64)]['bleu']:.2f} against "
-                      f"{runs[('generate', 64)]['bleu']:.2f}"),
-        ("README.md", f"batch 1, {speed[('ct2-float32', 1)] / speed[('generate', 1)]:.1f}x and "
-                      f"{speed[('ct2-int8', 1)] / speed[('generate', 1)]:.1f}x"),
-    ]  # fmt: skip
+        (
+            "README.md",
+            f"int8 {int8:.0f} ({int8 / generate:.1f}x, BLEU {runs[('ct2-int8', 64)]['bleu']:.2f} against "
+            f"{runs[('generate', 64)]['bleu']:.2f}",
+        ),
+        (
+            "README.md",
+            f"batch 1, {speed[('ct2-float32', 1)] / speed[('generate', 1)]:.1f}x and "
+            f"{speed[('ct2-int8', 1)] / speed[('generate', 1)]:.1f}x",
+        ),
+    ]
 
 
 @pytest.mark.parametrize(("page", "text"), headline_figures(), ids=[f"{p}: {t}" for p, t in headline_figures()])
@@ -356,8 +391,10 @@ def test_the_operators_a_step_dispatches_are_their_record():
     order, the one-batch step's share of today's and the H200's count over the proxy's are step-dispatch.json's."""
     record = benchmark("step-dispatch")
     rows = page_table("docs/performance.md", "| step | micro-batches | operators dispatched |")
-    counts = [[f"{c['micro_batches']}", f"{c['dispatched']:,}", f"{c['accumulation_adds']:,}"]
-              for c in record["counts"].values()]  # fmt: skip
+    counts = [
+        [f"{c['micro_batches']}", f"{c['dispatched']:,}", f"{c['accumulation_adds']:,}"]
+        for c in record["counts"].values()
+    ]
     assert [row[1:] for row in rows] == counts
     summary, page = record["summary"], flat("docs/performance.md")
     assert f"dispatches {summary['one_batch_share_of_today']:.1%} of today's accumulated compiled one" in page
@@ -366,10 +403,13 @@ def test_the_operators_a_step_dispatches_are_their_record():
 
 
 SERVING_ENGINES = {  # the serving table's names of vanilla-bench --translate's engines
-    "generate()": "generate", "MarianMTModel": "marian", "CTranslate2 float32": "ct2-float32",
-    "CTranslate2 int8": "ct2-int8", "generate(), static cache, compiled": "generate-static-compiled",
+    "generate()": "generate",
+    "MarianMTModel": "marian",
+    "CTranslate2 float32": "ct2-float32",
+    "CTranslate2 int8": "ct2-int8",
+    "generate(), static cache, compiled": "generate-static-compiled",
     "ONNX Runtime": "onnx",
-}  # fmt: skip
+}
 
 
 def test_serving_tables_are_their_records():
@@ -383,8 +423,14 @@ def test_serving_tables_are_their_records():
         run = runs[SERVING_ENGINES[name], int(beams), int(batch)]
         generate = runs["generate", int(beams), int(batch)]
         ratio = run["sentences_per_s"] / generate["sentences_per_s"]
-        expected = (run["sentences_per_s"], run["output_tokens_per_s"], ratio, run["peak_rss_mib"],
-                    run["bleu"], 100 * run["identical_to_generate"])  # fmt: skip
+        expected = (
+            run["sentences_per_s"],
+            run["output_tokens_per_s"],
+            ratio,
+            run["peak_rss_mib"],
+            run["bleu"],
+            100 * run["identical_to_generate"],
+        )
         shown = (per_s, tokens_per_s, speedup, rss, bleu, same)
         assert all(map(shows, shown, expected)), (name, beams, batch, shown, expected)
     assert names_its_record("docs/performance.md", "translation")
@@ -413,8 +459,11 @@ def test_generate_against_marian_by_commit_is_its_records():
             shown_number, commit, release, shown_beams, generate, marian, ratio = rows.pop(0)
             ours, theirs = speed["generate", beams], speed["marian", beams]
             assert (shown_number, commit, release, shown_beams) == (
-                str(number), f"`{record['code']['commit'][:7]}`", record["machine"]["transformers"],
-                str(beams))  # fmt: skip
+                str(number),
+                f"`{record['code']['commit'][:7]}`",
+                record["machine"]["transformers"],
+                str(beams),
+            )
             assert shows(generate, ours) and shows(marian, theirs) and shows(ratio, ours / theirs), (path.name, beams)
 
 

@@ -16,9 +16,23 @@ GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", 
 ENGLISH = ["A dog runs across the meadow.", "Two men play football.", "A woman reads a book."]
 
 TINY_MODEL = [
-    "--d_model", "32", "--encoder_layers", "1", "--decoder_layers", "1", "--num_attention_heads", "2",
-    "--ffn_dim", "64", "--vocab_size", "300", "--max_tokens_per_batch", "256", "--dropout", "0.0",
-]  # fmt: skip
+    "--d_model",
+    "32",
+    "--encoder_layers",
+    "1",
+    "--decoder_layers",
+    "1",
+    "--num_attention_heads",
+    "2",
+    "--ffn_dim",
+    "64",
+    "--vocab_size",
+    "300",
+    "--max_tokens_per_batch",
+    "256",
+    "--dropout",
+    "0.0",
+]
 
 
 def write_corpus(folder: Path, pairs: int = 120) -> dict[str, list[str]]:
@@ -28,8 +42,11 @@ def write_corpus(folder: Path, pairs: int = 120) -> dict[str, list[str]]:
     for lang in ("en", "de"):
         with gzip.open(BUNDLED_DIR / f"train.{lang}.gz", "rt", encoding="utf-8") as f:
             lines = [next(f) for _ in range(pairs + 40)]
-        for split, part in (("train", lines[:pairs]), ("validation", lines[pairs : pairs + 20]),
-                            ("test", lines[pairs + 20 :])):  # fmt: skip
+        for split, part in (
+            ("train", lines[:pairs]),
+            ("validation", lines[pairs : pairs + 20]),
+            ("test", lines[pairs + 20 :]),
+        ):
             path = folder / f"{split}.{lang}"
             path.write_text("".join(part), encoding="utf-8")
             files.setdefault(split, []).append(str(path))
@@ -38,21 +55,33 @@ def write_corpus(folder: Path, pairs: int = 120) -> dict[str, list[str]]:
 
 def train_argv(corpus: dict[str, list[str]], output_dir: Path, *extra: str) -> list[str]:
     """vanilla-train's arguments for ``corpus`` (the splits it has) and a tiny model."""
-    files = [arg for split in ("train", "validation", "test") if corpus.get(split)
-             for arg in (f"--{split}_files", *corpus[split])]  # fmt: skip
+    files = [
+        arg
+        for split in ("train", "validation", "test")
+        if corpus.get(split)
+        for arg in (f"--{split}_files", *corpus[split])
+    ]
     return [
-        "--dataset", "files",
+        "--dataset",
+        "files",
         *files,
-        "--output_dir", str(output_dir),
-        "--report_to", "none",
-        "--warmup_steps", "4",
-        "--lr_scale", "2.0",
-        "--label_smoothing_factor", "0.1",
-        "--seed", "7",
-        "--disable_tqdm", "true",
+        "--output_dir",
+        str(output_dir),
+        "--report_to",
+        "none",
+        "--warmup_steps",
+        "4",
+        "--lr_scale",
+        "2.0",
+        "--label_smoothing_factor",
+        "0.1",
+        "--seed",
+        "7",
+        "--disable_tqdm",
+        "true",
         *TINY_MODEL,
         *extra,
-    ]  # fmt: skip
+    ]
 
 
 def assert_same_weights(expected: dict, folder: Path) -> None:
@@ -63,17 +92,31 @@ def assert_same_weights(expected: dict, folder: Path) -> None:
         assert torch.equal(tensor, got[name]), name
 
 
-def synthetic_run(precision: str = "fp32", code: str = "new", max_steps: int | None = 1000,
-                  minutes: float | None = None, device: str = "cpu", tokens: int = 2048,
-                  seed: int = 1) -> dict:  # fmt: skip
+def synthetic_run(
+    precision: str = "fp32",
+    code: str = "new",
+    max_steps: int | None = 1000,
+    minutes: float | None = None,
+    device: str = "cpu",
+    tokens: int = 2048,
+    seed: int = 1,
+) -> dict:
     """A run record (training/record.py's run_record) for tests of the readers: ``code`` names its code tree."""
     return {
-        "schema": 1, "code": {"commit": f"{code}0000000"[:40], "code_tree": code}, "machine": {"processor": "test"},
-        "device": {"type": device, "name": "test"}, "precision": precision,
-        "budget": {"max_steps": max_steps, "num_train_epochs": None if max_steps else 40, "max_train_minutes": minutes,
-                   "tokens_per_step": tokens},
-        "seed": seed, "steps": max_steps,
-    }  # fmt: skip
+        "schema": 1,
+        "code": {"commit": f"{code}0000000"[:40], "code_tree": code},
+        "machine": {"processor": "test"},
+        "device": {"type": device, "name": "test"},
+        "precision": precision,
+        "budget": {
+            "max_steps": max_steps,
+            "num_train_epochs": None if max_steps else 40,
+            "max_train_minutes": minutes,
+            "tokens_per_step": tokens,
+        },
+        "seed": seed,
+        "steps": max_steps,
+    }
 
 
 def tiny_preset(folder: Path, **changes) -> Path:
@@ -83,10 +126,20 @@ def tiny_preset(folder: Path, **changes) -> Path:
     corpus = write_corpus(folder / "data", pairs=60)
     preset = folder / "tiny.yaml"
     settings = {
-        "base": "demo", "dataset": "files", "train_files": corpus["train"], "validation_files": corpus["validation"],
-        "d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "num_attention_heads": 2, "ffn_dim": 64,
-        "vocab_size": 300, "max_tokens_per_batch": 256, "warmup_steps": 4, "disable_tqdm": True,
-    }  # fmt: skip
+        "base": "demo",
+        "dataset": "files",
+        "train_files": corpus["train"],
+        "validation_files": corpus["validation"],
+        "d_model": 32,
+        "encoder_layers": 1,
+        "decoder_layers": 1,
+        "num_attention_heads": 2,
+        "ffn_dim": 64,
+        "vocab_size": 300,
+        "max_tokens_per_batch": 256,
+        "warmup_steps": 4,
+        "disable_tqdm": True,
+    }
     preset.write_text(yaml.safe_dump({**settings, **changes}))
     return preset
 

@@ -40,10 +40,23 @@ def release_tests_dir(version: str = transformers.__version__) -> Path:
         return root
     with tempfile.TemporaryDirectory() as download:
         result = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--quiet",
-             "--dest", download, f"transformers=={version}"],
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                "--quiet",
+                "--dest",
+                download,
+                f"transformers=={version}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         archives = list(Path(download).glob("transformers-*.tar.gz"))
         if result.returncode or not archives:
             raise RuntimeError(f"pip could not download the transformers {version} sdist: {result.stderr[-500:]}")

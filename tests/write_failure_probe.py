@@ -98,8 +98,9 @@ def inject(site: str, code: int, output: Path) -> None:
     elif site == "summary":
         train.write_summary = lambda folder, *args, **kwargs: fail(code, folder / "summary.json")
     elif site == "export":
-        exports.export_ctranslate2 = lambda model_dir, folder, *args, **kwargs: half_written(Path(folder) / "model.bin",
-                                                                                          code)  # fmt: skip
+        exports.export_ctranslate2 = lambda model_dir, folder, *args, **kwargs: half_written(
+            Path(folder) / "model.bin", code
+        )
     else:
         sys.exit(f"unknown site {site!r}")
 

@@ -25,9 +25,17 @@ PRESETS = ("demo", "multi30k", "multi30k-tiny", "wmt14", "big")
 # The config's fields that vanilla-train sets itself: from the tokenizer (the vocabulary and its special tokens),
 # from --label_smoothing_factor (label_smoothing), or fixed for this model.
 SET_BY_TRAINING = frozenset(
-    {"vocab_size", "pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id", "label_smoothing",
-     "use_cache", "is_encoder_decoder"}
-)  # fmt: skip
+    {
+        "vocab_size",
+        "pad_token_id",
+        "bos_token_id",
+        "eos_token_id",
+        "decoder_start_token_id",
+        "label_smoothing",
+        "use_cache",
+        "is_encoder_decoder",
+    }
+)
 
 
 def documented_fields(cls: type) -> dict[str, str]:
@@ -87,38 +95,48 @@ class RecipeArguments:
     translate_examples: int = field(default=5, metadata={"help": "test sentences to print translated at the end"})
     final_splits: list[str] = field(
         default_factory=lambda: ["validation", "test"],
-        metadata={"help": "the splits decoded and scored at the end (Table 3's rows: validation only, so that no "
-                          "choice ever reads the test set)"},
-    )  # fmt: skip
+        metadata={
+            "help": "the splits decoded and scored at the end (Table 3's rows: validation only, so that no "
+            "choice ever reads the test set)"
+        },
+    )
     average_last: int = field(
         default=0, metadata={"help": "evaluate the average of the last N complete checkpoints (§6.1: 5); 0: the last"}
     )
     save_on_signal: bool = field(
         default=True,
-        metadata={"help": "on SIGTERM (preemption) or SIGINT: finish the step, write a checkpoint, exit 143 / 130; "
-                          "the same command continues exactly"},
-    )  # fmt: skip
+        metadata={
+            "help": "on SIGTERM (preemption) or SIGINT: finish the step, write a checkpoint, exit 143 / 130; "
+            "the same command continues exactly"
+        },
+    )
     overwrite_output_dir: bool = field(
         default=False,
-        metadata={"help": "start over in --output_dir, deleting the checkpoints of the run there (each named in the "
-                          "log). Without it, a run resumes from the newest complete checkpoint there of a run with "
-                          "the same settings, and is refused one with other settings"},
-    )  # fmt: skip
+        metadata={
+            "help": "start over in --output_dir, deleting the checkpoints of the run there (each named in the "
+            "log). Without it, a run resumes from the newest complete checkpoint there of a run with "
+            "the same settings, and is refused one with other settings"
+        },
+    )
     max_train_minutes: float = field(
         default=0.0,
         metadata={"help": "end training after this many minutes (checkpointed, then evaluated); 0: no limit"},
     )
     summary_dir: str | None = field(
         default=None,
-        metadata={"help": "also write the run's record (summary.json, the learning curve) here; {date} becomes "
-                          "today's date (e.g. results/{date}-multi30k)"},
-    )  # fmt: skip
+        metadata={
+            "help": "also write the run's record (summary.json, the learning curve) here; {date} becomes "
+            "today's date (e.g. results/{date}-multi30k)"
+        },
+    )
     export_ct2: str | None = field(
         default=None,
-        metadata={"help": "also export the final model for CTranslate2 with this quantization (int8, float32, ...) "
-                          "into OUTPUT_DIR/ctranslate2-QUANTIZATION, where vanilla-translate --quantization "
-                          "QUANTIZATION finds it (needs the ct2 extra)"},
-    )  # fmt: skip
+        metadata={
+            "help": "also export the final model for CTranslate2 with this quantization (int8, float32, ...) "
+            "into OUTPUT_DIR/ctranslate2-QUANTIZATION, where vanilla-translate --quantization "
+            "QUANTIZATION finds it (needs the ct2 extra)"
+        },
+    )
 
 
 def _model_arguments() -> type:
@@ -126,13 +144,21 @@ def _model_arguments() -> type:
     config_fields = {f.name: f for f in fields(VanillaTransformerConfig)}
     return make_dataclass(
         "ModelArguments",
-        [(name, config_fields[name].type, field(default=config_fields[name].default,
-                                                metadata={"help": helps.get(name, "")}))
-         for name in model_fields()],
+        [
+            (
+                name,
+                config_fields[name].type,
+                field(default=config_fields[name].default, metadata={"help": helps.get(name, "")}),
+            )
+            for name in model_fields()
+        ],
         bases=(RecipeArguments,),
-        namespace={"__doc__": "The model (VanillaTransformerConfig's fields: Table 3's base model by default) and "
-                              "the recipe's other arguments.", "__module__": __name__},
-    )  # fmt: skip
+        namespace={
+            "__doc__": "The model (VanillaTransformerConfig's fields: Table 3's base model by default) and "
+            "the recipe's other arguments.",
+            "__module__": __name__,
+        },
+    )
 
 
 ModelArguments = _model_arguments()
@@ -234,13 +260,17 @@ def check_lengths(model_args, training_args: Seq2SeqTrainingArguments) -> None:
     """Refuses, before any data is read, the counts with which a run would train nothing, average nothing or
     divide by a zero warmup (each would otherwise end in a saved, untrained model or deep inside the loop)."""
     if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
-        raise UsageError(f"nothing to train: --max_steps {training_args.max_steps} and --num_train_epochs "
-                         f"{training_args.num_train_epochs:g}; give one of them above 0")  # fmt: skip
+        raise UsageError(
+            f"nothing to train: --max_steps {training_args.max_steps} and --num_train_epochs "
+            f"{training_args.num_train_epochs:g}; give one of them above 0"
+        )
     if model_args.average_last < 0:
         raise UsageError(f"--average_last {model_args.average_last}: a number of checkpoints, or 0 for the last")
     if model_args.lr_schedule == "paper" and training_args.warmup_steps <= 0:
-        raise UsageError(f"--warmup_steps {training_args.warmup_steps:g}: the paper's schedule (--lr_schedule paper) "
-                         "needs warmup_steps above 0 (§5.3: 4,000)")  # fmt: skip
+        raise UsageError(
+            f"--warmup_steps {training_args.warmup_steps:g}: the paper's schedule (--lr_schedule paper) "
+            "needs warmup_steps above 0 (§5.3: 4,000)"
+        )
     if model_args.lr_schedule == "inverse_sqrt" and min(training_args.warmup_steps, training_args.learning_rate) <= 0:
         raise UsageError(
             "--lr_schedule inverse_sqrt needs --warmup_steps and --learning_rate above 0, got "
@@ -283,5 +313,7 @@ def check_precision(training_args: Seq2SeqTrainingArguments) -> None:
     about 1 GFLOP/s (fp32: ~110 on the same CPU), so the run would take a hundred times longer. The default never
     asks for it there; this is a --bf16 true given, or a preset's (``autocast_precision`` refuses the rest)."""
     if autocast_precision(training_args) == "bf16" and on_cpu(training_args) and not cpu_bf16():
-        raise UsageError("--bf16 true: this CPU has neither AVX512-BF16 nor AMX and would emulate bf16 at about "
-                         "1 GFLOP/s; train in fp32 (--bf16 false) or on a CPU or GPU with bf16")  # fmt: skip
+        raise UsageError(
+            "--bf16 true: this CPU has neither AVX512-BF16 nor AMX and would emulate bf16 at about "
+            "1 GFLOP/s; train in fp32 (--bf16 false) or on a CPU or GPU with bf16"
+        )

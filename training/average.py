@@ -30,8 +30,9 @@ def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
         raise FileNotFoundError(f"no such run directory: {run_dir}")
     found = scheduled_checkpoints(run_dir)
     if len(found) < n:
-        raise UsageError(f"{run_dir} has {len(found)} complete checkpoints written on schedule, fewer than the {n} "
-                         "to average")  # fmt: skip
+        raise UsageError(
+            f"{run_dir} has {len(found)} complete checkpoints written on schedule, fewer than the {n} to average"
+        )
     return found[-n:]
 
 

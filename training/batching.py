@@ -41,8 +41,9 @@ def cut_points(longest: Sequence[int], max_tokens: int, min_size: int = 1, multi
     return ends + [len(longest)] if len(longest) else []
 
 
-def length_order(source_lengths: np.ndarray, target_lengths: np.ndarray, tie_break: np.ndarray | None = None
-                 ) -> np.ndarray:  # fmt: skip
+def length_order(
+    source_lengths: np.ndarray, target_lengths: np.ndarray, tie_break: np.ndarray | None = None
+) -> np.ndarray:
     """Pair indices sorted by (source length, target length, tie_break or index): one argsort of the three packed
     into an int64 (6x faster than np.lexsort for millions of pairs), lexsort where they do not fit."""
     n = len(source_lengths)
@@ -59,9 +60,13 @@ def split_at(order: np.ndarray, ends: list[int]) -> list[np.ndarray]:
 
 
 def make_batches(
-    source_lengths: Sequence[int], target_lengths: Sequence[int], max_tokens: int, order: Sequence[int],
-    min_size: int = 1, multiple: int = 1,
-) -> list[np.ndarray]:  # fmt: skip
+    source_lengths: Sequence[int],
+    target_lengths: Sequence[int],
+    max_tokens: int,
+    order: Sequence[int],
+    min_size: int = 1,
+    multiple: int = 1,
+) -> list[np.ndarray]:
     """Greedy batches (arrays of pair indices) over ``order`` (pair indices sorted by length) whose padded size
     stays within ``max_tokens`` on each side (see ``cut_points``; the lengths given are the padded ones)."""
     order = np.asarray(order, dtype=np.int64)
@@ -70,9 +75,12 @@ def make_batches(
 
 
 def make_exact_batches(
-    source_lengths: Sequence[int], target_lengths: Sequence[int], count: int, order: Sequence[int],
+    source_lengths: Sequence[int],
+    target_lengths: Sequence[int],
+    count: int,
+    order: Sequence[int],
     min_size: int = 1,
-) -> list[np.ndarray]:  # fmt: skip
+) -> list[np.ndarray]:
     """Exactly ``count`` batches over ``order``, for epochs whose lengths change but whose step count Trainer fixed
     at the start (BPE-dropout): ``make_batches`` with the smallest token budget that needs at most ``count``
     batches, then the largest batches halved until there are ``count``."""
@@ -100,9 +108,12 @@ def batch_shapes(args: DataArguments, device_type: str) -> BatchShapes:
     """The run's batch shapes: the flags given, the others by device (``BatchShapes.for_device``), the buckets
     reaching the longest sentence kept."""
     return BatchShapes.for_device(
-        device_type, max(args.max_source_length, args.max_target_length), args.required_batch_size_multiple,
-        args.required_seq_len_multiple, args.num_batch_buckets,
-    )  # fmt: skip
+        device_type,
+        max(args.max_source_length, args.max_target_length),
+        args.required_batch_size_multiple,
+        args.required_seq_len_multiple,
+        args.num_batch_buckets,
+    )
 
 
 class TokenBatchSampler(BatchRebalanceSampler):
@@ -148,8 +159,12 @@ class TokenBatchSampler(BatchRebalanceSampler):
         # Planned once: ties are shuffled every epoch, but the sequence of lengths, hence the cuts, stays the same.
         # a multiple per rank: the global batch is dealt out pair by pair
         multiple = shapes.required_batch_size_multiple
-        self.ends = cut_points(self.longest[self.length_order()].tolist(), self.max_tokens, num_replicas,
-                               multiple * num_replicas if multiple > 1 else 1)  # fmt: skip
+        self.ends = cut_points(
+            self.longest[self.length_order()].tolist(),
+            self.max_tokens,
+            num_replicas,
+            multiple * num_replicas if multiple > 1 else 1,
+        )
         self.num_batches = len(self.ends)
 
     def set_lengths(self, source_lengths: Sequence[int], target_lengths: Sequence[int]) -> None:
@@ -192,8 +207,9 @@ class TokenBatchSampler(BatchRebalanceSampler):
 
     def batch_shapes(self) -> list[tuple[int, int, int]]:
         """The (pairs, source length, target length) of each of this epoch's batches, as the collator pads them."""
-        return [(len(b), int(self.padded_source[b].max()), int(self.padded_target[b].max()))
-                for b in self.global_batches()]  # fmt: skip
+        return [
+            (len(b), int(self.padded_source[b].max()), int(self.padded_target[b].max())) for b in self.global_batches()
+        ]
 
     def padding(self) -> float:
         """Padding share of this epoch's batches as the collator pads them, over source and target tokens
@@ -201,8 +217,10 @@ class TokenBatchSampler(BatchRebalanceSampler):
         batches = self.global_batches()
         order, sizes = np.concatenate(batches), np.array([len(b) for b in batches])
         starts = np.cumsum(sizes) - sizes
-        padded = sum(int((np.maximum.reduceat(lengths[order], starts) * sizes).sum())
-                     for lengths in (self.padded_source, self.padded_target))  # fmt: skip
+        padded = sum(
+            int((np.maximum.reduceat(lengths[order], starts) * sizes).sum())
+            for lengths in (self.padded_source, self.padded_target)
+        )
         return 1.0 - int(self.source_lengths.sum() + self.target_lengths.sum()) / padded
 
 
@@ -229,8 +247,9 @@ class TrainingSet:
     def dataset(self):
         return self
 
-    def batch_sampler(self, max_tokens_per_device: int, placement: Placement,
-                      shapes: BatchShapes) -> TokenBatchSampler | None:  # fmt: skip
+    def batch_sampler(
+        self, max_tokens_per_device: int, placement: Placement, shapes: BatchShapes
+    ) -> TokenBatchSampler | None:
         return None
 
     def dataloader(self, collate_fn, pin_memory: bool) -> torch.utils.data.DataLoader | None:
@@ -253,6 +272,5 @@ class TokenizedPairs(TrainingSet):
     def dataset(self) -> datasets.Dataset:
         return self._dataset
 
-    def batch_sampler(self, max_tokens_per_device: int, placement: Placement,
-                      shapes: BatchShapes) -> TokenBatchSampler:  # fmt: skip
+    def batch_sampler(self, max_tokens_per_device: int, placement: Placement, shapes: BatchShapes) -> TokenBatchSampler:
         return TokenBatchSampler(*lengths(self._dataset), max_tokens_per_device, **asdict(placement), shapes=shapes)

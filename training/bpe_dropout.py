@@ -81,8 +81,9 @@ class BPEDropoutPairs(torch.utils.data.Dataset, TrainingSet):
     def __getitem__(self, index: int) -> dict[str, list[int]]:
         return {"input_ids": self.input_ids[index], "labels": self.labels[index]}
 
-    def batch_sampler(self, max_tokens_per_device: int, placement: Placement,
-                      shapes: BatchShapes) -> "BPEDropoutBatchSampler":  # fmt: skip
+    def batch_sampler(
+        self, max_tokens_per_device: int, placement: Placement, shapes: BatchShapes
+    ) -> "BPEDropoutBatchSampler":
         return BPEDropoutBatchSampler(self, max_tokens_per_device, **asdict(placement), shapes=shapes)
 
 
@@ -108,8 +109,7 @@ class BPEDropoutBatchSampler(TokenBatchSampler):
 
     def plan(self, order: np.ndarray) -> list[np.ndarray]:
         # (exactly as many batches as the first epoch's: their sizes follow the count, not the batch-size multiple)
-        return make_exact_batches(self.padded_source, self.padded_target, self.num_batches, order,
-                                  self.num_replicas)  # fmt: skip
+        return make_exact_batches(self.padded_source, self.padded_target, self.num_batches, order, self.num_replicas)
 
     def __len__(self) -> int:
         return self.num_batches

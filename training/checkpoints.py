@@ -83,8 +83,11 @@ def mark_complete(folder: Path, step: int, settings: dict | None = None) -> None
     any point never leaves a marked checkpoint with a missing or short file."""
     staged = folder / f"{COMPLETE_MARKER}.tmp"
     marks = (folder / COMPLETE_MARKER, staged)  # not files of the checkpoint: a marker never lists one
-    files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in sorted(folder.rglob("*"))
-             if p.is_file() and p not in marks}  # fmt: skip
+    files = {
+        p.relative_to(folder).as_posix(): p.stat().st_size
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p not in marks
+    }
     for name in files:
         _fsync(folder / name)
     record = {"step": step, "files": files, **({"settings": settings} if settings is not None else {})}
@@ -114,9 +117,11 @@ def verify_checkpoint(folder: Path) -> None:
     written (resuming would otherwise start a fresh optimizer or fail deep inside torch.load), or one that FSDP saved
     sharded, or one that holds the weights alone."""
     if not (folder / "model.safetensors").is_file() and any(folder.glob(f"{FSDP_MODEL}*")):
-        raise UsageError(f"cannot resume from {folder}: FSDP saved it sharded (not a FULL_STATE_DICT), which "
-                         "vanilla-train no longer trains with (such a run ends without its model); "
-                         "--overwrite_output_dir starts over")  # fmt: skip
+        raise UsageError(
+            f"cannot resume from {folder}: FSDP saved it sharded (not a FULL_STATE_DICT), which "
+            "vanilla-train no longer trains with (such a run ends without its model); "
+            "--overwrite_output_dir starts over"
+        )
     record = _marker(folder)
     if isinstance(record, int):  # a marker of vanilla-train before file lists: the step number alone
         logger.warning("%s was marked complete without a file list: its files cannot be verified", folder)
@@ -139,8 +144,9 @@ def remove_checkpoint(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def rotate_complete_checkpoints(output_dir: str | os.PathLike, keep: int | None, protect: str | None = None,
-                                settings: dict | None = None) -> None:  # fmt: skip
+def rotate_complete_checkpoints(
+    output_dir: str | os.PathLike, keep: int | None, protect: str | None = None, settings: dict | None = None
+) -> None:
     """``save_total_limit``: keep the ``keep`` newest complete checkpoints (and ``protect``, the best one); drop the
     older ones and any unfinished folder older than the newest complete one (left by a crash). A checkpoint saved on
     a signal goes as soon as a newer complete one exists, whatever the limit. With the run's ``settings``, only the
@@ -154,9 +160,10 @@ def rotate_complete_checkpoints(output_dir: str | os.PathLike, keep: int | None,
         if own:
             newest = checkpoint_step(own[-1])
             doomed += [
-                p for p in Path(output_dir).glob("checkpoint-*")
+                p
+                for p in Path(output_dir).glob("checkpoint-*")
                 if p not in complete and (step := checkpoint_step(p)) is not None and step < newest
-            ]  # fmt: skip
+            ]
     for folder in doomed:
         logger.info("deleting %s (%s)", folder, "superseded" if saved_on_signal(folder) else f"save_total_limit={keep}")
         remove_checkpoint(folder)
@@ -177,8 +184,14 @@ class CompleteCheckpoints(TrainerCallback):
     (``rotate_complete_checkpoints``). A failed write is named in one line, the unmarked folder removed and the
     previous complete checkpoint left as it was."""
 
-    def __init__(self, training_set: TrainingSet, plan: dict, settings: dict | None,
-                 stop: SaveOnSignal | None = None, launches: Launches | None = None):  # fmt: skip
+    def __init__(
+        self,
+        training_set: TrainingSet,
+        plan: dict,
+        settings: dict | None,
+        stop: SaveOnSignal | None = None,
+        launches: Launches | None = None,
+    ):
         self.training_set = training_set
         self.plan = plan  # run_settings.batch_plan(): what a resumed run must keep (relaunch.check_resume)
         self.settings = settings  # run_settings(): what a relaunch and rotation compare

@@ -79,10 +79,12 @@ def settle_cuda_graphs(args: Seq2SeqTrainingArguments) -> None:
     if not (args.torch_compile and args.device.type == "cuda"):  # inductor records no CUDA graph elsewhere
         return
     if args.gradient_accumulation_steps > 1 and captures_cuda_graphs(args.torch_compile_mode):
-        raise UsageError(f"--torch_compile_mode {args.torch_compile_mode} records CUDA graphs, which break gradient "
-                         f"accumulation ({args.gradient_accumulation_steps} batches a step; pytorch/pytorch#169545): "
-                         "train one batch a step (--max_tokens_per_batch at --tokens_per_step) or compile without "
-                         "CUDA graphs (the default mode, or max-autotune-no-cudagraphs)")  # fmt: skip
+        raise UsageError(
+            f"--torch_compile_mode {args.torch_compile_mode} records CUDA graphs, which break gradient "
+            f"accumulation ({args.gradient_accumulation_steps} batches a step; pytorch/pytorch#169545): "
+            "train one batch a step (--max_tokens_per_batch at --tokens_per_step) or compile without "
+            "CUDA graphs (the default mode, or max-autotune-no-cudagraphs)"
+        )
     if args.gradient_accumulation_steps == 1 and args.world_size == 1 and args.torch_compile_mode is None:
         args.torch_compile_mode = CUDA_GRAPHS_MODE
         logger.info(
@@ -159,13 +161,18 @@ def compile_counts() -> dict:
     a graph it cannot take) and inductor's FX graph cache (the kernels of a forward or a backward graph)."""
     counters, timers = torch._dynamo.utils.counters, torch._dynamo.utils.compilation_time_metrics
     aot, inductor = counters["aot_autograd"], counters["inductor"]
-    return {"graphs": counters["stats"]["unique_graphs"], "graph_breaks": sum(counters["graph_break"].values()),
-            "compile_s": sum(sum(timers.get(name, ())) for name in COMPILE_TIMERS),
-            "cudagraph_skips": inductor["cudagraph_skips"],
-            "aot_autograd_cache": {"hit": aot["autograd_cache_hit"], "miss": aot["autograd_cache_miss"],
-                                   "bypass": aot["autograd_cache_bypass"]},
-            "inductor_cache": {"hit": inductor["fxgraph_cache_hit"],
-                               "miss": inductor["fxgraph_cache_miss"]}}  # fmt: skip
+    return {
+        "graphs": counters["stats"]["unique_graphs"],
+        "graph_breaks": sum(counters["graph_break"].values()),
+        "compile_s": sum(sum(timers.get(name, ())) for name in COMPILE_TIMERS),
+        "cudagraph_skips": inductor["cudagraph_skips"],
+        "aot_autograd_cache": {
+            "hit": aot["autograd_cache_hit"],
+            "miss": aot["autograd_cache_miss"],
+            "bypass": aot["autograd_cache_bypass"],
+        },
+        "inductor_cache": {"hit": inductor["fxgraph_cache_hit"], "miss": inductor["fxgraph_cache_miss"]},
+    }
 
 
 class CompileReport(TrainerCallback):
@@ -177,7 +184,14 @@ class CompileReport(TrainerCallback):
         if args.torch_compile:
             counts = compile_counts()
             aot, kernels = counts["aot_autograd_cache"], counts["inductor_cache"]
-            logger.info("torch.compile: %d graph(s), %d graph break(s), %.1f s compiling; found in earlier runs' "
-                        "caches: AOTAutograd %d of %d, inductor %d of %d", counts["graphs"], counts["graph_breaks"],
-                        counts["compile_s"], aot["hit"], sum(aot.values()), kernels["hit"],
-                        sum(kernels.values()))  # fmt: skip
+            logger.info(
+                "torch.compile: %d graph(s), %d graph break(s), %.1f s compiling; found in earlier runs' "
+                "caches: AOTAutograd %d of %d, inductor %d of %d",
+                counts["graphs"],
+                counts["graph_breaks"],
+                counts["compile_s"],
+                aot["hit"],
+                sum(aot.values()),
+                kernels["hit"],
+                sum(kernels.values()),
+            )

@@ -46,15 +46,17 @@ class LearningCurveCallback(TrainerCallback):
             return
         if self.rows and self.rows[-1]["step"] == state.global_step:  # a stop mid-epoch evaluates twice
             return
-        self.rows.append({
-            "minutes": round(self.minutes_before + (time.monotonic() - self.start) / 60, 3),
-            "step": state.global_step,
-            "epoch": round(state.epoch or 0.0, 3),
-            "eval_loss": metrics.get("eval_loss"),
-            "eval_bleu": metrics.get("eval_bleu"),
-            "eval_chrf": metrics.get("eval_chrf"),
-            "train_loss": self.last_train_loss,
-        })  # fmt: skip
+        self.rows.append(
+            {
+                "minutes": round(self.minutes_before + (time.monotonic() - self.start) / 60, 3),
+                "step": state.global_step,
+                "epoch": round(state.epoch or 0.0, 3),
+                "eval_loss": metrics.get("eval_loss"),
+                "eval_bleu": metrics.get("eval_bleu"),
+                "eval_chrf": metrics.get("eval_chrf"),
+                "train_loss": self.last_train_loss,
+            }
+        )
         self.write()
 
     def written_rows(self) -> list[dict]:

@@ -67,9 +67,11 @@ class DataArguments:
     )
     tokenizer_sample: int = field(
         default=2_000_000,
-        metadata={"help": "sentences (source and target) the BPE vocabulary is learned from, a seeded sample of the "
-                          "training pairs; all of them if the corpus is smaller"},
-    )  # fmt: skip
+        metadata={
+            "help": "sentences (source and target) the BPE vocabulary is learned from, a seeded sample of the "
+            "training pairs; all of them if the corpus is smaller"
+        },
+    )
     bpe_dropout: float = field(
         default=0.0,
         metadata={"help": "BPE-dropout: re-segment training pairs each epoch, skipping merges with this probability"},
@@ -85,24 +87,32 @@ class DataArguments:
     )
     tokens_per_step: int | None = field(
         default=None,
-        metadata={"help": "padded tokens per side per optimizer step across all devices (§5.1: 25,000); sets "
-                          "--gradient_accumulation_steps from --max_tokens_per_batch and the number of devices"},
-    )  # fmt: skip
+        metadata={
+            "help": "padded tokens per side per optimizer step across all devices (§5.1: 25,000); sets "
+            "--gradient_accumulation_steps from --max_tokens_per_batch and the number of devices"
+        },
+    )
     required_batch_size_multiple: int | None = field(
         default=None,
-        metadata={"help": "batch sizes a multiple of this per device, as fairseq's --required-batch-size-multiple "
-                          "(default: 8 on CUDA, else 1; vanilla_tools/batch_shapes.py)"},
-    )  # fmt: skip
+        metadata={
+            "help": "batch sizes a multiple of this per device, as fairseq's --required-batch-size-multiple "
+            "(default: 8 on CUDA, else 1; vanilla_tools/batch_shapes.py)"
+        },
+    )
     required_seq_len_multiple: int | None = field(
         default=None,
-        metadata={"help": "each side of a batch padded to a multiple of this, as fairseq's "
-                          "--required-seq-len-multiple (default: 8 on CUDA, else 1)"},
-    )  # fmt: skip
+        metadata={
+            "help": "each side of a batch padded to a multiple of this, as fairseq's "
+            "--required-seq-len-multiple (default: 8 on CUDA, else 1)"
+        },
+    )
     num_batch_buckets: int | None = field(
         default=None,
-        metadata={"help": "each side of a batch padded to the next of this many geometric length buckets, so batch "
-                          "shapes are few (fairseq's --num-batch-buckets; default: 8 on CUDA, else 0: none)"},
-    )  # fmt: skip
+        metadata={
+            "help": "each side of a batch padded to the next of this many geometric length buckets, so batch "
+            "shapes are few (fairseq's --num-batch-buckets; default: 8 on CUDA, else 0: none)"
+        },
+    )
     max_eval_samples: int | None = field(
         default=None,
         metadata={
@@ -111,9 +121,11 @@ class DataArguments:
     )
     streaming: bool = field(
         default=False,
-        metadata={"help": "train while reading the training pairs (no Arrow cache; needs --max_steps): for corpora "
-                          "too large to copy, or to start at once"},
-    )  # fmt: skip
+        metadata={
+            "help": "train while reading the training pairs (no Arrow cache; needs --max_steps): for corpora "
+            "too large to copy, or to start at once"
+        },
+    )
     streaming_window: int = field(
         default=100_000, metadata={"help": "--streaming: pairs tokenized and sorted by length together"}
     )
@@ -212,8 +224,11 @@ def spans(files: list[Path], pieces: int) -> list[tuple[int, int | None, tuple[i
         raise unequal_line_counts(files, counts)
     every = max(1, -(-counts[0] // pieces))
     starts = [line_starts(f, every)[0] for f in files]
-    return [(i * every, min(every, counts[0] - i * every), tuple(s[i] for s in starts))
-            for i in range(len(starts[0])) if i * every < counts[0]]  # fmt: skip
+    return [
+        (i * every, min(every, counts[0] - i * every), tuple(s[i] for s in starts))
+        for i in range(len(starts[0]))
+        if i * every < counts[0]
+    ]
 
 
 def _lines(path: Path, offset: int, count: int | None) -> Iterator[bytes]:
@@ -320,8 +335,10 @@ class ParallelText(datasets.ArrowBasedBuilder):
         for shard, span in enumerate(spans):
             rows, index = self.config.generator(spans=[span], **kwargs), 0
             while batch := list(itertools.islice(rows, self.ROWS_PER_TABLE)):
-                yield Key(shard, index), pa.table({name: [row[name] for row in batch] for name in schema.names},
-                                                  schema=schema)  # fmt: skip
+                yield (
+                    Key(shard, index),
+                    pa.table({name: [row[name] for row in batch] for name in schema.names}, schema=schema),
+                )
                 index += 1
 
 
@@ -339,9 +356,14 @@ def read_parallel_files(paths: list[str], args: DataArguments) -> tuple[datasets
         features=FEATURES,
         generator=parallel_rows,
         # tuples: datasets splits list arguments (the runs) over the processes, and would split these too
-        gen_kwargs={"paths": tuple(paths), "spans": runs, "source_lang": args.source_lang,
-                    "target_lang": args.target_lang, "stamps": tuple(file_stamp(p) for p in paths)},
-    )  # fmt: skip
+        gen_kwargs={
+            "paths": tuple(paths),
+            "spans": runs,
+            "source_lang": args.source_lang,
+            "target_lang": args.target_lang,
+            "stamps": tuple(file_stamp(p) for p in paths),
+        },
+    )
     try:
         builder.download_and_prepare(num_proc=len(runs) if len(runs) > 1 else None)
     except datasets.exceptions.DatasetGenerationError as error:  # our ValueError, wrapped by datasets
@@ -376,8 +398,14 @@ def _hub_dataset(args: DataArguments) -> datasets.DatasetDict:
 
     splits = {}
     for split, data in raw.items():
-        rows = data.map(columns, batched=True, remove_columns=data.column_names, features=FEATURES,
-                        num_proc=workers(args, len(data)), desc=f"read {split}")  # fmt: skip
+        rows = data.map(
+            columns,
+            batched=True,
+            remove_columns=data.column_names,
+            features=FEATURES,
+            num_proc=workers(args, len(data)),
+            desc=f"read {split}",
+        )
         splits[split], report = kept_pairs(rows)
         report.log(split, f"{args.dataset} ({args.dataset_config})")
     return datasets.DatasetDict(splits)
@@ -493,8 +521,14 @@ def tokenize_splits(
     encode = PairTokenizer(tokenizer, args.max_source_length, args.max_target_length)
     tokenized = {}
     for split, data in raw.items():
-        tokenized[split] = data.map(encode, batched=True, batch_size=2000, num_proc=workers(args, len(data)),
-                                    new_fingerprint=encode.fingerprint(data), desc=f"tokenize {split}")  # fmt: skip
+        tokenized[split] = data.map(
+            encode,
+            batched=True,
+            batch_size=2000,
+            num_proc=workers(args, len(data)),
+            new_fingerprint=encode.fingerprint(data),
+            desc=f"tokenize {split}",
+        )
         truncated = pc.sum(tokenized[split].data.column("truncated")).as_py() or 0
         logger.info("%s: %d pairs tokenized, %d truncated to the length limits", split, len(data), truncated)
     return datasets.DatasetDict(tokenized)

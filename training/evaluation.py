@@ -50,9 +50,14 @@ def spread_sample(dataset, count: int):
 
 
 def final_evaluation(
-    trainer: PaperSeq2SeqTrainer, data: datasets.DatasetDict, decoding: Decoding, candidates: list[float],
-    translate_examples: int = 5, splits: tuple[str, ...] = ("validation", "test"), language: str | None = None,
-) -> tuple[dict, Decoding]:  # fmt: skip
+    trainer: PaperSeq2SeqTrainer,
+    data: datasets.DatasetDict,
+    decoding: Decoding,
+    candidates: list[float],
+    translate_examples: int = 5,
+    splits: tuple[str, ...] = ("validation", "test"),
+    language: str | None = None,
+) -> tuple[dict, Decoding]:
     """§6.1 on the whole validation and test sets, searching as ``decoding`` says (the run's final decoding): with
     length penalty ``candidates`` and a beam, alpha is chosen on validation first, and test decoded with it. Scored
     with sacreBLEU. Returns each split's metrics (and the alpha search), and the decoding chosen, the one to save the

@@ -19,8 +19,14 @@ logger = logging.getLogger(__name__)
 
 # What of a checkpoint is the model (its weights, config, generation config, code and tokenizer): its optimizer,
 # RNG and data states, Trainer's state and the run's arguments stay in the output directory.
-CHECKPOINT_MODEL = ["config.json", "generation_config.json", "model.safetensors", "*.py", "tokenizer*.json",
-                    "special_tokens_map.json"]  # fmt: skip
+CHECKPOINT_MODEL = [
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "*.py",
+    "tokenizer*.json",
+    "special_tokens_map.json",
+]
 
 
 class HubPush(TrainerCallback):
@@ -34,10 +40,16 @@ class HubPush(TrainerCallback):
 
     def __init__(self, args: TrainingArguments):
         if args.hub_strategy in (HubStrategy.CHECKPOINT, HubStrategy.ALL_CHECKPOINTS):
-            raise UsageError(f"--hub_strategy {args.hub_strategy.value}: vanilla-train pushes models, not the state "
-                             "to resume from (a run resumes from its --output_dir); use every_save or end")  # fmt: skip
-        self.repo = HubRepo(args.hub_model_id or Path(args.output_dir).absolute().name, bool(args.hub_private_repo),
-                            args.hub_revision, args.hub_token)  # fmt: skip
+            raise UsageError(
+                f"--hub_strategy {args.hub_strategy.value}: vanilla-train pushes models, not the state "
+                "to resume from (a run resumes from its --output_dir); use every_save or end"
+            )
+        self.repo = HubRepo(
+            args.hub_model_id or Path(args.output_dir).absolute().name,
+            bool(args.hub_private_repo),
+            args.hub_revision,
+            args.hub_token,
+        )
         self.every_save = args.hub_strategy == HubStrategy.EVERY_SAVE
         if args.process_index == 0:  # the one process that pushes
             self.repo = self.repo.open()
@@ -54,8 +66,9 @@ class HubPush(TrainerCallback):
             return
         _, folder = checkpoint_folder(args, state.global_step)
         try:
-            self.repo.upload(folder, f"Training in progress, step {state.global_step}", card=False,
-                             only=CHECKPOINT_MODEL)  # fmt: skip
+            self.repo.upload(
+                folder, f"Training in progress, step {state.global_step}", card=False, only=CHECKPOINT_MODEL
+            )
         except (UsageError, HfHubHTTPError, OSError) as error:  # training goes on; the final push tries again
             logger.warning("could not push %s to the Hub (%s): training goes on", folder.name, error)
 

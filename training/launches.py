@@ -25,8 +25,13 @@ class Launches(TrainerCallback):
 
     def __init__(self, args: TrainingArguments):
         host = machine()
-        self.this = {"code": git_commit(), "machine": host, "device": run_device(args.device.type, host),
-                     "precision": precision(args.mixed_precision), "processes": args.world_size}  # fmt: skip
+        self.this = {
+            "code": git_commit(),
+            "machine": host,
+            "device": run_device(args.device.type, host),
+            "precision": precision(args.mixed_precision),
+            "processes": args.world_size,
+        }
         self.earlier: list[dict] = []
         self.first_step: int | None = None  # the step this launch started from (on_train_begin)
         self.started: float | None = None
@@ -50,8 +55,10 @@ class Launches(TrainerCallback):
         if minutes is None:
             minutes = (time.monotonic() - self.started) / 60 if self.started is not None else 0.0
         first = self.first_step if self.first_step is not None else step  # a launch that had nothing left to train
-        return [*self.earlier, {"first_step": first, "last_step": step, "train_minutes": round(minutes, 2),
-                                **self.this}]  # fmt: skip
+        return [
+            *self.earlier,
+            {"first_step": first, "last_step": step, "train_minutes": round(minutes, 2), **self.this},
+        ]
 
     def write(self, folder: Path, step: int) -> None:
         """The history up to ``step`` into the checkpoint ``folder``."""

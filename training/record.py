@@ -45,8 +45,16 @@ def recorded_precision(arguments: dict) -> str | None:
 RUN_SCHEMA = 1
 # run_record's fields and their JSON types; None where a run was recorded before the field was (the precision before
 # 2026-11-24, the steps reached before 2026-11-25)
-RUN_FIELDS = {"schema": int, "code": dict, "machine": dict, "device": dict, "precision": (str, type(None)),
-              "budget": dict, "seed": int, "steps": (int, type(None))}  # fmt: skip
+RUN_FIELDS = {
+    "schema": int,
+    "code": dict,
+    "machine": dict,
+    "device": dict,
+    "precision": (str, type(None)),
+    "budget": dict,
+    "seed": int,
+    "steps": (int, type(None)),
+}
 BUDGET_FIELDS = ("max_steps", "num_train_epochs", "max_train_minutes", "tokens_per_step")
 
 
@@ -69,9 +77,16 @@ def run_device(device_type: str, host: dict) -> dict:
     return {"type": device_type, "name": name}
 
 
-def run_record(arguments: dict, steps: int, device_type: str, processes: int = 1, code: dict | None = None,
-               host: dict | None = None, launches: list[dict] | None = None,
-               micro_batch: dict | None = None) -> dict:  # fmt: skip
+def run_record(
+    arguments: dict,
+    steps: int,
+    device_type: str,
+    processes: int = 1,
+    code: dict | None = None,
+    host: dict | None = None,
+    launches: list[dict] | None = None,
+    micro_batch: dict | None = None,
+) -> dict:
     """The run as every reader sees it (RUN_FIELDS): ``arguments`` resolved (``resolved_arguments``), ``steps``
     reached; ``code`` and ``host`` measured now unless given (the last launch's); with ``launches``
     (``launches.Launches.history``), each launch's steps, minutes and what it ran on; with ``micro_batch``
@@ -109,10 +124,19 @@ def check_run_record(run: dict) -> None:
 
 
 def write_summary(
-    folder: Path, results: dict, train_minutes: float, wall_minutes: float, model, decoding: Decoding,
-    output_dir: Path, argv, arguments: tuple, speed: dict, launches: list[dict] | None = None,
+    folder: Path,
+    results: dict,
+    train_minutes: float,
+    wall_minutes: float,
+    model,
+    decoding: Decoding,
+    output_dir: Path,
+    argv,
+    arguments: tuple,
+    speed: dict,
+    launches: list[dict] | None = None,
     micro_batch: dict | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """summary.json, the record of the run: its test and validation scores, its beam (``decoding``: the final
     evaluation's), minutes (of this launch), parameters, the command and every argument it resolved to, the run
     (``run_record``: code, machine, device, precision, budget, seed, steps, its ``launches`` and ``micro_batch``) and
@@ -153,7 +177,7 @@ def write_summary(
             training_args.world_size,
             **this_launch(launches),
             micro_batch=micro_batch,
-        ),  # fmt: skip
+        ),
         "machine_speed": speed,
         **({"text": text} if (text := text_form(data_args)) else {}),
     }
@@ -209,13 +233,16 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model, 
             "learning rate": schedule,
             "label smoothing": training_args.label_smoothing_factor,
             "dropout": model_args.dropout,
-            "length": (f"{training_args.max_steps} steps" if training_args.max_steps > 0
-                       else f"{training_args.num_train_epochs} epochs")
+            "length": (
+                f"{training_args.max_steps} steps"
+                if training_args.max_steps > 0
+                else f"{training_args.num_train_epochs} epochs"
+            )
             + (f", at most {model_args.max_train_minutes} minutes" if model_args.max_train_minutes else ""),
             "precision": precision(training_args.mixed_precision),
             "seed": training_args.seed,
         },
-    ).write(output_dir)  # fmt: skip
+    ).write(output_dir)
 
 
 def text_form(data_args: DataArguments) -> str | None:

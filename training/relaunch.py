@@ -41,8 +41,14 @@ WAYS_ON = "pass --overwrite_output_dir to start over there, or give another --ou
 
 
 # The files of a run that the next run in its directory would read as its own: deleted when starting over.
-RUN_STATE_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "learning_curve.csv",
-                   "learning_curve.json", FinishedRun.FILE)  # fmt: skip
+RUN_STATE_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "learning_curve.csv",
+    "learning_curve.json",
+    FinishedRun.FILE,
+)
 
 
 @dataclass(frozen=True)
@@ -56,8 +62,9 @@ class Start:
     message: str = ""
 
 
-def plan_start(output_dir: str | Path, settings: dict, resume: str | bool | None, overwrite: bool,
-               may_delete: bool) -> Start:  # fmt: skip
+def plan_start(
+    output_dir: str | Path, settings: dict, resume: str | bool | None, overwrite: bool, may_delete: bool
+) -> Start:
     """How the launch of ``settings`` with --resume_from_checkpoint ``resume`` and --overwrite_output_dir
     ``overwrite`` begins in ``output_dir``; ``may_delete`` on the process that writes the run's files (the first)."""
     output_dir = Path(output_dir)
@@ -79,8 +86,10 @@ def start_over(output_dir: Path, resume: str | bool | None, may_delete: bool) ->
     """--overwrite_output_dir: delete the checkpoints of ``output_dir`` (naming each) and the files of its run that
     this one would read as its own. Refused with --resume_from_checkpoint naming a checkpoint it would delete."""
     if resume not in NO_RESUME and (resume in NEWEST or output_dir.resolve() in Path(resume).resolve().parents):
-        raise UsageError(f"--overwrite_output_dir starts over, deleting the checkpoints in {output_dir}: it cannot "
-                         f"be given with --resume_from_checkpoint {resume}")  # fmt: skip
+        raise UsageError(
+            f"--overwrite_output_dir starts over, deleting the checkpoints in {output_dir}: it cannot "
+            f"be given with --resume_from_checkpoint {resume}"
+        )
     if not may_delete:
         return
     folders = [p for p in output_dir.glob("checkpoint-*") if p.is_dir() and checkpoint_step(p) is not None]
@@ -95,8 +104,9 @@ def without_resuming(output_dir: Path, resume: str | bool) -> Start:
     """--resume_from_checkpoint false: from scratch, refused where a run is (it would delete its checkpoints in
     rotation, or overwrite its model)."""
     if complete_checkpoints(output_dir) or FinishedRun.read(output_dir) is not None:
-        raise UsageError(f"--resume_from_checkpoint {resume}: {output_dir} holds a run (checkpoints or a finished "
-                         f"model); {WAYS_ON}")  # fmt: skip
+        raise UsageError(
+            f"--resume_from_checkpoint {resume}: {output_dir} holds a run (checkpoints or a finished model); {WAYS_ON}"
+        )
     refuse_a_model(output_dir)
     return Start()
 
@@ -106,8 +116,10 @@ def refuse_a_model(output_dir: Path) -> None:
     would write its own model over it."""
     found = [name for name in MODEL_FILES if (output_dir / name).is_file()]
     if found:
-        raise UsageError(f"{output_dir} holds a saved model ({', '.join(found)}) but no checkpoint and no finished "
-                         f"run of vanilla-train: training would write over it; {WAYS_ON}")  # fmt: skip
+        raise UsageError(
+            f"{output_dir} holds a saved model ({', '.join(found)}) but no checkpoint and no finished "
+            f"run of vanilla-train: training would write over it; {WAYS_ON}"
+        )
 
 
 def newest_of_this_run(output_dir: Path, settings: dict, said_auto: bool) -> Start:
@@ -119,8 +131,11 @@ def newest_of_this_run(output_dir: Path, settings: dict, said_auto: bool) -> Sta
     if finished is not None:
         changed = differences(finished.settings, settings)
         if not changed:
-            return Start(finished=True, message=f"{output_dir} holds the finished run of these settings (step "
-                         f"{finished.step}): nothing to do. --overwrite_output_dir trains it again")  # fmt: skip
+            return Start(
+                finished=True,
+                message=f"{output_dir} holds the finished run of these settings (step "
+                f"{finished.step}): nothing to do. --overwrite_output_dir trains it again",
+            )
         if newest is None or differences(finished.settings, settings, continuable(settings) + BATCHES):
             raise UsageError(f"{output_dir} holds a finished run of other settings ({'; '.join(changed)}); {WAYS_ON}")
     if newest is None:
@@ -131,13 +146,17 @@ def newest_of_this_run(output_dir: Path, settings: dict, said_auto: bool) -> Sta
         return Start()
     saved = checkpoint_settings(newest)
     if saved is None:
-        raise UsageError(f"{newest} does not record the settings of its run (an earlier vanilla-train wrote it): "
-                         f"--resume_from_checkpoint {newest} continues from it, or {WAYS_ON}")  # fmt: skip
+        raise UsageError(
+            f"{newest} does not record the settings of its run (an earlier vanilla-train wrote it): "
+            f"--resume_from_checkpoint {newest} continues from it, or {WAYS_ON}"
+        )
     # the batches are compared by check_resume, which says how to keep them on other processes
     changed = differences(saved, settings, continuable(settings) + BATCHES)
     if changed:
-        raise UsageError(f"{output_dir} holds checkpoints of a run with other settings ({newest.name}: "
-                         f"{'; '.join(changed)}); {WAYS_ON}")  # fmt: skip
+        raise UsageError(
+            f"{output_dir} holds checkpoints of a run with other settings ({newest.name}: "
+            f"{'; '.join(changed)}); {WAYS_ON}"
+        )
     verify_checkpoint(newest)
     why = f"the newest complete checkpoint in {output_dir}, of a run with the same settings"
     return Start(newest, detected=True, message=f"resuming from {newest}: {why} (--overwrite_output_dir starts over)")
@@ -168,13 +187,18 @@ def check_resume(checkpoint: Path, now: dict) -> None:
             logger.warning(
                 "resuming a run of %d processes on %d: the same batches of %d tokens in the same order; dropout's "
                 "random numbers differ (each process had its own generator)",
-                saved["processes"], now["processes"], now["tokens_per_batch"],
-            )  # fmt: skip
+                saved["processes"],
+                now["processes"],
+                now["tokens_per_batch"],
+            )
         return
     fits = saved["tokens_per_batch"] % now["processes"] == 0
-    advice = (f"pass --max_tokens_per_batch {saved['tokens_per_batch'] // now['processes']} and "
-              f"--gradient_accumulation_steps {saved['gradient_accumulation_steps']}" if fits
-              else f"run it on {saved['processes']} processes")  # fmt: skip
+    advice = (
+        f"pass --max_tokens_per_batch {saved['tokens_per_batch'] // now['processes']} and "
+        f"--gradient_accumulation_steps {saved['gradient_accumulation_steps']}"
+        if fits
+        else f"run it on {saved['processes']} processes"
+    )
     raise UsageError(
         f"{checkpoint} was trained in batches of {saved['processes']} processes x {saved['max_tokens_per_batch']} "
         f"tokens x {saved['gradient_accumulation_steps']} accumulated; this run would take "

@@ -35,8 +35,9 @@ def file_identity(path: str) -> str:
     return f"{file.name} ({file.stat().st_size} bytes)" if file.is_file() else file.name
 
 
-def run_settings(model_args: ModelArguments, data_args: DataArguments,
-                 training_args: Seq2SeqTrainingArguments) -> dict[str, object]:  # fmt: skip
+def run_settings(
+    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
+) -> dict[str, object]:
     """The settings of a run, resolved (the preset, the command line, the accumulation of --tokens_per_step), by
     flag name, as JSON reads them back."""
     if model_args.model_name_or_path:  # its config decides the model; the model flags are not used
@@ -45,10 +46,21 @@ def run_settings(model_args: ModelArguments, data_args: DataArguments,
         model = {name: getattr(model_args, name) for name in model_fields()}
     data = {
         name: getattr(data_args, name)
-        for name in ("dataset", "dataset_config", "source_lang", "target_lang", "max_source_length",
-                     "max_target_length", "vocab_size", "tokenizer", "tokenizer_sample", "bpe_dropout", "streaming",
-                     "moses_lowercase_tokenize")
-    }  # fmt: skip
+        for name in (
+            "dataset",
+            "dataset_config",
+            "source_lang",
+            "target_lang",
+            "max_source_length",
+            "max_target_length",
+            "vocab_size",
+            "tokenizer",
+            "tokenizer_sample",
+            "bpe_dropout",
+            "streaming",
+            "moses_lowercase_tokenize",
+        )
+    }
     data["train_files"] = [file_identity(p) for p in data_args.train_files or ()]
     if data_args.streaming:
         data["streaming_window"] = data_args.streaming_window
@@ -59,9 +71,19 @@ def run_settings(model_args: ModelArguments, data_args: DataArguments,
     }
     optimization = {
         name: getattr(training_args, name)
-        for name in ("optim", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm",
-                     "label_smoothing_factor", "warmup_steps", "seed", "data_seed")
-    }  # fmt: skip
+        for name in (
+            "optim",
+            "adam_beta1",
+            "adam_beta2",
+            "adam_epsilon",
+            "weight_decay",
+            "max_grad_norm",
+            "label_smoothing_factor",
+            "warmup_steps",
+            "seed",
+            "data_seed",
+        )
+    }
     optimization["lr_schedule"] = model_args.lr_schedule
     if model_args.lr_schedule == "paper":  # §5.3: the rate comes from d_model and the scale, not --learning_rate
         optimization["lr_scale"] = model_args.lr_scale
@@ -71,8 +93,11 @@ def run_settings(model_args: ModelArguments, data_args: DataArguments,
             optimization["warmup_init_lr"] = model_args.warmup_init_lr
         else:
             optimization["lr_scheduler_type"] = training_args.lr_scheduler_type
-    length = {"max_steps": training_args.max_steps, "num_train_epochs": training_args.num_train_epochs,
-              "max_train_minutes": model_args.max_train_minutes}  # fmt: skip
+    length = {
+        "max_steps": training_args.max_steps,
+        "num_train_epochs": training_args.num_train_epochs,
+        "max_train_minutes": model_args.max_train_minutes,
+    }
     return json.loads(json.dumps({**model, **data, **batches, **optimization, **length}, default=str))
 
 
@@ -80,9 +105,12 @@ def batch_plan(data_args: DataArguments, training_args: Seq2SeqTrainingArguments
     """What decides which pairs make each step, kept in every checkpoint: the sampler's batches of
     --max_tokens_per_batch x processes tokens (dealt out pair by pair to the processes), and how many make a step
     (``gradient_accumulation``)."""
-    return {"tokens_per_batch": data_args.max_tokens_per_batch * training_args.world_size,
-            "gradient_accumulation_steps": gradient_accumulation(data_args, training_args),
-            "processes": training_args.world_size, "max_tokens_per_batch": data_args.max_tokens_per_batch}  # fmt: skip
+    return {
+        "tokens_per_batch": data_args.max_tokens_per_batch * training_args.world_size,
+        "gradient_accumulation_steps": gradient_accumulation(data_args, training_args),
+        "processes": training_args.world_size,
+        "max_tokens_per_batch": data_args.max_tokens_per_batch,
+    }
 
 
 def continuable(settings: dict) -> tuple[str, ...]:
@@ -94,8 +122,11 @@ def continuable(settings: dict) -> tuple[str, ...]:
 def differences(saved: dict, now: dict, ignore: tuple[str, ...] = ()) -> list[str]:
     """The settings that differ between ``saved`` and ``now``, each as ``name THEN -> NOW``; settings a record
     does not hold (written by an earlier version) are not compared."""
-    return [f"{name} {saved[name]} -> {value}" for name, value in now.items()
-            if name in saved and name not in ignore and saved[name] != value]  # fmt: skip
+    return [
+        f"{name} {saved[name]} -> {value}"
+        for name, value in now.items()
+        if name in saved and name not in ignore and saved[name] != value
+    ]
 
 
 def same_run(saved: dict | None, now: dict) -> bool:

@@ -85,8 +85,10 @@ class SaveOnSignal(TrainerCallback):
             signal.raise_signal(number)
             return
         self.received = number
-        logger.warning("%s received: finishing the current step, then saving a checkpoint (again to stop at once)",
-                       signal.Signals(number).name)  # fmt: skip
+        logger.warning(
+            "%s received: finishing the current step, then saving a checkpoint (again to stop at once)",
+            signal.Signals(number).name,
+        )
 
     def on_step_end(self, args, state, control, **kwargs):
         if any_rank(self.received is not None, args.device):
@@ -112,8 +114,9 @@ class SaveOnSignal(TrainerCallback):
         return None if on_schedule else signal.Signals(self.received).name
 
 
-def train_until_stopped(trainer: Seq2SeqTrainer, stop: SaveOnSignal, resume_from_checkpoint: str | None
-                        ) -> TrainOutput | None:  # fmt: skip
+def train_until_stopped(
+    trainer: Seq2SeqTrainer, stop: SaveOnSignal, resume_from_checkpoint: str | None
+) -> TrainOutput | None:
     """``trainer.train()`` with ``stop`` (one of its callbacks) listening: a checkpoint is saved and None returned
     if SIGTERM or SIGINT stops it (``trainer``: training.trainer's, whose ``save_checkpoint`` writes it)."""
     stop.install()
@@ -130,8 +133,10 @@ def train_until_stopped(trainer: Seq2SeqTrainer, stop: SaveOnSignal, resume_from
 
 
 # Why a checkpoint of --save_only_model (checkpoints.OPTIMIZER_STATE absent) is not resumed from.
-WEIGHTS_ALONE = ("it holds the model's weights alone (--save_only_model), not the optimizer's state and the schedule's "
-                 "step, so training would go on from a fresh optimizer and warmup")  # fmt: skip
+WEIGHTS_ALONE = (
+    "it holds the model's weights alone (--save_only_model), not the optimizer's state and the schedule's "
+    "step, so training would go on from a fresh optimizer and warmup"
+)
 
 
 def stopping_signal(status: int) -> str | None:
@@ -144,8 +149,16 @@ def stopping_signal(status: int) -> str | None:
 def stopped_by_signal(stop: SaveOnSignal, args: TrainingArguments) -> NoReturn:
     """Say where the checkpoint of a run stopped by SIGTERM / SIGINT is and how to go on; exit 128 + its number."""
     folder = Path(args.output_dir) / f"checkpoint-{stop.stopped_at}"
-    way_on = (f"{WEIGHTS_ALONE}: the same command with --overwrite_output_dir trains the run again"
-              if args.save_only_model else "the same command continues from it")  # fmt: skip
-    logger.warning("stopped by %s at step %d: %s is complete; %s", signal.Signals(stop.received).name,
-                   stop.stopped_at, folder, way_on)  # fmt: skip
+    way_on = (
+        f"{WEIGHTS_ALONE}: the same command with --overwrite_output_dir trains the run again"
+        if args.save_only_model
+        else "the same command continues from it"
+    )
+    logger.warning(
+        "stopped by %s at step %d: %s is complete; %s",
+        signal.Signals(stop.received).name,
+        stop.stopped_at,
+        folder,
+        way_on,
+    )
     raise SystemExit(128 + stop.received)

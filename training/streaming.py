@@ -61,10 +61,14 @@ def streaming_pairs(args: DataArguments) -> datasets.IterableDataset:
         return datasets.IterableDataset.from_generator(
             parallel_rows,
             features=FEATURES,
-            gen_kwargs={"paths": tuple(train), "spans": spans(data_files(train), 1),
-                        "source_lang": args.source_lang, "target_lang": args.target_lang,
-                        "stamps": tuple(file_stamp(p) for p in train)},
-        )  # fmt: skip
+            gen_kwargs={
+                "paths": tuple(train),
+                "spans": spans(data_files(train), 1),
+                "source_lang": args.source_lang,
+                "target_lang": args.target_lang,
+                "stamps": tuple(file_stamp(p) for p in train),
+            },
+        )
     stream = datasets.load_dataset(args.dataset, args.dataset_config or None, split="train", streaming=True)
 
     def rows(batch: dict) -> dict:
@@ -113,10 +117,13 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset, TrainingSet):
         source, target = (self.shapes.padded_lengths(encoded[key]) for key in ("source_length", "target_length"))
         generator = np.random.default_rng([self.seed, self.rank, epoch, window])
         order = length_order(source, target, generator.permutation(len(rows)))
-        batches = make_batches(source, target, self.max_tokens, order,
-                               multiple=self.shapes.required_batch_size_multiple)  # fmt: skip
-        return [[{"input_ids": encoded["input_ids"][i], "labels": encoded["labels"][i]} for i in batches[b]]
-                for b in generator.permutation(len(batches))]  # fmt: skip
+        batches = make_batches(
+            source, target, self.max_tokens, order, multiple=self.shapes.required_batch_size_multiple
+        )
+        return [
+            [{"input_ids": encoded["input_ids"][i], "labels": encoded["labels"][i]} for i in batches[b]]
+            for b in generator.permutation(len(batches))
+        ]
 
     def __iter__(self):
         epoch, window, skip, count = 0, 0, 0, 0
@@ -141,8 +148,12 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset, TrainingSet):
                 skip, window = 0, window + 1
             if count == 0:
                 raise UsageError("--streaming: no usable sentence pair in the training data")
-            logger.info("rank %d: pass %d over the training data done; dropped: %s", self.rank, epoch,
-                        dict(self.dropped) or "none")  # fmt: skip
+            logger.info(
+                "rank %d: pass %d over the training data done; dropped: %s",
+                self.rank,
+                epoch,
+                dict(self.dropped) or "none",
+            )
             epoch, window = epoch + 1, 0
 
     def position(self, batches_used: int) -> dict:

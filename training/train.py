@@ -92,8 +92,9 @@ class RunPlan:
     micro_batch: dict
 
     @classmethod
-    def of(cls, model_args: ModelArguments, data_args: DataArguments,
-           training_args: Seq2SeqTrainingArguments) -> "RunPlan":  # fmt: skip
+    def of(
+        cls, model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
+    ) -> "RunPlan":
         shapes = batch_shapes(data_args, training_args.device.type)
         model = partial(build_model, model_args, Vocabulary(data_args.vocab_size))
         sized_by = size_micro_batch(data_args, training_args, shapes, model_args.overwrite_output_dir, model)
@@ -125,8 +126,9 @@ def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> Van
     return VanillaTransformerForSeq2Seq(config)
 
 
-def run_tokenizer(model_args: ModelArguments, data_args: DataArguments, train, output_dir: Path,
-                  seed: int) -> PreTrainedTokenizerBase:  # fmt: skip
+def run_tokenizer(
+    model_args: ModelArguments, data_args: DataArguments, train, output_dir: Path, seed: int
+) -> PreTrainedTokenizerBase:
     """The start model's tokenizer, the one --tokenizer names, the run's own (a run being resumed, or the first
     process's), else one learned from a sample of ``train`` (a Dataset, or the stream of --streaming), or taken
     from the cache of tokenizers."""
@@ -186,8 +188,10 @@ def build_trainer(
     if validation is None and training_args.eval_strategy != IntervalStrategy.NO:
         # the presets evaluate during training; a corpus without a validation split trains without it (Trainer
         # would refuse the run with a ValueError) rather than fail the command the user typed
-        logger.warning("no validation set (--validation_files): --eval_strategy %s is off, the run trains "
-                       "without evaluating", training_args.eval_strategy.value)  # fmt: skip
+        logger.warning(
+            "no validation set (--validation_files): --eval_strategy %s is off, the run trains without evaluating",
+            training_args.eval_strategy.value,
+        )
         training_args.eval_strategy = IntervalStrategy.NO
 
     model = build_model(model_args, tokenizer)
@@ -196,8 +200,9 @@ def build_trainer(
         training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
     shapes = batch_shapes(data_args, training_args.device.type)  # training's and evaluation's batches alike
     logger.info("batch shapes on %s: %s", training_args.device.type, shapes.describe())
-    train_set = training_set(data_args, training_args, train if data_args.streaming else data["train"], tokenizer,
-                             shapes)  # fmt: skip
+    train_set = training_set(
+        data_args, training_args, train if data_args.streaming else data["train"], tokenizer, shapes
+    )
     completion = CompleteCheckpoints(train_set, plan.batches, plan.settings, plan.stop, launches)
     collator = fit_for_compile(
         training_args, PairBatches(shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels)
@@ -219,7 +224,7 @@ def build_trainer(
             CompileReport(),
             completion,
             *([launches] if launches is not None else []),
-        ],  # fmt: skip
+        ],
     )
     check_fsdp_state_dict(trainer)
     if trainer.is_fsdp_enabled:  # a checkpoint's full state dict loads into the shards when resuming
@@ -246,19 +251,29 @@ def check_fsdp_state_dict(trainer: PaperSeq2SeqTrainer) -> None:
         return
     kind = str(trainer.accelerator.state.fsdp_plugin.state_dict_type)
     if "FULL_STATE_DICT" not in kind:
-        raise UsageError(f"FSDP with state dict type {kind.rsplit('.', 1)[-1]}: the run would end without its model "
-                         "and could not average checkpoints; set fsdp_state_dict_type: FULL_STATE_DICT in the "
-                         "accelerate config (as training/configs/accelerate/fsdp.yaml does), or state_dict_type: "
-                         "FULL_STATE_DICT in the --fsdp_config file")  # fmt: skip
+        raise UsageError(
+            f"FSDP with state dict type {kind.rsplit('.', 1)[-1]}: the run would end without its model "
+            "and could not average checkpoints; set fsdp_state_dict_type: FULL_STATE_DICT in the "
+            "accelerate config (as training/configs/accelerate/fsdp.yaml does), or state_dict_type: "
+            "FULL_STATE_DICT in the --fsdp_config file"
+        )
 
 
-def training_set(data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer,
-                 shapes: BatchShapes) -> TrainingSet:  # fmt: skip
+def training_set(
+    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer, shapes: BatchShapes
+) -> TrainingSet:
     """The kind of training set the arguments ask for, decided here once: the stream of --streaming, the pairs
     re-segmented each epoch of --bpe_dropout, or the tokenized pairs."""
     if data_args.streaming:
-        return StreamingTokenBatches(train, tokenizer, data_args, training_args.process_index,
-                                     training_args.world_size, training_args.seed, shapes)  # fmt: skip
+        return StreamingTokenBatches(
+            train,
+            tokenizer,
+            data_args,
+            training_args.process_index,
+            training_args.world_size,
+            training_args.seed,
+            shapes,
+        )
     if data_args.bpe_dropout:
         if training_args.dataloader_num_workers and training_args.dataloader_persistent_workers:
             raise UsageError(
@@ -278,11 +293,20 @@ def step_size(data_args: DataArguments, training_args: Seq2SeqTrainingArguments)
     training_args.gradient_accumulation_steps = accumulation = gradient_accumulation(data_args, training_args)
     total = per_device * devices * accumulation
     asked = f" (asked: {data_args.tokens_per_step})" if data_args.tokens_per_step else ""
-    logger.info("tokens per step per side: %d per device x %d devices x %d accumulation = %d%s", per_device, devices,
-                accumulation, total, asked)  # fmt: skip
+    logger.info(
+        "tokens per step per side: %d per device x %d devices x %d accumulation = %d%s",
+        per_device,
+        devices,
+        accumulation,
+        total,
+        asked,
+    )
     if data_args.tokens_per_step and abs(total - data_args.tokens_per_step) > 0.25 * data_args.tokens_per_step:
-        logger.warning("a step holds %d tokens per side, far from the %d asked: adjust --max_tokens_per_batch",
-                       total, data_args.tokens_per_step)  # fmt: skip
+        logger.warning(
+            "a step holds %d tokens per side, far from the %d asked: adjust --max_tokens_per_batch",
+            total,
+            data_args.tokens_per_step,
+        )
     return total
 
 
@@ -294,8 +318,10 @@ def check_streaming(data_args: DataArguments, training_args: Seq2SeqTrainingArgu
     if data_args.bpe_dropout:
         raise UsageError("--streaming does not re-segment pairs (--bpe_dropout): the pairs are read once a pass")
     if training_args.dataloader_num_workers:
-        raise UsageError("--streaming needs --dataloader_num_workers 0: the stream's position is kept in the "
-                         "training process for the checkpoints")  # fmt: skip
+        raise UsageError(
+            "--streaming needs --dataloader_num_workers 0: the stream's position is kept in the "
+            "training process for the checkpoints"
+        )
     training_args.ignore_data_skip = True  # a resumed stream reads on from its saved position itself
 
 
@@ -339,8 +365,10 @@ def run(argv: list[str] | None = None) -> dict:
         logger.warning(
             "the launcher asked for %d processes but %d is running: on a machine without GPUs, `accelerate launch` "
             "needs --multi_gpu (CPU processes over gloo), or use torchrun --nproc_per_node %d",
-            asked, training_args.world_size, asked,
-        )  # fmt: skip
+            asked,
+            training_args.world_size,
+            asked,
+        )
     logger.info("precision: %s", precision_line(training_args.mixed_precision, on_cpu(training_args)))
     keep_freed_memory()
     # the run's first process holds the output directory while it runs (a crash releases it too)
@@ -360,15 +388,25 @@ def run(argv: list[str] | None = None) -> dict:
     return results
 
 
-def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_args: DataArguments,
-                       training_args: Seq2SeqTrainingArguments) -> dict:  # fmt: skip
+def train_and_evaluate(
+    argv,
+    run_start: float,
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: Seq2SeqTrainingArguments,
+) -> dict:
     """The run after its arguments: how it begins in its output directory (``relaunch``), then train, average,
     evaluate, save, push, and record it finished."""
     output_dir = Path(training_args.output_dir)
     plan = RunPlan.of(model_args, data_args, training_args)
     with training_args.main_process_first(local=False, desc="reading the output directory"):  # the first deletes
-        begin = plan_start(output_dir, plan.settings, training_args.resume_from_checkpoint,
-                           model_args.overwrite_output_dir, training_args.should_save)  # fmt: skip
+        begin = plan_start(
+            output_dir,
+            plan.settings,
+            training_args.resume_from_checkpoint,
+            model_args.overwrite_output_dir,
+            training_args.should_save,
+        )
     if begin.message:
         logger.info(begin.message)
     if begin.finished:
@@ -386,8 +424,9 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
     speed = {}
     if model_args.summary_dir and trainer.is_world_process_zero():
         speed["fp32_gflops_before"] = fp32_gflops(str(training_args.device))
-        logger.info("%s before training: %.1f GFLOP/s fp32 (1024^3 matrix product)", training_args.device,
-                    *speed.values())  # fmt: skip
+        logger.info(
+            "%s before training: %.1f GFLOP/s fp32 (1024^3 matrix product)", training_args.device, *speed.values()
+        )
     start = time.monotonic()
     train_result = train_from(trainer, begin.checkpoint, plan.stop)
     if speed:
@@ -415,9 +454,17 @@ def train_and_evaluate(argv, run_start: float, model_args: ModelArguments, data_
         trainer.save_final_model(decoding)  # with the decoding it was evaluated with, alpha chosen
         trainer.save_metrics("train", train_result.metrics)
     if trainer.is_world_process_zero():
-        write_run_files(trainer, decoding, results, (model_args, data_args, training_args), argv,
-                        (train_minutes, (time.monotonic() - run_start) / 60), speed,
-                        launches.history(trainer.state.global_step, train_minutes), plan.micro_batch)  # fmt: skip
+        write_run_files(
+            trainer,
+            decoding,
+            results,
+            (model_args, data_args, training_args),
+            argv,
+            (train_minutes, (time.monotonic() - run_start) / 60),
+            speed,
+            launches.history(trainer.state.global_step, train_minutes),
+            plan.micro_batch,
+        )
     if hub is not None:
         hub.push_final(training_args)
     if trainer.is_world_process_zero():  # last: a rerun of the same command now has nothing to do
@@ -446,8 +493,9 @@ def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None, stop: Save
     return launch_metrics(result, saved.global_step if saved else 0, trainer.state.max_steps)
 
 
-def launch_metrics(result: TrainOutput, first_step: int, max_steps: int,
-                   release: str = transformers.__version__) -> TrainOutput:  # fmt: skip
+def launch_metrics(
+    result: TrainOutput, first_step: int, max_steps: int, release: str = transformers.__version__
+) -> TrainOutput:
     """This launch's training metrics on every release: ``train_loss`` the mean over its own steps, the steps and
     samples a second over the steps it ran. Releases before 5.19 divide a launch's summed loss by the run's global
     step (too small by first_step / global_step when resumed at ``first_step``) and count the whole schedule's
@@ -473,9 +521,17 @@ def check_batches(begin: Start, batches: dict) -> None:
         raise UsageError(f"{refusal}; or {WAYS_ON}") from None
 
 
-def write_run_files(trainer: PaperSeq2SeqTrainer, decoding: Decoding, results: dict, arguments: tuple, argv,
-                    minutes: tuple[float, float], speed: dict, launches: list[dict],
-                    micro_batch: dict | None = None) -> None:  # fmt: skip
+def write_run_files(
+    trainer: PaperSeq2SeqTrainer,
+    decoding: Decoding,
+    results: dict,
+    arguments: tuple,
+    argv,
+    minutes: tuple[float, float],
+    speed: dict,
+    launches: list[dict],
+    micro_batch: dict | None = None,
+) -> None:
     """The first process's files of a trained run: the CTranslate2 export, eval_results.json, training_recipe.json,
     the model card, and with --summary_dir the run's summary (``decoding``: the final evaluation's, the saved
     model's; ``minutes``: of this launch's training, of the whole command; ``speed``: the machine's fp32 GFLOP/s

@@ -51,9 +51,14 @@ class BatchShapes:
             raise ValueError(f"num_batch_buckets must be >= 0, got {self.num_batch_buckets}")
 
     @classmethod
-    def for_device(cls, device_type: str, longest: int, required_batch_size_multiple: int | None = None,
-                   required_seq_len_multiple: int | None = None, num_batch_buckets: int | None = None,
-                   ) -> "BatchShapes":  # fmt: skip
+    def for_device(
+        cls,
+        device_type: str,
+        longest: int,
+        required_batch_size_multiple: int | None = None,
+        required_seq_len_multiple: int | None = None,
+        num_batch_buckets: int | None = None,
+    ) -> "BatchShapes":
         """The settings given, the others by device: on CUDA ``ON_CUDA`` (each new shape costs cuDNN's planning, or
         a compilation), elsewhere off (on a CPU a shape costs nothing, and the padding costs its work)."""
         given = {
@@ -62,8 +67,9 @@ class BatchShapes:
             "num_batch_buckets": num_batch_buckets,
         }
         defaults = ON_CUDA if device_type == "cuda" else {}  # elsewhere the dataclass's: off
-        return cls(**{**defaults, **{name: value for name, value in given.items() if value is not None}},
-                   longest=longest)  # fmt: skip
+        return cls(
+            **{**defaults, **{name: value for name, value in given.items() if value is not None}}, longest=longest
+        )
 
     @cached_property
     def buckets(self) -> np.ndarray:
@@ -98,8 +104,10 @@ class BatchShapes:
     def describe(self) -> str:
         """The settings in one line, for the run's log."""
         buckets = ", ".join(map(str, self.buckets.tolist())) or "none"
-        return (f"batch sizes a multiple of {self.required_batch_size_multiple}, lengths a multiple of "
-                f"{self.required_seq_len_multiple}, length buckets: {buckets}")  # fmt: skip
+        return (
+            f"batch sizes a multiple of {self.required_batch_size_multiple}, lengths a multiple of "
+            f"{self.required_seq_len_multiple}, length buckets: {buckets}"
+        )
 
     def pad_batch(self, batch: dict, pad_token_id: int) -> dict:
         """``batch`` (a collator's: ids, masks, labels of shape (batch, length)) with each side padded on the right

@@ -101,15 +101,18 @@ class Decoding:
 
     def save_to(self, generation_config: GenerationConfig) -> None:
         """Make this the model's own decoding (what ``generate()`` does without arguments, saved with the model)."""
-        generation_config.update(num_beams=self.num_beams, length_penalty=self.length_penalty,
-                                 early_stopping=self.early_stopping)  # fmt: skip
+        generation_config.update(
+            num_beams=self.num_beams, length_penalty=self.length_penalty, early_stopping=self.early_stopping
+        )
 
     def ctranslate2_refusal(self) -> str | None:
         """Why CTranslate2 cannot search as this decoding does (None if it can): its beam search always stops as
         ``early_stopping=True`` does."""
         if self.num_beams > 1 and self.early_stopping is not True:
-            return (f"early_stopping={self.early_stopping!r} with {self.num_beams} beams: CTranslate2's beam search "
-                    "stops as early_stopping=True does")  # fmt: skip
+            return (
+                f"early_stopping={self.early_stopping!r} with {self.num_beams} beams: CTranslate2's beam search "
+                "stops as early_stopping=True does"
+            )
         return None
 
     def as_dict(self) -> dict:

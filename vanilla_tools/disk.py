@@ -123,8 +123,10 @@ def write_failure(code: int, path: str | Path, what: str, then: str) -> str:
         detail = f", {free / 2**20:.1f} MiB left"
     elif code == errno.EFBIG and (limit := file_size_limit()) is not None:
         detail = f" ({limit:,} bytes)"
-    return (f"cannot write {what} under {path}: {meaning}{detail} [{errno.errorcode[code]}: {os.strerror(code)}]; "
-            f"{remedy}, then {then}")  # fmt: skip
+    return (
+        f"cannot write {what} under {path}: {meaning}{detail} [{errno.errorcode[code]}: {os.strerror(code)}]; "
+        f"{remedy}, then {then}"
+    )
 
 
 @contextmanager

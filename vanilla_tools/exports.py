@@ -17,8 +17,12 @@ SOURCE_RECORD = "vanilla_source.json"  # in an export: which weights it was made
 def source_record(model_dir: Path, variant: str) -> dict:
     weights = Path(model_dir) / "model.safetensors"
     stat = weights.stat()
-    return {"weights": str(weights.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-            "quantization": variant}  # fmt: skip
+    return {
+        "weights": str(weights.resolve()),
+        "size": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "quantization": variant,
+    }
 
 
 def record_source(model_dir: str | Path, output_dir: Path, variant: str) -> Path:

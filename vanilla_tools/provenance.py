@@ -58,8 +58,13 @@ def git_commit(root: Path = ROOT) -> dict:
     in_code = any(path.split("/")[0] in LIBRARY for path in changed)
     trees = _git(root, "ls-tree", "HEAD", "--", *LIBRARY)
     code_tree = hashlib.sha1(trees.encode()).hexdigest()[:12] if trees and not in_code else None
-    return {"commit": commit, "uncommitted_changes": bool(changed), "changed_files": changed,
-            "untracked_files": [path for path in changed if path in untracked], "code_tree": code_tree}  # fmt: skip
+    return {
+        "commit": commit,
+        "uncommitted_changes": bool(changed),
+        "changed_files": changed,
+        "untracked_files": [path for path in changed if path in untracked],
+        "code_tree": code_tree,
+    }
 
 
 def processor() -> str:
@@ -71,9 +76,15 @@ def processor() -> str:
 def machine() -> dict:
     """What the run ran on."""
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return {"processor": processor(), "cpu_features": cpu_features(), "cpu_cores": os.cpu_count(), "gpus": gpus,
-            "python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__}  # fmt: skip
+    return {
+        "processor": processor(),
+        "cpu_features": cpu_features(),
+        "cpu_cores": os.cpu_count(),
+        "gpus": gpus,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
 
 
 def command() -> str:

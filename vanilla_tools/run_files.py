@@ -15,8 +15,15 @@ from .decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
 
 RECIPE_FILE = "training_recipe.json"
 RESULTS_FILE = "eval_results.json"
-JSON_KINDS = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number",
-              bool: "a boolean", type(None): "null"}  # fmt: skip
+JSON_KINDS = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
 
 
 def write_whole(path: Path, text: str) -> None:

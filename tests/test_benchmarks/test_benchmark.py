@@ -20,8 +20,21 @@ def test_the_restricted_attention_bench_records_each_length_window_and_implement
     per implementation, and the plot."""
     from benchmarks.restricted_attention import WINDOW, main
 
-    record = main(["--lengths", "16", "128", "--implementations", "sdpa", "--repeats", "1",
-                   "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png")])  # fmt: skip
+    record = main(
+        [
+            "--lengths",
+            "16",
+            "128",
+            "--implementations",
+            "sdpa",
+            "--repeats",
+            "1",
+            "--json",
+            str(tmp_path / "r.json"),
+            "--plot",
+            str(tmp_path / "r.png"),
+        ]
+    )
     keys = [(row["n"], row["window"], row["implementation"]) for row in record["rows"]]
     assert keys == [(n, w, "sdpa") for n in (16, 128) for w in (None, WINDOW)]
     assert all(row["seconds"] > 0 and row["peak_rss_mib"] > 0 for row in record["rows"]), record["rows"]
@@ -34,11 +47,23 @@ def test_the_crossover_is_the_first_length_where_the_window_is_faster():
     from benchmarks.restricted_attention import WINDOW, crossover
 
     def row(n, window, seconds=None):
-        return {"n": n, "implementation": "flex_attention", "window": window,
-                **({"seconds": seconds} if seconds else {"error": "out of memory"})}  # fmt: skip
+        return {
+            "n": n,
+            "implementation": "flex_attention",
+            "window": window,
+            **({"seconds": seconds} if seconds else {"error": "out of memory"}),
+        }
 
-    rows = [row(64, None, 1.0), row(64, WINDOW, 1.5), row(256, None, 2.0), row(256, WINDOW),
-            row(1024, None, 8.0), row(1024, WINDOW, 4.0), row(4096, None, 30.0), row(4096, WINDOW, 9.0)]  # fmt: skip
+    rows = [
+        row(64, None, 1.0),
+        row(64, WINDOW, 1.5),
+        row(256, None, 2.0),
+        row(256, WINDOW),
+        row(1024, None, 8.0),
+        row(1024, WINDOW, 4.0),
+        row(4096, None, 30.0),
+        row(4096, WINDOW, 9.0),
+    ]
     assert crossover(rows, "flex_attention") == 1024
     assert crossover(rows, "sdpa") is None and crossover(rows[:4], "flex_attention") is None
 
@@ -96,8 +121,20 @@ def test_the_preemption_bench_measures_the_grace_a_sigtermed_run_needs(tmp_path)
     the step in progress, and the grace splits into the rest of that step and the checkpoint's write."""
     from benchmarks.preemption import main
 
-    toy = ["--d_model", "64", "--encoder_layers", "1", "--decoder_layers", "1", "--ffn_dim", "128",
-           "--num_attention_heads", "2", "--max_tokens_per_batch", "2000"]  # fmt: skip
+    toy = [
+        "--d_model",
+        "64",
+        "--encoder_layers",
+        "1",
+        "--decoder_layers",
+        "1",
+        "--ffn_dim",
+        "128",
+        "--num_attention_heads",
+        "2",
+        "--max_tokens_per_batch",
+        "2000",
+    ]
     record = main(["--json", str(tmp_path / "p.json"), "--", *toy])
     measurement = record["measurement"]
     assert measurement["exit_status"] == 143 and measurement["stopped_at_step"] == 2
@@ -161,17 +198,37 @@ def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_b
     from benchmarks.training_step import TokenCount
 
     wmt14_step.prepare(tmp_path, 60)
-    lines = {name: (tmp_path / name).read_text(encoding="utf-8").splitlines()
-             for name in ("train.en", "train.de", "valid.en", "valid.de", "test.en", "test.de")}  # fmt: skip
+    lines = {
+        name: (tmp_path / name).read_text(encoding="utf-8").splitlines()
+        for name in ("train.en", "train.de", "valid.en", "valid.de", "test.en", "test.de")
+    }
     assert [len(lines[name]) for name in lines] == [60, 60, 200, 200, 200, 200]
     assert not set(lines["train.en"]) & set(lines["test.en"])  # held out
     lengths = np.load(tmp_path / wmt14_step.LENGTHS)  # the training pairs' token lengths (test_batch_shapes' fixture)
     assert len(lengths["source"]) == len(lengths["target"]) == 60 and lengths["source"].min() >= 2
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tokenizer")
-    tiny = ["--d_model", "16", "--ffn_dim", "32", "--encoder_layers", "1", "--decoder_layers", "1",
-            "--num_attention_heads", "2", "--max_tokens_per_batch", "200", "--tokens_per_step", "400",
-            "--required_batch_size_multiple", "2", "--required_seq_len_multiple", "4",
-            "--num_batch_buckets", "4"]  # fmt: skip
+    tiny = [
+        "--d_model",
+        "16",
+        "--ffn_dim",
+        "32",
+        "--encoder_layers",
+        "1",
+        "--decoder_layers",
+        "1",
+        "--num_attention_heads",
+        "2",
+        "--max_tokens_per_batch",
+        "200",
+        "--tokens_per_step",
+        "400",
+        "--required_batch_size_multiple",
+        "2",
+        "--required_seq_len_multiple",
+        "4",
+        "--num_batch_buckets",
+        "4",
+    ]
     monkeypatch.setattr(wmt14_step, "data_flags", lambda data, flags=wmt14_step.data_flags: [*flags(data), *tiny])
     trainer, (watch,), warm = wmt14_step.train(tmp_path, "eager", None, 6, lambda counted, warm: [TrainerCallback()])
     batches = trainer.data_collator
@@ -263,11 +320,37 @@ def test_a_gpu_call_rehearsed_on_the_cpu_brings_back_only_its_new_records_in_the
 
     root = Path(__file__).resolve().parents[2]
     preset, out = tiny_preset(tmp_path), tmp_path / "out"
-    env = {**os.environ, "OUT": str(out), "RUNS": str(tmp_path / "runs"), "CHECK_FSDP": "0", "DEADLINE_S": "400",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
-    done = subprocess.run(["bash", "benchmarks/gpu_call.sh", "--config", str(preset), "--rows", "base",
-                           "--steps", "2", "--curve_steps", "1", "--seeds", "1", "--precision", "fp32"], cwd=root,
-                          env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "RUNS": str(tmp_path / "runs"),
+        "CHECK_FSDP": "0",
+        "DEADLINE_S": "400",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    done = subprocess.run(
+        [
+            "bash",
+            "benchmarks/gpu_call.sh",
+            "--config",
+            str(preset),
+            "--rows",
+            "base",
+            "--steps",
+            "2",
+            "--curve_steps",
+            "1",
+            "--seeds",
+            "1",
+            "--precision",
+            "fp32",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     assert "FSDP: not checked (CHECK_FSDP=0)" in done.stdout
     assert "no GPU: the runs train on the CPU" in done.stdout and "experiments.table3 exit 0" in done.stdout
@@ -308,12 +391,15 @@ def test_an_epoch_of_bucketed_shapes_compiles_once_a_shape_or_with_dynamic_shape
     from benchmarks.training_step import epoch_compiles
 
     batches = bucketed_epoch()
-    counted = [epoch_compiles(tiny_model(label_smoothing=0.1).train(), batches, dynamic, backend="aot_eager")
-               for dynamic in (False, True)]  # fmt: skip
+    counted = [
+        epoch_compiles(tiny_model(label_smoothing=0.1).train(), batches, dynamic, backend="aot_eager")
+        for dynamic in (False, True)
+    ]
     print(counted)
     assert [(c["batches"], c["distinct_shapes"], c["graphs"], c["recompiles"], c["graph_breaks"]) for c in counted] == [
-        (34, 5, 5, 4, 0), (34, 5, 1, 0, 0)
-    ]  # fmt: skip
+        (34, 5, 5, 4, 0),
+        (34, 5, 1, 0, 0),
+    ]
 
 
 def test_batches_of_every_loss_chunk_count_compile_once_with_dynamic_shapes():
@@ -374,5 +460,13 @@ def test_the_operators_a_step_launches_eager_and_compiled():
     assert eager["aten::_fused_adamw_"] == compiled["aten::_fused_adamw_"] == 1  # one kernel updates every weight
     assert compiled["inductor kernel"] > 0 and sum(compiled.values()) < 0.6 * sum(eager.values())
     left_to_aten = {name.removeprefix("aten::").split("_for_cpu")[0] for name in compiled if name != "inductor kernel"}
-    assert left_to_aten <= {"mm", "addmm", "_scaled_dot_product_flash_attention", "scatter_reduce_", "ones_like",
-                            "zeros", "_foreach_add_", "_fused_adamw_"}, left_to_aten  # fmt: skip
+    assert left_to_aten <= {
+        "mm",
+        "addmm",
+        "_scaled_dot_product_flash_attention",
+        "scatter_reduce_",
+        "ones_like",
+        "zeros",
+        "_foreach_add_",
+        "_fused_adamw_",
+    }, left_to_aten

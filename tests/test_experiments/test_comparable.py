@@ -69,19 +69,33 @@ def test_the_precision_rule_needs_no_difference_found_and_one_under_the_seed_spr
 
 
 def test_a_run_record_holds_to_its_schema():
-    arguments = {"max_steps": 7200, "num_train_epochs": 40, "max_train_minutes": 0.0, "max_tokens_per_batch": 2048,
-                 "gradient_accumulation_steps": 2, "bf16": False, "seed": 3}  # fmt: skip
+    arguments = {
+        "max_steps": 7200,
+        "num_train_epochs": 40,
+        "max_train_minutes": 0.0,
+        "max_tokens_per_batch": 2048,
+        "gradient_accumulation_steps": 2,
+        "bf16": False,
+        "seed": 3,
+    }
     run = run_record(arguments, 7200, "cpu", processes=2, code={"commit": "abc"}, host={"processor": "x", "gpus": []})
     check_run_record(run)
-    assert run["budget"] == {"max_steps": 7200, "num_train_epochs": None, "max_train_minutes": None,
-                             "tokens_per_step": 8192}  # fmt: skip
+    assert run["budget"] == {
+        "max_steps": 7200,
+        "num_train_epochs": None,
+        "max_train_minutes": None,
+        "tokens_per_step": 8192,
+    }
     assert run["device"] == {"type": "cpu", "name": "x"} and run["precision"] == FP32 and run["seed"] == 3
     assert run_budget({**arguments, "max_steps": -1})["num_train_epochs"] == 40
     gpu = run_record({**arguments, "bf16": True}, 10, "cuda", code={}, host={"processor": "x", "gpus": ["NVIDIA H100"]})
     assert gpu["device"] == {"type": "cuda", "name": "NVIDIA H100"} and gpu["precision"] == BF16
-    for broken, message in (({**run, "seed": "1"}, "'seed' is '1'"), ({**run, "steps": True}, "'steps' is True"),
-                            ({k: v for k, v in run.items() if k != "device"}, "no 'device'"),
-                            ({**run, "budget": {**run["budget"], "max_steps": None}}, "lacks a length"),
-                            ({**run, "schema": 2}, "schema 2, this code reads 1")):  # fmt: skip
+    for broken, message in (
+        ({**run, "seed": "1"}, "'seed' is '1'"),
+        ({**run, "steps": True}, "'steps' is True"),
+        ({k: v for k, v in run.items() if k != "device"}, "no 'device'"),
+        ({**run, "budget": {**run["budget"], "max_steps": None}}, "lacks a length"),
+        ({**run, "schema": 2}, "schema 2, this code reads 1"),
+    ):
         with pytest.raises(ValueError, match=message):
             check_run_record(broken)

@@ -18,9 +18,18 @@ def seeds(
 ) -> list[dict]:
     """Row ``name``'s runs at ``steps``, one a seed (seeds 1, 2, ...: a PPL and a BLEU each), carrying the paper's row
     ``paper`` where given."""
-    runs = [record(name, seed, ppl, bleu, steps=steps, group="schedule" if name.startswith("schedule") else None,
-                   curve=((100, 10 * ppl), (200, 2 * ppl)))
-            for seed, (ppl, bleu) in enumerate(zip(ppls, bleus, strict=True), start=1)]  # fmt: skip
+    runs = [
+        record(
+            name,
+            seed,
+            ppl,
+            bleu,
+            steps=steps,
+            group="schedule" if name.startswith("schedule") else None,
+            curve=((100, 10 * ppl), (200, 2 * ppl)),
+        )
+        for seed, (ppl, bleu) in enumerate(zip(ppls, bleus, strict=True), start=1)
+    ]
     return [{**run, "paper": paper} if paper else run for run in runs]
 
 
@@ -98,8 +107,11 @@ def test_each_size_at_its_rate_is_compared_with_the_base_at_its_rate_in_the_dire
     waiting = [*runs, *seeds("schedule-lr-quarter", (14.0,), (25.0,))]  # lower at x1/4: the base's walk goes on
     assert line(table3.report(waiting), "Once the base's walk", section) == "Once the base's walk has stopped."
 
-    stopped = [*runs, *seeds("schedule-lr-quarter", (21.0,), (18.0,)), *seeds("schedule-layers-4-lr-quarter",
-                                                                             (22.1,), (17.0,))]  # fmt: skip
+    stopped = [
+        *runs,
+        *seeds("schedule-lr-quarter", (21.0,), (18.0,)),
+        *seeds("schedule-layers-4-lr-quarter", (22.1,), (17.0,)),
+    ]
     page = table3.report(stopped)
     # 17.93 - 14.70 and 20.83 - 24.93 by Welch's t (df 3.8 and 3.5, by hand): N = 8's PPL is the paper's base's
     # within 0.1 (no change), its BLEU lower
@@ -177,5 +189,6 @@ def test_at_the_longer_budget_each_size_is_read_at_the_rate_its_walk_chose_at_th
     found = [table3_page.normalized(r) for r in [*walked, *base_at_rate, *at_rate]]
     curves = table3_page.figure_runs(found, table3.size_walks(found))[3000, table3_page.OWN_RATES]
     assert {name: [r["seed"] for r in runs] for name, runs in curves.items()} == {
-        "base at x1/2": [1, 2, 3], "C-layers-4 at x1/2": [1, 2, 3],
-    }  # fmt: skip
+        "base at x1/2": [1, 2, 3],
+        "C-layers-4 at x1/2": [1, 2, 3],
+    }

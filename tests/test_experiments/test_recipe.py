@@ -74,12 +74,19 @@ def test_the_preset_changes_only_for_the_best_candidate_above_the_band():
 
 def test_a_rounds_preset_runs_are_the_full_runs_with_its_values_and_its_reference():
     minutes, steps = {"warmup_steps": 1200, "max_train_minutes": 54}, {"warmup_steps": 1200, "max_steps": 7200}
-    summaries = [{"role": role, "validation": {"bleu": bleu}, "arguments": arguments}
-                 for role, bleu, arguments in (("superseded", 40.0, {"warmup_steps": 600}),
-                                               ("seed", 41.0, {"warmup_steps": 600}), ("seed", 42.0, minutes),
-                                               ("ablation", 30.0, minutes), ("history", 31.0, {"warmup_steps": 600}),
-                                               ("canonical", 44.0, steps), ("earlier", 43.5, steps),
-                                               ("hardware", 45.0, steps))]  # fmt: skip
+    summaries = [
+        {"role": role, "validation": {"bleu": bleu}, "arguments": arguments}
+        for role, bleu, arguments in (
+            ("superseded", 40.0, {"warmup_steps": 600}),
+            ("seed", 41.0, {"warmup_steps": 600}),
+            ("seed", 42.0, minutes),
+            ("ablation", 30.0, minutes),
+            ("history", 31.0, {"warmup_steps": 600}),
+            ("canonical", 44.0, steps),
+            ("earlier", 43.5, steps),
+            ("hardware", 45.0, steps),
+        )
+    ]
     records = {
         1: [{"candidate": "preset", "validation_bleu": 39.0}, {"candidate": "warmup-1200", "validation_bleu": 43.0}],
         3: [{"candidate": "preset-7200-steps", "validation_bleu": 46.0}],
@@ -112,11 +119,19 @@ def test_a_candidate_trains_only_where_its_run_compares_with_its_presets_runs(mo
     budget, kind of device and precision."""
     monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", None)  # the rule before the precisions are measured
     summaries = [
-        {"role": "seed", "validation": {"bleu": 42.0}, "arguments": {"warmup_steps": 1200, "max_steps": 7200},
-         "run": synthetic_run()},
-        {"role": "seed", "validation": {"bleu": 40.0}, "arguments": {"warmup_steps": 600},
-         "run": synthetic_run(minutes=54, max_steps=None)},
-    ]  # fmt: skip
+        {
+            "role": "seed",
+            "validation": {"bleu": 42.0},
+            "arguments": {"warmup_steps": 1200, "max_steps": 7200},
+            "run": synthetic_run(),
+        },
+        {
+            "role": "seed",
+            "validation": {"bleu": 40.0},
+            "arguments": {"warmup_steps": 600},
+            "run": synthetic_run(minutes=54, max_steps=None),
+        },
+    ]
     records = {
         1: [{"candidate": "preset", "validation_bleu": 40.0, "run": synthetic_run(minutes=54, max_steps=None)}],
         3: [{"candidate": "preset-7200-steps", "validation_bleu": 43.0, "run": synthetic_run(code="older")}],
@@ -125,8 +140,11 @@ def test_a_candidate_trains_only_where_its_run_compares_with_its_presets_runs(mo
     runs = recipe.preset_run_records(third, records, summaries)
     assert [run["code"]["code_tree"] for run in runs] == ["new", "older"]
     recipe.check_comparable(third, synthetic_run(code="newest"), runs)  # other code: read against them all the same
-    with pytest.raises(UsageError, match=r"^round 3: a candidate run here could not be read against its preset's "
-                       r"runs: other precisions \(bf16 autocast and fp32\): not measured to train alike$"):  # fmt: skip
+    with pytest.raises(
+        UsageError,
+        match=r"^round 3: a candidate run here could not be read against its preset's "
+        r"runs: other precisions \(bf16 autocast and fp32\): not measured to train alike$",
+    ):
         recipe.check_comparable(third, synthetic_run("bf16 autocast"), runs)
     with pytest.raises(UsageError, match=r"a budget in minutes \(54\): the steps it reaches depend on the machine"):
         recipe.check_comparable(
@@ -138,14 +156,20 @@ def test_a_candidate_trains_only_where_its_run_compares_with_its_presets_runs(mo
     ("candidate", "message"),
     [
         # round 1's candidates changed the preset with warmup 600; the YAML has 1,200 since
-        ("layers-4-dropout-0.2", r"^round 1 \(the preset of 2026-11-24 \(warmup 600\)\) is closed: its candidates "
-         r"change the preset with `warmup_steps: 600`, and --config multi30k now has `warmup_steps: 1200`$"),
+        (
+            "layers-4-dropout-0.2",
+            r"^round 1 \(the preset of 2026-11-24 \(warmup 600\)\) is closed: its candidates "
+            r"change the preset with `warmup_steps: 600`, and --config multi30k now has `warmup_steps: 1200`$",
+        ),
         # round 2's changed it when it trained for 54 minutes; the budget is 7,200 steps since
-        ("bpe-dropout-0.2", r"^round 2 \(warmup 1,200 \(round 1's choice\)\) is closed: its candidates change the "
-         r"preset with `warmup_steps: 1200`, `max_train_minutes: 54`, and --config multi30k now has "
-         r"`warmup_steps: 1200`, `max_train_minutes: 0.0`$"),
+        (
+            "bpe-dropout-0.2",
+            r"^round 2 \(warmup 1,200 \(round 1's choice\)\) is closed: its candidates change the "
+            r"preset with `warmup_steps: 1200`, `max_train_minutes: 54`, and --config multi30k now has "
+            r"`warmup_steps: 1200`, `max_train_minutes: 0.0`$",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_closed_round_trains_nothing(tmp_path, candidate, message):
     """Training a closed round's candidate would read it against a band measured on another preset: refused before
     anything trains."""
@@ -156,8 +180,12 @@ def test_a_closed_round_trains_nothing(tmp_path, candidate, message):
 
 def preset_repeat(results, name: str, bleu: float, role: str, arguments: dict) -> None:
     (results / name).mkdir(parents=True)
-    summary = {"role": role, "validation": {"bleu": bleu}, "arguments": arguments,
-               "run": synthetic_run(max_steps=3, tokens=256)}  # fmt: skip
+    summary = {
+        "role": role,
+        "validation": {"bleu": bleu},
+        "arguments": arguments,
+        "run": synthetic_run(max_steps=3, tokens=256),
+    }
     (results / name / "summary.json").write_text(json.dumps(summary))
 
 
@@ -171,17 +199,31 @@ def test_the_command_trains_records_skips_and_reports(tmp_path, monkeypatch):
     first, second, third = recipe.ROUNDS
     tiny_round = replace(third, preset={"warmup_steps": 1200, "max_steps": 3})
     monkeypatch.setattr(recipe, "ROUNDS", (first, second, tiny_round))
-    for name, bleu, role, arguments in (("canonical", 1.0, "canonical", tiny_round.preset),
-                                        ("repeat", 2.0, "seed", tiny_round.preset),
-                                        ("repeat2", 3.0, "seed", tiny_round.preset),
-                                        ("other", 90.0, "ablation", tiny_round.preset),
-                                        ("minutes", 70.0, "seed", second.preset),
-                                        ("earlier", 80.0, "seed", first.preset)):  # fmt: skip
+    for name, bleu, role, arguments in (
+        ("canonical", 1.0, "canonical", tiny_round.preset),
+        ("repeat", 2.0, "seed", tiny_round.preset),
+        ("repeat2", 3.0, "seed", tiny_round.preset),
+        ("other", 90.0, "ablation", tiny_round.preset),
+        ("minutes", 70.0, "seed", second.preset),
+        ("earlier", 80.0, "seed", first.preset),
+    ):
         preset_repeat(tmp_path / "repeats", name, bleu, role, arguments)
     preset = tiny_preset(tmp_path, warmup_steps=1200, max_steps=3, save_steps=1)
-    argv = ["--config", str(preset), "--candidates", "bpe-dropout-0.2-at-7200-steps", "average-20-at-7200-steps",
-            "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--page",
-            str(tmp_path / "recipe.md"), "--repeats", str(tmp_path / "repeats")]  # fmt: skip
+    argv = [
+        "--config",
+        str(preset),
+        "--candidates",
+        "bpe-dropout-0.2-at-7200-steps",
+        "average-20-at-7200-steps",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--results",
+        str(tmp_path / "results"),
+        "--page",
+        str(tmp_path / "recipe.md"),
+        "--repeats",
+        str(tmp_path / "repeats"),
+    ]
     recipe.run(argv)
     found = recipe.read_records(tmp_path / "results")
     records = {r["candidate"]: r for r in found[3]}
@@ -227,16 +269,27 @@ def test_the_command_trains_records_skips_and_reports(tmp_path, monkeypatch):
 
 def stop_at_step_2(flags: list[str], output_dir, summary_dir) -> None:
     """vanilla-train with ``flags`` into ``output_dir``, stopped by SIGTERM in its step 2 (checkpoint-2 written)."""
-    command = [sys.executable, str(ROOT / "tests" / "signal_probe.py"), "SIGTERM", "step", "2", *flags,
-               "--output_dir", str(output_dir), "--summary_dir", str(summary_dir)]  # fmt: skip
+    command = [
+        sys.executable,
+        str(ROOT / "tests" / "signal_probe.py"),
+        "SIGTERM",
+        "step",
+        "2",
+        *flags,
+        "--output_dir",
+        str(output_dir),
+        "--summary_dir",
+        str(summary_dir),
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
     stopped = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert stopped.returncode == 143 and (output_dir / "checkpoint-2").is_dir(), stopped.stderr[-3000:]
 
 
 @pytest.mark.slow
-def test_a_stopped_candidate_goes_on_from_its_checkpoint_and_one_of_other_settings_is_refused(tmp_path, monkeypatch,
-                                                                                              capfd):  # fmt: skip
+def test_a_stopped_candidate_goes_on_from_its_checkpoint_and_one_of_other_settings_is_refused(
+    tmp_path, monkeypatch, capfd
+):
     """A candidate stopped while it trained (SIGTERM in step 2 of 4) is resumed by the same command, not trained
     again: its record counts both launches' minutes. A folder holding a run of other settings is refused, naming the
     setting and leaving the run there; --start_over trains the candidate from scratch."""
@@ -246,9 +299,20 @@ def test_a_stopped_candidate_goes_on_from_its_checkpoint_and_one_of_other_settin
     monkeypatch.setattr(recipe, "check_comparable", lambda *args: None)  # no preset runs here to compare with
     preset = tiny_preset(tmp_path, warmup_steps=1200, max_steps=4, save_steps=1, save_total_limit=2)
     runs, results = tmp_path / "runs" / "round-3", tmp_path / "results" / "round-3"
-    argv = ["--config", str(preset), "--candidates", "dropout-0.3", "--runs", str(tmp_path / "runs"),
-            "--results", str(tmp_path / "results"), "--page", str(tmp_path / "recipe.md"),
-            "--repeats", str(tmp_path / "none")]  # fmt: skip
+    argv = [
+        "--config",
+        str(preset),
+        "--candidates",
+        "dropout-0.3",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--results",
+        str(tmp_path / "results"),
+        "--page",
+        str(tmp_path / "recipe.md"),
+        "--repeats",
+        str(tmp_path / "none"),
+    ]
     candidate = next(c for c in tiny_round.candidates if c.name == "dropout-0.3")
     settings = candidate.settings(str(preset), experiment_precision())
     stop_at_step_2(settings, runs / "dropout-0.3", results / "dropout-0.3")
@@ -277,12 +341,15 @@ def test_a_stopped_candidate_goes_on_from_its_checkpoint_and_one_of_other_settin
 @pytest.mark.parametrize(
     ("status", "message"),
     [
-        (143, r"^dropout-0.3: stopped by SIGTERM, with a complete checkpoint in .*dropout-0.3; the same command goes "
-              r"on from it$"),
+        (
+            143,
+            r"^dropout-0.3: stopped by SIGTERM, with a complete checkpoint in .*dropout-0.3; the same command goes "
+            r"on from it$",
+        ),
         (130, r"^dropout-0.3: stopped by SIGINT, "),
         (1, r"^dropout-0.3: vanilla-train exited with status 1 .* --start_over trains the candidate again"),
     ],
-)  # fmt: skip
+)
 def test_a_candidate_stopped_by_a_signal_is_said_to_go_on(tmp_path, monkeypatch, status, message):
     """vanilla-train's status after a signal's checkpoint (128 + its number) says the same command goes on; any other
     failure points at its message and, for a folder of other settings, --start_over. Nothing is recorded."""
@@ -307,8 +374,9 @@ def test_a_damaged_record_is_named_with_what_to_do(tmp_path):
 
 
 def test_the_page_is_generated_from_the_committed_records():
-    found = subprocess.run(["git", "-C", str(ROOT), "ls-files", "results/recipe/*/recipe.json"], capture_output=True,
-                           text=True, check=True).stdout.split()  # fmt: skip
+    found = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "results/recipe/*/recipe.json"], capture_output=True, text=True, check=True
+    ).stdout.split()
     records = recipe.read_records(recipe.RESULTS, {ROOT / path for path in found})
     assert sum(map(len, records.values())) == len(found)  # every committed record is some round's candidate
     assert recipe.PAGE.read_text() == recipe.report(

@@ -18,9 +18,12 @@ from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT, generated
 
-PAPER = {"C-layers-2": {"change": "N = 4", "ppl": 5.19, "bleu": 25.3}, "B-dk-16": {"change": "d_k = 16", "ppl": 5.16,
-         "bleu": 25.1}, "base": {"change": "base", "ppl": 4.92, "bleu": 25.8},
-         "D-dropout-0.2": {"change": "P_drop = 0.2", "ppl": 4.95, "bleu": 25.5}}  # fmt: skip
+PAPER = {
+    "C-layers-2": {"change": "N = 4", "ppl": 5.19, "bleu": 25.3},
+    "B-dk-16": {"change": "d_k = 16", "ppl": 5.16, "bleu": 25.1},
+    "base": {"change": "base", "ppl": 4.92, "bleu": 25.8},
+    "D-dropout-0.2": {"change": "P_drop = 0.2", "ppl": 4.95, "bleu": 25.5},
+}
 
 
 def test_the_sweep_runs_the_base_then_the_decided_rows_then_the_rest():
@@ -98,8 +101,9 @@ def test_a_run_on_a_gpu_is_filed_apart_and_a_cpu_record_does_not_stand_for_it(tm
     """A GPU and a CPU have not been measured to train alike (experiments/comparable.py): a lent GPU trains the runs
     the CPUs recorded, into folders of its own, and the page counts its seed as another replicate than the CPU's."""
     monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", "docs/table3.md#precision")
-    cpu, gpu = (table3.plan(table3.select(["A-heads-1"], []), [1], 1000, BF16, device=kind)[0] for kind in ("cpu",
-                "cuda"))  # fmt: skip
+    cpu, gpu = (
+        table3.plan(table3.select(["A-heads-1"], []), [1], 1000, BF16, device=kind)[0] for kind in ("cpu", "cuda")
+    )
     assert (cpu.folder, gpu.folder) == ("1000-steps/bf16/A-heads-1/seed-1", "1000-steps/bf16-cuda/A-heads-1/seed-1")
     assert table3.device_kind() == "cpu"  # this machine has no GPU
     # the GPU trains the CPU's batches, unbucketed, though CUDA's own default buckets them: the preset says so. Its
@@ -112,8 +116,10 @@ def test_a_run_on_a_gpu_is_filed_apart_and_a_cpu_record_does_not_stand_for_it(tm
         record = {"settings": one.settings("multi30k"), "run": synthetic_run(one.precision.split()[0])}
         (tmp_path / one.folder / table3.RECORD).write_text(json.dumps(record))
     assert table3.recorded(cpu, "multi30k", tmp_path) is not None and table3.recorded(gpu, "multi30k", tmp_path) is None
-    runs = [{"code_key": "new", "seed": 1, "date": date, "run": synthetic_run(device=kind)}
-            for date, kind in (("1", "cpu"), ("2", "cuda"), ("3", "cpu"))]  # fmt: skip
+    runs = [
+        {"code_key": "new", "seed": 1, "date": date, "run": synthetic_run(device=kind)}
+        for date, kind in (("1", "cpu"), ("2", "cuda"), ("3", "cpu"))
+    ]
     assert table3_page.one_per_seed(runs) == runs[:2]
 
 
@@ -123,9 +129,26 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
     preset = tiny_preset(tmp_path)
 
     def argv(curve_steps: int, *rows: str) -> list[str]:  # in fp32: a bf16 CPU's default is bf16
-        return ["--config", str(preset), "--steps", "2", "--curve_steps", str(curve_steps), "--seeds", "1", "--rows",
-                *rows, "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--page",
-                str(tmp_path / "t.md"), "--precision", "fp32"]  # fmt: skip
+        return [
+            "--config",
+            str(preset),
+            "--steps",
+            "2",
+            "--curve_steps",
+            str(curve_steps),
+            "--seeds",
+            "1",
+            "--rows",
+            *rows,
+            "--runs",
+            str(tmp_path / "runs"),
+            "--results",
+            str(tmp_path / "results"),
+            "--page",
+            str(tmp_path / "t.md"),
+            "--precision",
+            "fp32",
+        ]
 
     table3.run(argv(1, "base", "B-dk-32"))
     path = tmp_path / "results" / "2-steps" / "fp32" / "B-dk-32" / "seed-1" / "table3.json"
@@ -140,8 +163,11 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
     check_run_record(record["run"])
     assert record["run"] == summary["run"] and record["date"] and "code_tree" in record["run"]["code"]
     assert record["run"]["precision"] == FP32 and not summary["arguments"]["bf16"]  # the sweep's, not the CPU's
-    assert record["run"]["budget"] == {"max_steps": 2, "num_train_epochs": None, "max_train_minutes": None,
-                                       "tokens_per_step": 256} and record["run"]["steps"] == 2  # fmt: skip
+    assert (
+        record["run"]["budget"]
+        == {"max_steps": 2, "num_train_epochs": None, "max_train_minutes": None, "tokens_per_step": 256}
+        and record["run"]["steps"] == 2
+    )
     assert record["command"].startswith("python -m training.train --config") and "--seed 1" in record["command"]
     page = (tmp_path / "t.md").read_text()
     assert "2 runs recorded" in page and "| (B) B-dk-32 | d_k = 32 |" in page and ": too few seeds |" in page
@@ -158,9 +184,26 @@ def test_a_measurement_cut_short_goes_on_from_its_kept_points_without_training_a
     """A run stopped while its curve is measured (after the first of two checkpoints) is not trained again on the
     next call: the point kept before its checkpoint was removed stays, the other checkpoint is measured, and the
     record holds both."""
-    argv = ["--config", str(tiny_preset(tmp_path)), "--steps", "2", "--curve_steps", "1", "--seeds", "1", "--rows",
-            "base", "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--page",
-            str(tmp_path / "t.md"), "--precision", "fp32"]  # fmt: skip
+    argv = [
+        "--config",
+        str(tiny_preset(tmp_path)),
+        "--steps",
+        "2",
+        "--curve_steps",
+        "1",
+        "--seeds",
+        "1",
+        "--rows",
+        "base",
+        "--runs",
+        str(tmp_path / "runs"),
+        "--results",
+        str(tmp_path / "results"),
+        "--page",
+        str(tmp_path / "t.md"),
+        "--precision",
+        "fp32",
+    ]
     measure, calls = table3.validation_perplexity, []
 
     def stopped_at_the_second(checkpoint, validation, tokenizer):
@@ -210,26 +253,39 @@ def test_a_run_finished_at_other_code_or_arguments_is_trained_again(tmp_path):
         table3.finished_training(tmp_path, argv, "4f460c9263c5")
 
 
-def record(row, seed, ppl, bleu, steps=1000, code="new", curve=(), date="2026-12-01", group=None,
-           precision="bf16 autocast"):  # fmt: skip
+def record(
+    row, seed, ppl, bleu, steps=1000, code="new", curve=(), date="2026-12-01", group=None, precision="bf16 autocast"
+):
     """A synthetic run record (``code`` None: one of the first sweep's, which named a commit only)."""
     run = synthetic_run(precision, code or "bc03505", max_steps=steps, seed=seed)
     if code is None:
         del run["code"]["code_tree"]
     return {
-        "row": row, "group": group or ("base" if row == "base" else f"({row[0]})"), "change": row, "seed": seed,
-        "flags": [], "steps": steps, "paper": PAPER.get(row, {}), "validation_ppl": ppl, "validation_bleu": bleu,
-        "parameters": 7.6e6, "row_minutes": 8.0, "curve": [{"step": s, "validation_ppl": p} for s, p in curve],
-        "run": run, **({"date": date} if code else {}),
-    }  # fmt: skip
+        "row": row,
+        "group": group or ("base" if row == "base" else f"({row[0]})"),
+        "change": row,
+        "seed": seed,
+        "flags": [],
+        "steps": steps,
+        "paper": PAPER.get(row, {}),
+        "validation_ppl": ppl,
+        "validation_bleu": bleu,
+        "parameters": 7.6e6,
+        "row_minutes": 8.0,
+        "curve": [{"step": s, "validation_ppl": p} for s, p in curve],
+        "run": run,
+        **({"date": date} if code else {}),
+    }
 
 
 def synthetic_sweep() -> list[dict]:
     """The first sweep's base (three seeds at bc03505) and one row beside a new sweep at code "new": its base and
     C-layers-2 opposite the paper at 1,000 steps, at 3,000 the same in BLEU and gone in PPL; B-dk-16 at other code,
     B-dk-32 in fp32 (a CPU without bf16) against the base's bf16 autocast."""
-    runs = [record("base", seed, ppl, bleu, code=None) for seed, ppl, bleu in ((1, 16.41, 20.96), (2, 16.44, 22.35),
-                                                                             (3, 15.66, 21.83))]  # fmt: skip
+    runs = [
+        record("base", seed, ppl, bleu, code=None)
+        for seed, ppl, bleu in ((1, 16.41, 20.96), (2, 16.44, 22.35), (3, 15.66, 21.83))
+    ]
     runs.append(record("A-heads-1", 1, 17.46, 19.77, code=None))
     for seed, (ppl, bleu) in enumerate(((16.4, 21.0), (16.5, 22.3), (15.7, 21.8)), start=1):
         runs.append(record("base", seed, ppl, bleu, curve=((100, 60.0 - seed), (200, 30.0 - seed))))
@@ -276,11 +332,15 @@ def test_the_page_gives_each_cell_its_difference_interval_and_word(tmp_path, mon
     assert (tmp_path / "table3-curves" / "1000-steps-C.png").stat().st_size > 5_000
     # the figure names the runs it draws and carries the curves it drew: the new base's, not the first sweep's
     assert table3_page.recorded_in(tmp_path / "table3-curves" / "1000-steps-C.png") == {
-        "base": {"runs": [f"base seed {seed}: new0000, bf16 autocast, test" for seed in (1, 2, 3)],
-                 "validation_ppl": [[100, 58.0], [200, 28.0]]},
-        "C-layers-2": {"runs": [f"C-layers-2 seed {seed}: new0000, bf16 autocast, test" for seed in (1, 2, 3)],
-                       "validation_ppl": [[100, 50.0], [200, 25.0]]},
-    }  # fmt: skip
+        "base": {
+            "runs": [f"base seed {seed}: new0000, bf16 autocast, test" for seed in (1, 2, 3)],
+            "validation_ppl": [[100, 58.0], [200, 28.0]],
+        },
+        "C-layers-2": {
+            "runs": [f"C-layers-2 seed {seed}: new0000, bf16 autocast, test" for seed in (1, 2, 3)],
+            "validation_ppl": [[100, 50.0], [200, 25.0]],
+        },
+    }
 
 
 @pytest.mark.parametrize(
@@ -306,8 +366,10 @@ def test_the_page_measures_fp32_against_bf16_by_the_rule_stated_before_the_runs(
     under the seeds' spread; the base every cell reads is the group most rows compare with, not the newest."""
     runs = [record("base", seed, ppl, bleu) for seed, ppl, bleu in ((1, 16.3, 21.7), (2, 15.3, 22.5), (3, 16.4, 23.2))]
     runs += [record("B-dk-32", seed, 16.0, 22.0 + seed / 10) for seed in (1, 2, 3)]
-    fp32 = [record("base", seed, ppl, bleu, precision=FP32, date="2026-12-02")
-            for seed, ppl, bleu in ((1, 16.0, 22.0), (2, 15.6, 22.9), (3, 16.5, 22.4))]  # fmt: skip
+    fp32 = [
+        record("base", seed, ppl, bleu, precision=FP32, date="2026-12-02")
+        for seed, ppl, bleu in ((1, 16.0, 22.0), (2, 15.6, 22.9), (3, 16.5, 22.4))
+    ]
     page = table3.report(runs + fp32)
     assert "The base: 3 seeds at commit new0000, bf16 autocast." in page  # B-dk-32's precision, though fp32 is newer
     row = line(page, "| 1,000 steps |", "## Precision: fp32 against bf16 autocast")
@@ -315,9 +377,10 @@ def test_the_page_measures_fp32_against_bf16_by_the_rule_stated_before_the_runs(
     low, high = ppl.interval()
     assert row.startswith(f"| 1,000 steps | new0000 | 1, 2, 3 | 1, 2, 3 | {ppl.delta:+.2f} [{low:+.2f}, {high:+.2f}] |")
     assert row.endswith("| yes |")
-    far = [record("base", seed, ppl + 3, bleu, precision=FP32) for seed, ppl, bleu in ((1, 16.0, 22.0),
-                                                                                      (2, 15.6, 22.9),
-                                                                                      (3, 16.5, 22.4))]  # fmt: skip
+    far = [
+        record("base", seed, ppl + 3, bleu, precision=FP32)
+        for seed, ppl, bleu in ((1, 16.0, 22.0), (2, 15.6, 22.9), (3, 16.5, 22.4))
+    ]
     assert line(table3.report(runs + far), "| 1,000 steps |", "## Precision").endswith("| no |")
     assert "No budget has base runs of both precisions" in table3.report(runs)
 
@@ -328,10 +391,13 @@ def test_once_the_precisions_agree_a_row_in_fp32_reads_against_the_base_and_a_se
     seed's records are other runs, and both stay for their own group."""
     monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", "docs/multi30k.md#bf16-autocast-and-fp32")
     runs = [record("base", seed, ppl, bleu) for seed, ppl, bleu in ((1, 16.3, 21.7), (2, 15.3, 22.5), (3, 16.4, 23.2))]
-    runs += [record("base", seed, ppl, bleu, precision=FP32, date="2026-12-02")
-             for seed, ppl, bleu in ((1, 16.0, 22.0), (2, 15.6, 22.9), (3, 16.5, 22.4))]  # fmt: skip
-    runs += [record("schedule-lr-half", seed, 13.5 + seed / 10, 25.0, precision=FP32, group="schedule")
-             for seed in (1, 2, 3)]  # fmt: skip
+    runs += [
+        record("base", seed, ppl, bleu, precision=FP32, date="2026-12-02")
+        for seed, ppl, bleu in ((1, 16.0, 22.0), (2, 15.6, 22.9), (3, 16.5, 22.4))
+    ]
+    runs += [
+        record("schedule-lr-half", seed, 13.5 + seed / 10, 25.0, precision=FP32, group="schedule") for seed in (1, 2, 3)
+    ]
     page = table3.report(runs)
     assert "The base: 3 seeds at commit new0000, bf16 autocast." in page
     assert "| 1, 2, 3 | new0000 | 16.00 (15.30-16.40) | 22.47 (21.70-23.20) |" in line(page, "| base |")
@@ -348,8 +414,11 @@ def test_the_page_is_the_generators_output_and_an_output_not_code():
     """docs/table3.md is never edited by hand: it is what --report makes of results/table3/; and neither it nor its
     records make a later record "uncommitted" (vanilla_tools.provenance.GENERATED)."""
     assert table3.PAGE.read_text() == table3.report(table3.records(table3.RESULTS))
-    for path in (table3.PAGE, table3.RESULTS / "1000-steps/bf16/base/seed-1/table3.json",
-                 table3.PAGE.parent / table3_page.CURVES / "1000-steps-A.png"):  # fmt: skip
+    for path in (
+        table3.PAGE,
+        table3.RESULTS / "1000-steps/bf16/base/seed-1/table3.json",
+        table3.PAGE.parent / table3_page.CURVES / "1000-steps-A.png",
+    ):
         assert generated(str(path.relative_to(ROOT))), path
 
 
@@ -371,8 +440,11 @@ def test_each_figure_beside_the_page_is_drawn_from_the_records_as_they_stand():
 
 def test_the_curves_without_matplotlib_name_the_plot_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
-    with pytest.raises(UsageError, match=r'^python -m experiments.table3 needs matplotlib: pip install '
-                       r'"vanilla-transformer\[plot\]"$'):  # fmt: skip
+    with pytest.raises(
+        UsageError,
+        match=r"^python -m experiments.table3 needs matplotlib: pip install "
+        r'"vanilla-transformer\[plot\]"$',
+    ):
         table3_page.plot_curves([], tmp_path / "table3.md")
 
 
@@ -385,16 +457,38 @@ def test_a_run_an_older_checkouts_runner_recorded_is_filed_with_its_run_record(t
     older = [*settings[:2], "--max_train_minutes", "0", *settings[2:at], *settings[at + 2 :]]
     code = {"commit": "3b6e9b8", "uncommitted_changes": False, "changed_files": [], "code_tree": "4f460c9263c5"}
     host = {"processor": "AMD EPYC (x86_64)", "cpu_cores": 2, "gpus": [], "torch": "2.13.0+cpu"}
-    arguments = {"bf16": False, "seed": 1, "max_steps": 1000, "num_train_epochs": 40, "max_train_minutes": 0.0,
-                 "max_tokens_per_batch": 2048, "gradient_accumulation_steps": 1, "use_cpu": True}  # fmt: skip
+    arguments = {
+        "bf16": False,
+        "seed": 1,
+        "max_steps": 1000,
+        "num_train_epochs": 40,
+        "max_train_minutes": 0.0,
+        "max_tokens_per_batch": 2048,
+        "gradient_accumulation_steps": 1,
+        "use_cpu": True,
+    }
     folder = tmp_path / "older" / "1000-steps" / "schedule-lr-quarter" / "seed-1"
     folder.mkdir(parents=True)
     summary = {"validation": {"bleu": 22.7}, "arguments": arguments, "steps": 1000, "code": code, "machine": host}
     (folder / "summary.json").write_text(json.dumps(summary))
-    record = {"row": "schedule-lr-quarter", "group": "schedule", "change": "learning rate x 0.25", "seed": 1,
-              "flags": list(one.row.flags), "steps": 1000, "settings": older, "paper": {}, "validation_ppl": 21.04,
-              "validation_bleu": 22.7, "curve": [], "parameters": 7577600, "row_minutes": 20.97,
-              "date": "2026-11-28T05:36:52+0000", "code": code, "machine": host}  # fmt: skip
+    record = {
+        "row": "schedule-lr-quarter",
+        "group": "schedule",
+        "change": "learning rate x 0.25",
+        "seed": 1,
+        "flags": list(one.row.flags),
+        "steps": 1000,
+        "settings": older,
+        "paper": {},
+        "validation_ppl": 21.04,
+        "validation_bleu": 22.7,
+        "curve": [],
+        "parameters": 7577600,
+        "row_minutes": 20.97,
+        "date": "2026-11-28T05:36:52+0000",
+        "code": code,
+        "machine": host,
+    }
     (folder / "table3.json").write_text(json.dumps(record))
     results, page = tmp_path / "results", tmp_path / "docs" / "table3.md"
     table3.run(["--adopt", str(tmp_path / "older"), "--results", str(results), "--page", str(page)])
@@ -403,8 +497,12 @@ def test_a_run_an_older_checkouts_runner_recorded_is_filed_with_its_run_record(t
     assert filed["settings"] == settings and "code" not in filed and "machine" not in filed
     check_run_record(filed["run"])
     assert filed["run"]["code"] == code and filed["run"]["precision"] == FP32 and filed["run"]["steps"] == 1000
-    assert filed["run"]["budget"] == {"max_steps": 1000, "num_train_epochs": None, "max_train_minutes": None,
-                                      "tokens_per_step": 2048}  # fmt: skip
+    assert filed["run"]["budget"] == {
+        "max_steps": 1000,
+        "num_train_epochs": None,
+        "max_train_minutes": None,
+        "tokens_per_step": 2048,
+    }
     assert json.loads((results / one.folder / "summary.json").read_text())["run"] == filed["run"]
     assert table3.recorded(one, "multi30k", results) == filed  # the sweep skips it
     assert table3.adopt(tmp_path / "older", results, "multi30k") == []  # filed once
@@ -417,12 +515,15 @@ def test_a_run_an_older_checkouts_runner_recorded_is_filed_with_its_run_record(t
 @pytest.mark.parametrize(
     ("status", "message"),
     [
-        (143, r"^1000-steps/fp32/C-layers-4/seed-1: stopped by SIGTERM; a Table 3 run trains in one launch, so the "
-              r"sweep trains it again from its start when it runs again$"),
+        (
+            143,
+            r"^1000-steps/fp32/C-layers-4/seed-1: stopped by SIGTERM; a Table 3 run trains in one launch, so the "
+            r"sweep trains it again from its start when it runs again$",
+        ),
         (130, r"^1000-steps/fp32/C-layers-4/seed-1: stopped by SIGINT; "),
         (2, r"^1000-steps/fp32/C-layers-4/seed-1: vanilla-train exited with status 2 \(command above\)$"),
     ],
-)  # fmt: skip
+)
 def test_a_run_stopped_by_a_signal_is_said_to_train_again_from_its_start(tmp_path, monkeypatch, status, message):
     """vanilla-train's status after a signal's checkpoint (128 + its number): the sweep, which trains each run in
     one launch (--overwrite_output_dir), says the run trains again rather than that its checkpoint goes on."""

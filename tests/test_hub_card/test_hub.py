@@ -121,21 +121,33 @@ def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_pat
     for export in ("ctranslate2-int8/model.bin", "ctranslate2-int8/vanilla_source.json", "onnx/encoder.onnx"):
         (model_dir / export).parent.mkdir(exist_ok=True)  # as serving leaves them beside the model
         (model_dir / export).write_text("{}")
-    push = run([sys.executable, "-m", "hub_card.push", str(model_dir), "m30k"], client_env(hub, tmp_path / "h1", ALICE),
-               TESTS.parent)  # fmt: skip
+    push = run(
+        [sys.executable, "-m", "hub_card.push", str(model_dir), "m30k"],
+        client_env(hub, tmp_path / "h1", ALICE),
+        TESTS.parent,
+    )
     assert "alice/m30k" in push.stdout
     api = HfApi(endpoint=hub.endpoint, token=ALICE)
     first = api.model_info("alice/m30k").sha
     files = set(api.list_repo_files("alice/m30k"))
-    assert {"config.json", "model.safetensors", "generation_config.json", "configuration_vanilla.py",
-            "modeling_vanilla.py", "pipeline_vanilla.py", "tokenizer.json", "tokenizer_config.json",
-            "README.md"} <= files  # fmt: skip
+    assert {
+        "config.json",
+        "model.safetensors",
+        "generation_config.json",
+        "configuration_vanilla.py",
+        "modeling_vanilla.py",
+        "pipeline_vanilla.py",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "README.md",
+    } <= files
     assert not any(f.startswith(("checkpoint-", "ctranslate2-", "onnx/")) or f.endswith((".bin", ".pt")) for f in files)
     assert (
         model_dir / "run_finished.json"
     ).is_file() and "run_finished.json" not in files  # the run's, not the model's
-    config = json.loads(Path(hf_hub_download("alice/m30k", "config.json", endpoint=hub.endpoint,
-                                             cache_dir=tmp_path / "c")).read_text())  # fmt: skip
+    config = json.loads(
+        Path(hf_hub_download("alice/m30k", "config.json", endpoint=hub.endpoint, cache_dir=tmp_path / "c")).read_text()
+    )
     assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_vanilla.VanillaTransformerForSeq2Seq"
 
     # a second version through the standard Python API: model.push_to_hub / tokenizer.push_to_hub
@@ -149,7 +161,7 @@ def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_pat
         model.push_to_hub("alice/m30k", commit_message="scale embeddings")
         AutoTokenizer.from_pretrained("alice/m30k").push_to_hub("alice/m30k")
         model.save_pretrained({str(tmp_path / "v2")!r})
-    """)  # fmt: skip
+    """)
     run([sys.executable, "-c", second_version], client_env(hub, tmp_path / "h2", ALICE), tmp_path)
     second = api.model_info("alice/m30k").sha
     assert second != first
@@ -189,7 +201,7 @@ def test_push_then_load_anywhere_with_pinned_revisions(hub, trained_run, tmp_pat
         out["fine_tuning_loss"] = trainer.train().training_loss
         out["weights_moved"] = not torch.equal(model.model.shared.weight.detach(), before)
         print("RESULT", json.dumps(out))
-    """)  # fmt: skip
+    """)
     result = run([sys.executable, "-c", load], client_env(hub, tmp_path / "h3", None, package=False), tmp_path)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, result.stdout[-3000:] + result.stderr[-3000:]
@@ -215,8 +227,11 @@ def test_private_repos_and_branches(hub, trained_run, tmp_path):
     model_dir = tmp_path / "model"
     shutil.copytree(trained_run["output"], model_dir, ignore=shutil.ignore_patterns("checkpoint-*"))
     env = client_env(hub, tmp_path / "h", ALICE)
-    run([sys.executable, "-m", "hub_card.push", str(model_dir), "alice/secret", "--private", "--revision", "exp"],
-        env, TESTS.parent)  # fmt: skip
+    run(
+        [sys.executable, "-m", "hub_card.push", str(model_dir), "alice/secret", "--private", "--revision", "exp"],
+        env,
+        TESTS.parent,
+    )
     alice = HfApi(endpoint=hub.endpoint, token=ALICE)
     assert alice.model_info("alice/secret").private
     assert "model.safetensors" in alice.list_repo_files("alice/secret", revision="exp")
@@ -225,10 +240,17 @@ def test_private_repos_and_branches(hub, trained_run, tmp_path):
         with pytest.raises(RepositoryNotFoundError):
             HfApi(endpoint=hub.endpoint, token=token).model_info("alice/secret")
         with pytest.raises(RepositoryNotFoundError):
-            hf_hub_download("alice/secret", "config.json", revision="exp", endpoint=hub.endpoint, token=token,
-                            cache_dir=tmp_path / "c")  # fmt: skip
-    path = hf_hub_download("alice/secret", "config.json", revision="exp", endpoint=hub.endpoint, token=ALICE,
-                           cache_dir=tmp_path / "c")  # fmt: skip
+            hf_hub_download(
+                "alice/secret",
+                "config.json",
+                revision="exp",
+                endpoint=hub.endpoint,
+                token=token,
+                cache_dir=tmp_path / "c",
+            )
+    path = hf_hub_download(
+        "alice/secret", "config.json", revision="exp", endpoint=hub.endpoint, token=ALICE, cache_dir=tmp_path / "c"
+    )
     assert json.loads(Path(path).read_text())["model_type"] == "vanilla_transformer"
 
 
@@ -244,13 +266,17 @@ def test_train_refuses_a_hub_push_it_cannot_make_before_training(hub, tmp_path, 
     corpus = write_corpus(tmp_path / "data", pairs=20)
     for token, extra, error in (
         ("hf_wrong_token", (), r"the Hub at http://127.0.0.1:\d+ refused to create alice/refused \(401\): the token"),
-        (ALICE, ("--hub_strategy", "checkpoint"), "--hub_strategy checkpoint: vanilla-train pushes models, not the "
-                                                  "state to resume from"),
-    ):  # fmt: skip
+        (
+            ALICE,
+            ("--hub_strategy", "checkpoint"),
+            "--hub_strategy checkpoint: vanilla-train pushes models, not the state to resume from",
+        ),
+    ):
         monkeypatch.setenv("HF_TOKEN", token)
         output = tmp_path / f"out-{len(extra)}"
-        argv = train_argv(corpus, output, "--max_steps", "2", "--push_to_hub", "true", "--hub_model_id",
-                          "alice/refused", *extra)  # fmt: skip
+        argv = train_argv(
+            corpus, output, "--max_steps", "2", "--push_to_hub", "true", "--hub_model_id", "alice/refused", *extra
+        )
         with pytest.raises(Exception, match=error) as refused:
             train(argv)
         assert user_error(refused.value) and token not in str(refused.value)
@@ -267,8 +293,9 @@ def test_a_checkpoint_the_hub_cannot_take_is_named_and_training_goes_on(hub, tra
 
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.endpoint)
     monkeypatch.setenv("HF_TOKEN", ALICE)
-    args = TrainingArguments(output_dir=str(trained_run["output"]), push_to_hub=True, hub_model_id="alice/mid-run",
-                             report_to="none")  # fmt: skip
+    args = TrainingArguments(
+        output_dir=str(trained_run["output"]), push_to_hub=True, hub_model_id="alice/mid-run", report_to="none"
+    )
     push = HubPush(args)  # the repository is made before training
     assert HfApi(endpoint=hub.endpoint, token=ALICE).model_info("alice/mid-run").id == "alice/mid-run"
     assert HubPush.trainer_args(args).push_to_hub is False and args.push_to_hub is True
@@ -289,16 +316,35 @@ def test_train_pushes_and_the_token_never_leaks(hub, tmp_path):
 
     corpus = write_corpus(tmp_path / "data", pairs=60)
     output = tmp_path / "out"
-    argv = train_argv(corpus, output, "--max_steps", "2", "--save_strategy", "steps", "--save_steps", "1",
-                      "--eval_strategy", "no", "--num_beams", "1", "--average_last", "2", "--push_to_hub", "true",
-                      "--hub_model_id", "alice/trained")  # fmt: skip
+    argv = train_argv(
+        corpus,
+        output,
+        "--max_steps",
+        "2",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "1",
+        "--eval_strategy",
+        "no",
+        "--num_beams",
+        "1",
+        "--average_last",
+        "2",
+        "--push_to_hub",
+        "true",
+        "--hub_model_id",
+        "alice/trained",
+    )
     home = tmp_path / "home"
     result = run([sys.executable, "-m", "training.train", *argv], client_env(hub, home, ALICE), TESTS.parent)
     history = hub.history("alice/trained")
     assert [message for message, _ in history] == [
-        "initial commit", "Training in progress, step 1", "Training in progress, step 2",
+        "initial commit",
+        "Training in progress, step 1",
+        "Training in progress, step 2",
         "vanilla-train: final model, tokenizer, results and card",
-    ]  # fmt: skip
+    ]
     model = {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "modeling_vanilla.py"}
     assert model <= history[1][1] and "README.md" not in history[1][1]  # a checkpoint: its model, no card yet
     final = history[-1][1]
@@ -306,11 +352,19 @@ def test_train_pushes_and_the_token_never_leaks(hub, tmp_path):
     assert (output / "training_args.bin").is_file() and (output / ".vanilla-train.lock").is_file()
     assert (output / "checkpoint-2" / "optimizer.pt").is_file() and (output / "checkpoint-2" / "trainer_state.json")
     for _, files in history:  # vanilla-push's files, never the run's
-        run_files = {"training_args.bin", ".vanilla-train.lock", "optimizer.pt", "trainer_state.json",
-                     "learning_curve.csv", "batch_plan.json", "launches.json"}  # fmt: skip
+        run_files = {
+            "training_args.bin",
+            ".vanilla-train.lock",
+            "optimizer.pt",
+            "trainer_state.json",
+            "learning_curve.csv",
+            "batch_plan.json",
+            "launches.json",
+        }
         assert not run_files & {Path(name).name for name in files}, files
-    card = ModelCard.load(hf_hub_download("alice/trained", "README.md", endpoint=hub.endpoint, token=ALICE,
-                                          cache_dir=tmp_path / "c"))  # fmt: skip
+    card = ModelCard.load(
+        hf_hub_download("alice/trained", "README.md", endpoint=hub.endpoint, token=ALICE, cache_dir=tmp_path / "c")
+    )
     assert card.data.pipeline_tag == "translation" and "alice/trained" in card.text
 
     secret = ALICE.encode()

@@ -52,9 +52,15 @@ def ct2_ids(ct2_dir: Path, tokenizer, num_beams: int, alpha: float) -> list[list
     translator = ctranslate2.Translator(str(ct2_dir), device="cpu", intra_threads=1)
     ids = tokenizer(SOURCES)["input_ids"]
     results = translator.translate_batch(
-        [tokenizer.convert_ids_to_tokens(s) for s in ids], beam_size=num_beams, length_penalty=alpha, patience=1,
-        max_decoding_length=max(map(len, ids)) + 50, min_decoding_length=0, max_input_length=0, return_end_token=True,
-    )  # fmt: skip
+        [tokenizer.convert_ids_to_tokens(s) for s in ids],
+        beam_size=num_beams,
+        length_penalty=alpha,
+        patience=1,
+        max_decoding_length=max(map(len, ids)) + 50,
+        min_decoding_length=0,
+        max_input_length=0,
+        return_end_token=True,
+    )
     return [tokenizer.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
 
 
@@ -86,10 +92,23 @@ def test_a_converted_marian_model_exports_too(tokenizer, tmp_path):
     from transformers import MarianConfig, MarianMTModel
 
     torch.manual_seed(3)
-    marian = MarianMTModel(MarianConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=2, decoder_layers=2,
-                                        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=48,
-                                        decoder_ffn_dim=48, pad_token_id=0, eos_token_id=2, decoder_start_token_id=0,
-                                        forced_eos_token_id=None, max_position_embeddings=64))  # fmt: skip
+    marian = MarianMTModel(
+        MarianConfig(
+            vocab_size=len(tokenizer),
+            d_model=32,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=48,
+            decoder_ffn_dim=48,
+            pad_token_id=0,
+            eos_token_id=2,
+            decoder_start_token_id=0,
+            forced_eos_token_id=None,
+            max_position_embeddings=64,
+        )
+    )
     model = from_marian(marian)
     with torch.no_grad():
         model.model.shared.weight.mul_(4.0)
@@ -136,8 +155,13 @@ def test_translate_with_the_engine_equals_generate_on_a_trained_model(trained_ru
     import shutil
 
     shutil.copytree(trained_run["output"], model_dir, ignore=shutil.ignore_patterns("checkpoint-*"))
-    lines = ["Two young men are playing football.", "", "A woman in a red coat walks a dog across the street.",
-             "A child.", "Two dogs run through the snow while a man watches them from the porch."]  # fmt: skip
+    lines = [
+        "Two young men are playing football.",
+        "",
+        "A woman in a red coat walks a dog across the street.",
+        "A child.",
+        "Two dogs run through the snow while a man watches them from the porch.",
+    ]
     source = tmp_path / "in.en"
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     references = tmp_path / "ref.de"
@@ -145,10 +169,24 @@ def test_translate_with_the_engine_equals_generate_on_a_trained_model(trained_ru
     outputs = {}
     for engine, extra in (("generate", []), ("ctranslate2", ["--quantization", "float32"])):
         result = subprocess.run(
-            [str(Path(sys.executable).parent / "vanilla-translate"), "--model", str(model_dir), str(source),
-             "--engine", engine, "--references", str(references), "--batch_size", "2", *extra],
-            capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        )  # fmt: skip
+            [
+                str(Path(sys.executable).parent / "vanilla-translate"),
+                "--model",
+                str(model_dir),
+                str(source),
+                "--engine",
+                engine,
+                "--references",
+                str(references),
+                "--batch_size",
+                "2",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         assert "BLEU = " in result.stderr
         outputs[engine] = result.stdout.split("\n")
@@ -159,11 +197,17 @@ def test_translate_with_the_engine_equals_generate_on_a_trained_model(trained_ru
 
 AUTO = {
     "the paper's model": ({}, "engine: ctranslate2"),
-    "an activation CTranslate2 lacks": ({"activation_function": "tanh"}, "engine: generate (CTranslate2 cannot run "
-                                        "this model: `activation_function` 'tanh' has no CTranslate2 counterpart"),
-    "beam search without early stopping": ({"early_stopping": False}, "engine: generate (early_stopping=False with "
-                                           "4 beams: CTranslate2's beam search stops as early_stopping=True does"),
-}  # fmt: skip
+    "an activation CTranslate2 lacks": (
+        {"activation_function": "tanh"},
+        "engine: generate (CTranslate2 cannot run "
+        "this model: `activation_function` 'tanh' has no CTranslate2 counterpart",
+    ),
+    "beam search without early stopping": (
+        {"early_stopping": False},
+        "engine: generate (early_stopping=False with "
+        "4 beams: CTranslate2's beam search stops as early_stopping=True does",
+    ),
+}
 
 
 @pytest.mark.parametrize(("overrides", "chosen"), AUTO.values(), ids=list(AUTO))
@@ -180,10 +224,19 @@ def test_translate_picks_ctranslate2_where_it_can_run_the_model(overrides, chose
     outputs, logs = {}, {}
     for engine in ("auto", "generate"):
         result = subprocess.run(
-            [str(Path(sys.executable).parent / "vanilla-translate"), "--model", str(folder), str(source),
-             "--engine", engine],
-            capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        )  # fmt: skip
+            [
+                str(Path(sys.executable).parent / "vanilla-translate"),
+                "--model",
+                str(folder),
+                str(source),
+                "--engine",
+                engine,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         outputs[engine], logs[engine] = result.stdout, result.stderr
     assert chosen in logs["auto"]
@@ -197,7 +250,11 @@ def test_export_command_writes_an_int8_model_that_translates(tokenizer, tmp_path
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"to {tmp_path / 'int8'}" in result.stdout
     assert sorted(p.name for p in (tmp_path / "int8").iterdir()) == [
-        "config.json", "model.bin", "shared_vocabulary.json", "vanilla_source.json"]  # fmt: skip
+        "config.json",
+        "model.bin",
+        "shared_vocabulary.json",
+        "vanilla_source.json",
+    ]
     translator = ctranslate2.Translator(str(tmp_path / "int8"), device="cpu")
     assert translator.translate_batch([["▁A", "▁dog", ".", "</s>"]])[0].hypotheses[0]
     again = subprocess.run(command, capture_output=True, text=True, timeout=300)
@@ -221,7 +278,7 @@ def test_export_refuses_a_folder_that_holds_the_model(where, tokenizer, tmp_path
     [
         ({"activation_function": "tanh"}, ValueError, r"`activation_function` 'tanh' has no CTranslate2 counterpart"),
         ({"eos_token_id": [2, 3]}, ValueError, r"`eos_token_id` \[2, 3\]: CTranslate2 export supports one end token"),
-    ],  # fmt: skip
+    ],
 )
 def test_what_cannot_be_exported_is_named(overrides, error, message, tokenizer, tmp_path):
     folder = saved_model(tmp_path / "model", tokenizer, **overrides)

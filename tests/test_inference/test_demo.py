@@ -17,9 +17,12 @@ from inference.engine import GenerateEngine
 from vanilla_tools.decoding import Decoding
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="no Chromium (apt-get install -y chromium): the demo page "
-                                                          "is tested in a real browser")]  # fmt: skip
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="no Chromium (apt-get install -y chromium): the demo page is tested in a real browser"
+    ),
+]
 sync_api = pytest.importorskip("playwright.sync_api")
 pytest.importorskip("gradio")
 
@@ -37,9 +40,20 @@ def demo_url(model_dir, tmp_path_factory):
     log = tmp_path_factory.mktemp("demo-log") / "server.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
     with open(log, "w") as out:
-        server = subprocess.Popen([str(Path(sys.executable).parent / "vanilla-demo"), "--model", str(model_dir),
-                                   "--port", str(port), "--nbest", "3"], stdout=out, stderr=subprocess.STDOUT,
-                                  env=env)  # fmt: skip
+        server = subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "vanilla-demo"),
+                "--model",
+                str(model_dir),
+                "--port",
+                str(port),
+                "--nbest",
+                "3",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + 180

@@ -100,9 +100,17 @@ def test_the_search_ends_as_generate_does(copy_model, copy_onnx, num_beams, earl
     src, mask, _ = copy_task_batch(torch.Generator().manual_seed(11), batch=6)
     decoding = Decoding(num_beams, 0.6, early_stopping, nbest=num_beams)
     found = OnnxEngine(copy_onnx, None, decoding, copy_model.config).search(src.numpy(), mask.numpy())
-    out = copy_model.generate(src, attention_mask=mask, num_beams=num_beams, num_return_sequences=num_beams,
-                              length_penalty=0.6, early_stopping=early_stopping, max_new_tokens=8 + 50,
-                              return_dict_in_generate=True, output_scores=True)  # fmt: skip
+    out = copy_model.generate(
+        src,
+        attention_mask=mask,
+        num_beams=num_beams,
+        num_return_sequences=num_beams,
+        length_penalty=0.6,
+        early_stopping=early_stopping,
+        max_new_tokens=8 + 50,
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
     assert until_end(found.sequences.tolist()) == until_end(out.sequences.tolist())
     assert len({len(row) for row in until_end(found.sequences.tolist())}) > 1  # ended at different lengths
     if num_beams > 1:

@@ -185,8 +185,12 @@ def test_sdpa_run_as_eager_is_logged(caplog):
 
 def sdpa_flags() -> dict[str, bool]:
     cuda = torch.backends.cuda
-    return {"cudnn": cuda.cudnn_sdp_enabled(), "flash": cuda.flash_sdp_enabled(),
-            "efficient": cuda.mem_efficient_sdp_enabled(), "math": cuda.math_sdp_enabled()}  # fmt: skip
+    return {
+        "cudnn": cuda.cudnn_sdp_enabled(),
+        "flash": cuda.flash_sdp_enabled(),
+        "efficient": cuda.mem_efficient_sdp_enabled(),
+        "math": cuda.math_sdp_enabled(),
+    }
 
 
 def test_attention_on_cuda_leaves_cudnn_out_and_the_users_choices_in():

@@ -45,8 +45,9 @@ def test_there_is_a_frozen_checkpoint():
 def test_todays_package_loads_it(frozen):
     model = AutoModelForSeq2SeqLM.from_pretrained(frozen).eval()
     assert type(model) is modeling_vanilla.VanillaTransformerForSeq2Seq
-    assert_same_outputs(outputs(model, AutoTokenizer.from_pretrained(frozen), SOURCES),
-                        load_file(frozen / "expected.safetensors"))  # fmt: skip
+    assert_same_outputs(
+        outputs(model, AutoTokenizer.from_pretrained(frozen), SOURCES), load_file(frozen / "expected.safetensors")
+    )
 
 
 def test_its_own_code_loads_it_without_the_package(frozen, tmp_path):
@@ -62,10 +63,11 @@ def test_its_own_code_loads_it_without_the_package(frozen, tmp_path):
         tokenizer = AutoTokenizer.from_pretrained({str(frozen)!r})
         got = outputs(model, tokenizer, SOURCES)
         save_file({{name: tensor.contiguous() for name, tensor in got.items()}}, {str(tmp_path / "got.safetensors")!r})
-    """)  # fmt: skip
+    """)
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, (
         f"made at {made['commit'][:7]} on transformers {made['transformers']}: " + (done.stderr[-3000:])
     )

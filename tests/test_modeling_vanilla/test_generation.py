@@ -38,8 +38,9 @@ def test_generate_with_a_cache_equals_generate_without(decoding, cache, impl):
     model_overrides, cache_kwargs = CACHES[cache]
     model = sharpened_model(attn_implementation=impl, **model_overrides)
     ids, mask = padded_batch()
-    kwargs = dict(max_new_tokens=10, min_new_tokens=10, output_scores=True, return_dict_in_generate=True,
-                  **DECODINGS[decoding])  # fmt: skip
+    kwargs = dict(
+        max_new_tokens=10, min_new_tokens=10, output_scores=True, return_dict_in_generate=True, **DECODINGS[decoding]
+    )
     torch.manual_seed(0)
     cached = model.generate(ids, attention_mask=mask, use_cache=True, **cache_kwargs, **kwargs)
     torch.manual_seed(0)
@@ -115,9 +116,12 @@ def test_decoding_in_chunks_equals_a_full_forward(impl):
         full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec).logits
         first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=dec[:, :3], use_cache=True)
         second = model(
-            encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask, decoder_input_ids=dec[:, 3:],
-            cache=getattr(first, CACHE_NAME), use_cache=True,
-        )  # fmt: skip
+            encoder_outputs=(first.encoder_last_hidden_state,),
+            attention_mask=mask,
+            decoder_input_ids=dec[:, 3:],
+            cache=getattr(first, CACHE_NAME),
+            use_cache=True,
+        )
     torch.testing.assert_close(torch.cat([first.logits, second.logits], dim=1), full, atol=1e-5, rtol=1e-5)
 
 
@@ -257,11 +261,19 @@ def test_compute_transition_scores_rebuilds_the_sequence_scores(copy_model, num_
     """transformers' documented recipe: the per-token scores summed (and, for beams, divided by length^alpha) are
     the search's own scores; greedy's are the log-probabilities of the tokens it chose."""
     src, mask, _ = copy_task_batch(torch.Generator().manual_seed(7), batch=4)
-    out = copy_model.generate(src, attention_mask=mask, num_beams=num_beams, num_return_sequences=num_beams,
-                              length_penalty=0.6, max_new_tokens=12, return_dict_in_generate=True,
-                              output_scores=True)  # fmt: skip
-    steps = copy_model.compute_transition_scores(out.sequences, out.scores, out.get("beam_indices"),
-                                                 normalize_logits=num_beams == 1)  # fmt: skip
+    out = copy_model.generate(
+        src,
+        attention_mask=mask,
+        num_beams=num_beams,
+        num_return_sequences=num_beams,
+        length_penalty=0.6,
+        max_new_tokens=12,
+        return_dict_in_generate=True,
+        output_scores=True,
+    )
+    steps = copy_model.compute_transition_scores(
+        out.sequences, out.scores, out.get("beam_indices"), normalize_logits=num_beams == 1
+    )
     assert steps.shape == (4 * num_beams, out.sequences.shape[1] - 1)
     if num_beams == 1:
         log_probs = torch.stack(out.scores, dim=1).log_softmax(-1)  # (B, T - 1, V)
@@ -280,8 +292,9 @@ def test_assisted_decoding_with_a_smaller_model_gives_the_same_tokens(copy_model
     for row in range(3):
         ids, row_mask = src[row : row + 1], mask[row : row + 1]
         alone = copy_model.generate(ids, attention_mask=row_mask, num_beams=1, max_new_tokens=10)
-        assisted = copy_model.generate(ids, attention_mask=row_mask, num_beams=1, max_new_tokens=10,
-                                       assistant_model=draft)  # fmt: skip
+        assisted = copy_model.generate(
+            ids, attention_mask=row_mask, num_beams=1, max_new_tokens=10, assistant_model=draft
+        )
         assert torch.equal(assisted, alone)
 
 

@@ -154,8 +154,13 @@ def test_the_cache_under_either_name_gives_the_same_outputs():
         first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids[:, :3], use_cache=True)
     outputs = {}
     for name in ("cache", "past_key_values"):
-        step = dict(encoder_outputs=(first.encoder_last_hidden_state,), attention_mask=mask, use_cache=True,
-                    decoder_input_ids=ids[:, 3:4], **{name: copy.deepcopy(getattr(first, CACHE_NAME))})  # fmt: skip
+        step = dict(
+            encoder_outputs=(first.encoder_last_hidden_state,),
+            attention_mask=mask,
+            use_cache=True,
+            decoder_input_ids=ids[:, 3:4],
+            **{name: copy.deepcopy(getattr(first, CACHE_NAME))},
+        )
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             outputs[name] = model(**step)

@@ -76,8 +76,14 @@ def test_nor_with_decoder_inputs_and_their_mask(on_an_accelerator):
     counter = ReadBackCounter()
     model.forward = counted(counter, model.forward)
     with counter:
-        model.generate(ids, attention_mask=mask, decoder_input_ids=start, decoder_attention_mask=torch.ones_like(start),
-                       max_new_tokens=4, num_beams=2)  # fmt: skip
+        model.generate(
+            ids,
+            attention_mask=mask,
+            decoder_input_ids=start,
+            decoder_attention_mask=torch.ones_like(start),
+            max_new_tokens=4,
+            num_beams=2,
+        )
     assert counter.read_backs == 0
 
 

@@ -51,8 +51,16 @@ def test_adapter_trains_saves_reloads_and_merges(kind, base_dir, tmp_path):
     in_cross_attention = [n for n in adapter if ".cross_attn.in_proj." in n]
     assert in_cross_attention, "the adapter must reach encoder-decoder attention's projections too"
 
-    args = Seq2SeqTrainingArguments(tmp_path / "run", max_steps=8, per_device_train_batch_size=16, learning_rate=0.03,
-                                    report_to=[], save_strategy="no", use_cpu=True, seed=0)  # fmt: skip
+    args = Seq2SeqTrainingArguments(
+        tmp_path / "run",
+        max_steps=8,
+        per_device_train_batch_size=16,
+        learning_rate=0.03,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        seed=0,
+    )
     Seq2SeqTrainer(model=model, args=args, train_dataset=CopyPairs()).train()
     model.eval()
     for name, before in frozen.items():  # only the adapter moved

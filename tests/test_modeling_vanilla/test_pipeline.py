@@ -52,8 +52,10 @@ def test_translation_pipeline_as_transformers_4_had_it(model_dir, tokenizer):
     # inferred from the checkpoint's one custom task; token ids on request
     inferred = pipeline(model=str(model_dir), trust_remote_code=True)
     ids = inferred(SENTENCES[1], return_tensors=True, num_beams=1, max_new_tokens=5)[0]["translation_token_ids"]
-    assert ids.tolist() == model.generate(**tokenizer(SENTENCES[1:2], return_tensors="pt"), num_beams=1,
-                                          max_new_tokens=5)[0].tolist()  # fmt: skip
+    assert (
+        ids.tolist()
+        == model.generate(**tokenizer(SENTENCES[1:2], return_tensors="pt"), num_beams=1, max_new_tokens=5)[0].tolist()
+    )
 
 
 def test_the_pipeline_needs_trust_remote_code(model_dir):

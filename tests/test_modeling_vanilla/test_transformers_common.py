@@ -43,8 +43,18 @@ NOT_RUN = {
 class VanillaTransformerModelTester:
     """Tiny config and inputs, as ``MarianModelTester`` builds them (pad 1, eos 2, decoder start 3)."""
 
-    def __init__(self, parent, batch_size=13, seq_length=7, vocab_size=99, hidden_size=16, num_layers=2,
-                 num_heads=4, ffn_dim=4, dropout=0.1):  # fmt: skip
+    def __init__(
+        self,
+        parent,
+        batch_size=13,
+        seq_length=7,
+        vocab_size=99,
+        hidden_size=16,
+        num_layers=2,
+        num_heads=4,
+        ffn_dim=4,
+        dropout=0.1,
+    ):
         self.parent = parent
         self.batch_size, self.seq_length, self.vocab_size = batch_size, seq_length, vocab_size
         self.hidden_size, self.num_hidden_layers, self.num_attention_heads = hidden_size, num_layers, num_heads
@@ -94,8 +104,10 @@ class VanillaTransformerModelTest(ModelTesterMixin, unittest.TestCase):
     def setUpClass(cls):
         # The mixin picks each class's inputs and checks by its entry in transformers' name tables (modeling_auto),
         # where an in-tree model is listed; ours is entered for the duration of the tests, as Marian is there.
-        cls.name_tables = [(MODEL_MAPPING_NAMES, "VanillaTransformerModel"),
-                           (MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES, "VanillaTransformerForSeq2Seq")]  # fmt: skip
+        cls.name_tables = [
+            (MODEL_MAPPING_NAMES, "VanillaTransformerModel"),
+            (MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES, "VanillaTransformerForSeq2Seq"),
+        ]
         for table, name in cls.name_tables:
             table[VanillaTransformerConfig.model_type] = name
 

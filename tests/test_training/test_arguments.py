@@ -38,8 +38,15 @@ def test_big_is_wmt14_with_the_big_models_differences():
     big, wmt14 = load_preset("big"), load_preset("wmt14")
     assert "base" not in big
     assert {k: v for k, v in big.items() if wmt14.get(k) != v} == {
-        "d_model": 1024, "num_attention_heads": 16, "ffn_dim": 4096, "dropout": 0.3, "max_steps": 300000,
-        "average_last": 20, "save_total_limit": 20, "output_dir": "runs/big"}  # fmt: skip
+        "d_model": 1024,
+        "num_attention_heads": 16,
+        "ffn_dim": 4096,
+        "dropout": 0.3,
+        "max_steps": 300000,
+        "average_last": 20,
+        "save_total_limit": 20,
+        "output_dir": "runs/big",
+    }
     assert yaml.safe_load((CONFIG_DIR / "big.yaml").read_text())["base"] == "wmt14"
 
 
@@ -73,8 +80,11 @@ def test_bf16_on_a_cpu_that_would_emulate_it_is_refused_in_one_line(monkeypatch)
     refused before anything is read; the default picks fp32, and the log says which precision and why."""
     monkeypatch.setattr(arguments, "cpu_bf16", lambda: False)
     monkeypatch.setattr(arguments, "bf16_supported", lambda: False)
-    with pytest.raises(UsageError, match=r"^--bf16 true: this CPU has neither AVX512-BF16 nor AMX and would emulate "
-                       r"bf16 at about 1 GFLOP/s; train in fp32 \(--bf16 false\)"):  # fmt: skip
+    with pytest.raises(
+        UsageError,
+        match=r"^--bf16 true: this CPU has neither AVX512-BF16 nor AMX and would emulate "
+        r"bf16 at about 1 GFLOP/s; train in fp32 \(--bf16 false\)",
+    ):
         parse_args(["--output_dir", "x", "--use_cpu", "true", "--bf16", "true"])
     _, _, training_args = parse_args(["--output_dir", "x", "--use_cpu", "true"])
     assert not training_args.bf16
@@ -103,8 +113,9 @@ def test_on_a_gpu_a_step_makes_the_host_wait_for_nothing_unless_asked(monkeypatc
     _, _, training_args = parse_args(on_gpu)
     assert training_args.accelerator_config.non_blocking
     assert not training_args.logging_nan_inf_filter
-    _, _, training_args = parse_args([*on_gpu, "--logging_nan_inf_filter", "true", "--accelerator_config",
-                                      '{"non_blocking": false}'])  # fmt: skip
+    _, _, training_args = parse_args(
+        [*on_gpu, "--logging_nan_inf_filter", "true", "--accelerator_config", '{"non_blocking": false}']
+    )
     assert not training_args.accelerator_config.non_blocking and training_args.logging_nan_inf_filter
 
 

@@ -33,8 +33,10 @@ def test_a_wmt_like_epoch_has_few_shapes_bucketed():
     today = TokenBatchSampler(lengths["source"], lengths["target"], WMT14_BUDGET, seed=1)
     on_cuda = BatchShapes.for_device("cuda", 128)
     bucketed = TokenBatchSampler(lengths["source"], lengths["target"], WMT14_BUDGET, seed=1, shapes=on_cuda)
-    counts = {name: (len(s), len(set(s.batch_shapes())), round(s.padding(), 4))
-              for name, s in (("today", today), ("bucketed", bucketed))}  # fmt: skip
+    counts = {
+        name: (len(s), len(set(s.batch_shapes())), round(s.padding(), 4))
+        for name, s in (("today", today), ("bucketed", bucketed))
+    }
     print("batches, distinct shapes, padding:", counts)
     assert counts == {"today": (605, 604, 0.1166), "bucketed": (673, 61, 0.169)}
     shapes = bucketed.batch_shapes()
@@ -72,8 +74,11 @@ def test_padding_changes_neither_the_loss_per_real_token_nor_the_gradients():
     batch["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(labels=labels)
     padded = PaddedBatches(dict, BatchShapes(8, 8, 2, longest=16), PAD)(batch)
     assert {key: tuple(value.shape) for key, value in padded.items()} == {
-        "input_ids": (3, 8), "attention_mask": (3, 8), "labels": (3, 8), "decoder_input_ids": (3, 8)
-    }  # fmt: skip
+        "input_ids": (3, 8),
+        "attention_mask": (3, 8),
+        "labels": (3, 8),
+        "decoder_input_ids": (3, 8),
+    }
     assert (padded["labels"][:, 6:] == -100).all() and (padded["attention_mask"][:, 7:] == 0).all()
     results = []
     for inputs in (batch, padded):
@@ -92,16 +97,31 @@ def test_generate_translates_a_padded_batch_as_it_came(num_beams):
     ids, mask = padded_batch(batch=3, length=7)
     padded = BatchShapes(required_seq_len_multiple=8).pad_batch({"input_ids": ids, "attention_mask": mask}, PAD)
     assert padded["input_ids"].shape == (3, 8)
-    outputs = [model.generate(**inputs, num_beams=num_beams, max_new_tokens=9) for inputs in ({"input_ids": ids,
-               "attention_mask": mask}, padded)]  # fmt: skip
+    outputs = [
+        model.generate(**inputs, num_beams=num_beams, max_new_tokens=9)
+        for inputs in ({"input_ids": ids, "attention_mask": mask}, padded)
+    ]
     assert torch.equal(outputs[0], outputs[1])
 
 
 def test_the_flags_reach_the_sampler_from_the_command_line(tmp_path, caplog):
     corpus = write_corpus(tmp_path / "data")
-    argv = train_argv(corpus, tmp_path / "out", "--max_steps", "1", "--required_batch_size_multiple", "2",
-                      "--required_seq_len_multiple", "4", "--num_batch_buckets", "3", "--max_source_length", "32",
-                      "--max_target_length", "32")  # fmt: skip
+    argv = train_argv(
+        corpus,
+        tmp_path / "out",
+        "--max_steps",
+        "1",
+        "--required_batch_size_multiple",
+        "2",
+        "--required_seq_len_multiple",
+        "4",
+        "--num_batch_buckets",
+        "3",
+        "--max_source_length",
+        "32",
+        "--max_target_length",
+        "32",
+    )
     with caplog.at_level(logging.INFO):
         trainer, _ = build_trainer(*parse_args(argv))
     sampler = trainer._get_train_sampler()

@@ -111,11 +111,36 @@ def test_vanilla_train_compiles_the_step(tmp_path, caplog, fresh_dynamo):
     run's batches of many shapes, and the run says what it cost; evaluation with generate(), checkpoints and their
     average see the model itself (no ``_orig_mod.`` names)."""
     corpus = write_corpus(tmp_path / "data")
-    argv = train_argv(corpus, tmp_path / "out", "--max_steps", "4", "--dropout", "0.1", "--torch_compile", "true",
-                      "--torch_compile_backend", "aot_eager", "--final_splits", "validation", "--num_beams", "1",
-                      "--translate_examples", "0", "--eval_strategy", "steps", "--eval_steps", "2",
-                      "--predict_with_generate", "true", "--save_strategy", "steps", "--save_steps", "2",
-                      "--average_last", "2")  # fmt: skip
+    argv = train_argv(
+        corpus,
+        tmp_path / "out",
+        "--max_steps",
+        "4",
+        "--dropout",
+        "0.1",
+        "--torch_compile",
+        "true",
+        "--torch_compile_backend",
+        "aot_eager",
+        "--final_splits",
+        "validation",
+        "--num_beams",
+        "1",
+        "--translate_examples",
+        "0",
+        "--eval_strategy",
+        "steps",
+        "--eval_steps",
+        "2",
+        "--predict_with_generate",
+        "true",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "2",
+        "--average_last",
+        "2",
+    )
     with caplog.at_level(logging.INFO):
         results = run(argv)
     assert results["train"]["train_loss"] > 0
@@ -177,9 +202,12 @@ def test_cuda_graphs_are_refused_with_gradient_accumulation_on_a_gpu(mode, accum
     that names the fix; the others keep their mode."""
     args = training_args(mode, accumulation, device)
     if refused:
-        with pytest.raises(UsageError, match=rf"--torch_compile_mode {mode} records CUDA graphs, which break "
-                                             rf"gradient accumulation \({accumulation} batches a step.*"
-                                             "--max_tokens_per_batch at --tokens_per_step"):  # fmt: skip
+        with pytest.raises(
+            UsageError,
+            match=rf"--torch_compile_mode {mode} records CUDA graphs, which break "
+            rf"gradient accumulation \({accumulation} batches a step.*"
+            "--max_tokens_per_batch at --tokens_per_step",
+        ):
             compiled.settle_cuda_graphs(args)
     else:
         compiled.settle_cuda_graphs(args)

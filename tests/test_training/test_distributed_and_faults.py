@@ -34,8 +34,15 @@ def launch(launcher: str, processes: int = 2) -> list[str]:
     if launcher == "torchrun":
         return [str(BIN / "torchrun"), "--nproc_per_node", str(processes), "--master_port", port]
     # on a machine without GPUs, --multi_gpu starts the processes over gloo through torchrun
-    return [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_processes", str(processes),
-            "--main_process_port", port]  # fmt: skip
+    return [
+        str(BIN / "accelerate"),
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        str(processes),
+        "--main_process_port",
+        port,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +57,20 @@ def without_evaluation(corpus) -> dict:
 def ddp_argv(corpus, output: Path, tokens_per_device: int) -> list[str]:
     # SGD: Adam's first steps divide by |gradient|, which magnifies rounding differences of near-zero gradients
     # between a 1- and a 2-process sum; SGD keeps the comparison about data parallelism itself.
-    return train_argv(without_evaluation(corpus), output, "--max_steps", "5", "--save_strategy", "no", "--optim",
-                      "sgd", "--bf16", "false", "--max_tokens_per_batch", str(tokens_per_device))  # fmt: skip
+    return train_argv(
+        without_evaluation(corpus),
+        output,
+        "--max_steps",
+        "5",
+        "--save_strategy",
+        "no",
+        "--optim",
+        "sgd",
+        "--bf16",
+        "false",
+        "--max_tokens_per_batch",
+        str(tokens_per_device),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -87,16 +106,32 @@ def test_a_finished_run_leaves_no_gloo_thread_to_the_interpreters_exit(corpus, t
 def trained_model(corpus, tmp_path_factory):
     """A model trained for 6 steps in one process, with its tokenizer."""
     output = tmp_path_factory.mktemp("model")
-    result = run([sys.executable, "-m", "training.train", *train_argv(without_evaluation(corpus), output,
-                  "--max_steps", "6", "--save_strategy", "no")])  # fmt: skip
+    result = run(
+        [
+            sys.executable,
+            "-m",
+            "training.train",
+            *train_argv(without_evaluation(corpus), output, "--max_steps", "6", "--save_strategy", "no"),
+        ]
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return output
 
 
 def evaluation(command: list[str], corpus, model: Path, output: Path) -> dict:
     # 20 validation and 20 test pairs in batches of 3: the ranks' last batches are uneven and get padded
-    argv = train_argv(corpus, output, "--model_name_or_path", str(model), "--num_beams", "2",
-                      "--per_device_eval_batch_size", "3", "--translate_examples", "0")  # fmt: skip
+    argv = train_argv(
+        corpus,
+        output,
+        "--model_name_or_path",
+        str(model),
+        "--num_beams",
+        "2",
+        "--per_device_eval_batch_size",
+        "3",
+        "--translate_examples",
+        "0",
+    )
     result = run([*command, str(TESTS / "ddp_probe.py"), "evaluate", *argv])
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(next(output.glob("evaluation-of-*.json")).read_text())
@@ -108,8 +143,9 @@ def one_process_scores(corpus, trained_model, tmp_path_factory) -> dict:
 
 
 @pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
-def test_two_process_evaluation_scores_what_one_process_scores(launcher, corpus, trained_model, one_process_scores,
-                                                               tmp_path):  # fmt: skip
+def test_two_process_evaluation_scores_what_one_process_scores(
+    launcher, corpus, trained_model, one_process_scores, tmp_path
+):
     """The final evaluation on 2 processes translates every pair once, in order: the same BLEU, chrF and length
     ratio as one process, on the same model."""
     one = one_process_scores
@@ -124,8 +160,20 @@ def test_two_process_evaluation_scores_what_one_process_scores(launcher, corpus,
 @pytest.mark.parametrize("launcher", ["torchrun", "accelerate"])
 def test_two_process_training_with_evaluation_runs_to_the_end(launcher, corpus, tmp_path):
     """What a user runs: data-parallel vanilla-train with evaluations during training and the final scoring."""
-    argv = train_argv(corpus, tmp_path, "--max_steps", "4", "--eval_strategy", "steps", "--eval_steps", "2",
-                      "--per_device_eval_batch_size", "3", "--save_steps", "2")  # fmt: skip
+    argv = train_argv(
+        corpus,
+        tmp_path,
+        "--max_steps",
+        "4",
+        "--eval_strategy",
+        "steps",
+        "--eval_steps",
+        "2",
+        "--per_device_eval_batch_size",
+        "3",
+        "--save_steps",
+        "2",
+    )
     result = run([*launch(launcher), "-m", "training.train", *argv])
     assert result.returncode == 0, result.stderr[-3000:]
     results = json.loads((tmp_path / "eval_results.json").read_text())
@@ -158,8 +206,9 @@ def test_a_flag_against_the_accelerate_configs_precision_is_refused_under_accele
 def fault_argv(corpus, output: Path) -> list[str]:
     """12 steps, a checkpoint every 3 and only the newest kept (save_total_limit=1): every checkpoint write
     replaces the only complete one."""
-    return train_argv(without_evaluation(corpus), output, "--max_steps", "12", "--save_steps", "3",
-                      "--save_total_limit", "1")  # fmt: skip
+    return train_argv(
+        without_evaluation(corpus), output, "--max_steps", "12", "--save_steps", "3", "--save_total_limit", "1"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -218,8 +267,9 @@ def test_a_signal_saves_a_checkpoint_then_resume_gives_the_uninterrupted_weights
     with 128 + the signal's number saying how to go on, and resuming gives the weights of a run never stopped."""
     argv = fault_argv(corpus, tmp_path)
     if point == "evaluation":  # the same run with a validation set, evaluated every 4 steps
-        argv = train_argv(corpus, tmp_path, *argv[argv.index("--max_steps") :], "--eval_strategy", "steps",
-                          "--eval_steps", "4")  # fmt: skip
+        argv = train_argv(
+            corpus, tmp_path, *argv[argv.index("--max_steps") :], "--eval_strategy", "steps", "--eval_steps", "4"
+        )
     if point == "epoch":  # the same run with a validation set, evaluated at each epoch's end
         argv = train_argv(corpus, tmp_path, *argv[argv.index("--max_steps") :], "--eval_strategy", "epoch")
         point = "step"
@@ -271,7 +321,7 @@ def checkpointed_run(corpus, stopped_run, tmp_path):
             r"cannot resume from .*checkpoint-3: FSDP saved it sharded \(not a FULL_STATE_DICT\), .* "
             r"--overwrite_output_dir starts over$",
         ),
-    ],  # fmt: skip
+    ],
     ids=["optimizer-missing", "model-truncated", "scheduler-emptied", "sharded-by-fsdp"],
 )
 def test_resume_refuses_a_damaged_checkpoint_by_name(damage, message, checkpointed_run):
@@ -303,20 +353,73 @@ def test_the_wmt14_preset_runs_on_two_machines(corpus, tmp_path):
     scored."""
     data = hub_style_dataset(corpus, tmp_path / "wmt14-like")
     port = str(free_port())
-    argv = ["-m", "training.train", "--config", "wmt14", "--dataset", str(data), "--dataset_config", "",
-            "--output_dir", str(tmp_path / "out"), "--d_model", "32", "--encoder_layers", "1", "--decoder_layers", "1",
-            "--num_attention_heads", "2", "--ffn_dim", "64", "--vocab_size", "300", "--max_tokens_per_batch", "128",
-            "--tokens_per_step", "512", "--max_steps", "4", "--warmup_steps", "2", "--save_steps", "2",
-            "--eval_steps", "2", "--average_last", "2", "--per_device_eval_batch_size", "8", "--max_eval_samples", "8",
-            "--disable_tqdm", "true", "--translate_examples", "0"]  # fmt: skip
+    argv = [
+        "-m",
+        "training.train",
+        "--config",
+        "wmt14",
+        "--dataset",
+        str(data),
+        "--dataset_config",
+        "",
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--d_model",
+        "32",
+        "--encoder_layers",
+        "1",
+        "--decoder_layers",
+        "1",
+        "--num_attention_heads",
+        "2",
+        "--ffn_dim",
+        "64",
+        "--vocab_size",
+        "300",
+        "--max_tokens_per_batch",
+        "128",
+        "--tokens_per_step",
+        "512",
+        "--max_steps",
+        "4",
+        "--warmup_steps",
+        "2",
+        "--save_steps",
+        "2",
+        "--eval_steps",
+        "2",
+        "--average_last",
+        "2",
+        "--per_device_eval_batch_size",
+        "8",
+        "--max_eval_samples",
+        "8",
+        "--disable_tqdm",
+        "true",
+        "--translate_examples",
+        "0",
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
 
     def machine(rank: int) -> subprocess.Popen:
-        launch = [str(BIN / "accelerate"), "launch", "--multi_gpu", "--num_machines", "2", "--num_processes", "2",
-                  "--machine_rank", str(rank), "--main_process_ip", "127.0.0.1",
-                  "--main_process_port", port]  # fmt: skip
-        return subprocess.Popen([*launch, *argv], cwd=TESTS.parent, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+        launch = [
+            str(BIN / "accelerate"),
+            "launch",
+            "--multi_gpu",
+            "--num_machines",
+            "2",
+            "--num_processes",
+            "2",
+            "--machine_rank",
+            str(rank),
+            "--main_process_ip",
+            "127.0.0.1",
+            "--main_process_port",
+            port,
+        ]
+        return subprocess.Popen(
+            [*launch, *argv], cwd=TESTS.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
 
     machines = [machine(0), machine(1)]
     outputs = [m.communicate(timeout=600) for m in machines]
@@ -337,8 +440,9 @@ def test_a_second_run_on_the_same_output_dir_is_refused_and_a_dead_runs_lock_tak
 
     argv = train_argv(without_evaluation(corpus), tmp_path, "--max_steps", "100000", "--save_steps", "1000")
     env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
-    first = subprocess.Popen([str(BIN / "vanilla-train"), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             env=env, text=True)  # fmt: skip
+    first = subprocess.Popen(
+        [str(BIN / "vanilla-train"), *argv], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True
+    )
     try:
         lock = tmp_path / ".vanilla-train.lock"
         deadline = time.monotonic() + 120
@@ -365,11 +469,26 @@ def test_two_runs_filling_one_data_cache_at_once(corpus, tmp_path):
     """Two runs tokenizing the same corpus into the same (empty) cache at the same time both finish and train on
     the same data (the same weights, seeded alike); a third reads the cache they left and trains the same."""
     cache = tmp_path / "cache"
-    commands = [[str(BIN / "vanilla-train"), *train_argv(without_evaluation(corpus), tmp_path / name, "--max_steps",
-                 "3", "--save_strategy", "no", "--cache_dir", str(cache))] for name in ("a", "b", "c")]  # fmt: skip
+    commands = [
+        [
+            str(BIN / "vanilla-train"),
+            *train_argv(
+                without_evaluation(corpus),
+                tmp_path / name,
+                "--max_steps",
+                "3",
+                "--save_strategy",
+                "no",
+                "--cache_dir",
+                str(cache),
+            ),
+        ]
+        for name in ("a", "b", "c")
+    ]
     env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
-    together = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
-                for c in commands[:2]]  # fmt: skip
+    together = [
+        subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True) for c in commands[:2]
+    ]
     for process in together:
         _, stderr = process.communicate(timeout=300)
         assert process.returncode == 0, stderr[-3000:]
@@ -382,8 +501,20 @@ def test_two_runs_filling_one_data_cache_at_once(corpus, tmp_path):
 
 # ---- resuming on another number of processes ----------------------------------------------------------------------
 def sgd_argv(corpus, output: Path, tokens_per_device: int, steps: int) -> list[str]:
-    return train_argv(without_evaluation(corpus), output, "--max_steps", str(steps), "--save_steps", "3", "--optim",
-                      "sgd", "--bf16", "false", "--max_tokens_per_batch", str(tokens_per_device))  # fmt: skip
+    return train_argv(
+        without_evaluation(corpus),
+        output,
+        "--max_steps",
+        str(steps),
+        "--save_steps",
+        "3",
+        "--optim",
+        "sgd",
+        "--bf16",
+        "false",
+        "--max_tokens_per_batch",
+        str(tokens_per_device),
+    )
 
 
 def train_on(processes: int, argv: list[str]) -> subprocess.CompletedProcess:
@@ -399,8 +530,9 @@ def six_steps_on_one_process(corpus, tmp_path_factory):
 
 
 @pytest.mark.parametrize(("first", "then"), [(2, 1), (1, 2)])
-def test_resuming_on_another_number_of_processes_keeps_the_batches(first, then, corpus, six_steps_on_one_process,
-                                                                    tmp_path):  # fmt: skip
+def test_resuming_on_another_number_of_processes_keeps_the_batches(
+    first, then, corpus, six_steps_on_one_process, tmp_path
+):
     """3 steps on ``first`` processes, then 3 more resumed on ``then`` with the same batches (512 tokens a step):
     the weights of 6 uninterrupted steps. Resuming with other batches is refused, naming the flag that keeps them."""
     started = train_on(first, sgd_argv(corpus, tmp_path, 512 // first, 3))
@@ -408,8 +540,10 @@ def test_resuming_on_another_number_of_processes_keeps_the_batches(first, then, 
     halved = 256 // then  # batches of 256 tokens instead of 512
     refused = train_on(then, [*sgd_argv(corpus, tmp_path, halved, 6), "--resume_from_checkpoint", "auto"])
     assert refused.returncode != 0
-    assert (f"{tmp_path / 'checkpoint-3'} was trained in batches of {first} processes x {512 // first} tokens x 1 "
-            f"accumulated; this run would take {then} x {halved} x 1") in refused.stderr  # fmt: skip
+    assert (
+        f"{tmp_path / 'checkpoint-3'} was trained in batches of {first} processes x {512 // first} tokens x 1 "
+        f"accumulated; this run would take {then} x {halved} x 1"
+    ) in refused.stderr
     assert f"pass --max_tokens_per_batch {512 // then} and --gradient_accumulation_steps 1" in refused.stderr
     resumed = train_on(then, [*sgd_argv(corpus, tmp_path, 512 // then, 6), "--resume_from_checkpoint", "auto"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -162,11 +162,19 @@ def test_a_model_sharded_by_fsdp_2_saves_its_own_code_and_its_checkpoints_resume
 
     script = tmp_path / "save_and_resume.py"
     script.write_text(SAVE_AND_RESUME)
-    done = subprocess.run([sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port())],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    names = ["lm_head.weight", "model.decoder.embed_tokens.weight", "model.encoder.embed_tokens.weight",
-             "model.shared.weight"]  # fmt: skip
+    names = [
+        "lm_head.weight",
+        "model.decoder.embed_tokens.weight",
+        "model.encoder.embed_tokens.weight",
+        "model.shared.weight",
+    ]
     assert f"unhooked saves {names}" in done.stdout and "hooked saves ['model.shared.weight']" in done.stdout
     assert done.stdout.count("unhooked failed: ") == 2 and "mixed torch.Tensor and DTensor" in done.stdout
     for index in (0, 1):
@@ -178,8 +186,10 @@ def test_a_model_sharded_by_fsdp_2_saves_its_own_code_and_its_checkpoints_resume
     assert config["auto_map"] == json.loads((plain / "config.json").read_text())["auto_map"]
     assert config["architectures"] == ["VanillaTransformerForSeq2Seq"]
     # (what the plain save's code files load from the Hub is test_hf_contract's)
-    assert type(AutoModelForSeq2SeqLM.from_pretrained(sharded, trust_remote_code=True)).__name__ == config[
-        "architectures"][0]  # fmt: skip
+    assert (
+        type(AutoModelForSeq2SeqLM.from_pretrained(sharded, trust_remote_code=True)).__name__
+        == config["architectures"][0]
+    )
 
 
 def test_checkpoints_are_averaged_into_a_model_sharded_by_fsdp(tmp_path):
@@ -192,8 +202,12 @@ def test_checkpoints_are_averaged_into_a_model_sharded_by_fsdp(tmp_path):
     flat parameters took none of the checkpoints' names, and compiled the wrapper's ``_orig_mod.`` names none."""
     script = tmp_path / "average_into_shards.py"  # a file: spawn's children import __main__ from it
     script.write_text(AVERAGE_INTO_SHARDS)
-    done = subprocess.run([sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port())],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "averaged into the shards of 2 ranks: FSDP 1 and 2, each eager and compiled" in done.stdout
 

@@ -30,14 +30,22 @@ pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-SETTINGS = {"d_model": 32, "lr_schedule": "paper", "lr_scale": 2.0, "tokens_per_batch": 256,
-            "gradient_accumulation_steps": 1, "max_steps": 12, "num_train_epochs": 3.0,
-            "max_train_minutes": 0.0}  # fmt: skip
+SETTINGS = {
+    "d_model": 32,
+    "lr_schedule": "paper",
+    "lr_scale": 2.0,
+    "tokens_per_batch": 256,
+    "gradient_accumulation_steps": 1,
+    "max_steps": 12,
+    "num_train_epochs": 3.0,
+    "max_train_minutes": 0.0,
+}
 
 
 # ---- the decision, on checkpoints made by hand --------------------------------------------------------------------
-def checkpoint(run: Path, step: int, settings: dict | None = SETTINGS, on_signal: bool = False,
-               weights_alone: bool = False) -> Path:  # fmt: skip
+def checkpoint(
+    run: Path, step: int, settings: dict | None = SETTINGS, on_signal: bool = False, weights_alone: bool = False
+) -> Path:
     folder = run / f"checkpoint-{step}"
     folder.mkdir(parents=True)
     for name in ("model.safetensors",) if weights_alone else ("model.safetensors", "optimizer.pt", "scheduler.pt"):
@@ -67,8 +75,10 @@ def test_the_newest_complete_checkpoint_of_the_same_run_is_resumed(tmp_path):
     for resume in (None, "auto"):
         start = plan(tmp_path, resume)
         assert start.checkpoint == newest and start.detected and not start.finished
-        assert start.message == (f"resuming from {newest}: the newest complete checkpoint in {tmp_path}, of a run "
-                                 "with the same settings (--overwrite_output_dir starts over)")  # fmt: skip
+        assert start.message == (
+            f"resuming from {newest}: the newest complete checkpoint in {tmp_path}, of a run "
+            "with the same settings (--overwrite_output_dir starts over)"
+        )
     assert plan(tmp_path, max_steps=24, max_train_minutes=30.0).checkpoint == newest  # a longer run continues it
     assert checkpoint_settings(newest) == SETTINGS
 
@@ -123,10 +133,15 @@ def test_a_checkpoint_of_the_weights_alone_is_refused_not_resumed_with_a_fresh_o
     """--save_only_model's checkpoints hold no optimizer state: transformers would resume one silently, from a fresh
     Adam and the first step of warmup, so it is refused by name (detected or asked for), and deletes nothing."""
     folder = checkpoint(tmp_path, 6, weights_alone=True)
-    refused_alike(tmp_path, (None, "auto", str(folder)), (
-        f"cannot resume from {folder}: it holds the model's weights alone (--save_only_model), not the optimizer's "
-        "state and the schedule's step, so training would go on from a fresh optimizer and warmup; "
-        "--overwrite_output_dir starts over"))  # fmt: skip
+    refused_alike(
+        tmp_path,
+        (None, "auto", str(folder)),
+        (
+            f"cannot resume from {folder}: it holds the model's weights alone (--save_only_model), not the optimizer's "
+            "state and the schedule's step, so training would go on from a fresh optimizer and warmup; "
+            "--overwrite_output_dir starts over"
+        ),
+    )
     assert (folder / "model.safetensors").is_file()
     assert plan(tmp_path, overwrite=True).checkpoint is None and not folder.exists()
 
@@ -136,8 +151,10 @@ def test_a_finished_run_is_nothing_to_do_and_continues_only_where_it_can(tmp_pat
     FinishedRun(step=12, settings=SETTINGS).write(tmp_path)
     start = plan(tmp_path)
     assert start.finished and start.checkpoint is None
-    assert start.message == (f"{tmp_path} holds the finished run of these settings (step 12): nothing to do. "
-                             "--overwrite_output_dir trains it again")  # fmt: skip
+    assert start.message == (
+        f"{tmp_path} holds the finished run of these settings (step 12): nothing to do. "
+        "--overwrite_output_dir trains it again"
+    )
     assert plan(tmp_path, "auto").finished
     with pytest.raises(UsageError, match=r"holds a finished run of other settings \(lr_scale 2.0 -> 1.0\); pass "):
         plan(tmp_path, lr_scale=1.0)
@@ -160,10 +177,15 @@ def test_a_model_that_is_no_run_is_not_written_over(files, tmp_path):
     """A CTranslate2 export, or a model saved by other code: no launch but --overwrite_output_dir trains there."""
     for name in files:
         (tmp_path / name).write_text("{}")
-    refused_alike(tmp_path, (None, "auto", "false"), (
-        f"{tmp_path} holds a saved model ({', '.join(files)}) but no checkpoint and no finished run of "
-        "vanilla-train: training would write over it; pass --overwrite_output_dir to start over there, or give "
-        "another --output_dir"))  # fmt: skip
+    refused_alike(
+        tmp_path,
+        (None, "auto", "false"),
+        (
+            f"{tmp_path} holds a saved model ({', '.join(files)}) but no checkpoint and no finished run of "
+            "vanilla-train: training would write over it; pass --overwrite_output_dir to start over there, or give "
+            "another --output_dir"
+        ),
+    )
     assert plan(tmp_path, overwrite=True).checkpoint is None
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(files)  # the user's files stay until training ends
 
@@ -180,9 +202,9 @@ def test_overwrite_deletes_the_runs_checkpoints_naming_each_and_nothing_else(tmp
         start = plan(tmp_path, overwrite=True)
     assert start.checkpoint is None and not start.finished
     assert [r.getMessage() for r in caplog.records] == [
-        f"--overwrite_output_dir: deleting {tmp_path / name}" for name in ("checkpoint-3", "checkpoint-12",
-                                                                            "checkpoint-13")
-    ]  # fmt: skip
+        f"--overwrite_output_dir: deleting {tmp_path / name}"
+        for name in ("checkpoint-3", "checkpoint-12", "checkpoint-13")
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
@@ -244,8 +266,10 @@ def uninterrupted(corpus, tmp_path_factory):
 
 
 def resumed_line(output: Path, step: int) -> str:
-    return (f"resuming from {output / f'checkpoint-{step}'}: the newest complete checkpoint in {output}, of a run "
-            "with the same settings")  # fmt: skip
+    return (
+        f"resuming from {output / f'checkpoint-{step}'}: the newest complete checkpoint in {output}, of a run "
+        "with the same settings"
+    )
 
 
 def test_sigterm_then_the_same_command_resumes_then_has_nothing_to_do(corpus, uninterrupted, tmp_path):
@@ -317,14 +341,19 @@ def test_a_run_of_save_only_model_stopped_by_sigterm_says_it_cannot_go_on_and_is
     stopped = run([sys.executable, str(TESTS / "signal_probe.py"), "SIGTERM", "step", "8", *argv])
     assert stopped.returncode == 143, stopped.stderr[-3000:]
     folder = tmp_path / "checkpoint-8"
-    assert (f"{folder} is complete; it holds the model's weights alone (--save_only_model), not the optimizer's state "
-            "and the schedule's step, so training would go on from a fresh optimizer and warmup: the same command "
-            "with --overwrite_output_dir trains the run again") in stopped.stderr  # fmt: skip
+    assert (
+        f"{folder} is complete; it holds the model's weights alone (--save_only_model), not the optimizer's state "
+        "and the schedule's step, so training would go on from a fresh optimizer and warmup: the same command "
+        "with --overwrite_output_dir trains the run again"
+    ) in stopped.stderr
     written = (folder / "model.safetensors").read_bytes()
     again = run([str(BIN / "vanilla-train"), *argv])
     assert again.returncode == 1, again.stderr[-3000:]
-    assert again.stderr.strip().splitlines()[-1].startswith(f"vanilla-train: error: cannot resume from {folder}: it "
-                                                            "holds the model's weights alone")  # fmt: skip
+    assert (
+        again.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"vanilla-train: error: cannot resume from {folder}: it holds the model's weights alone")
+    )
     assert "Traceback" not in again.stderr and (folder / "model.safetensors").read_bytes() == written
 
 

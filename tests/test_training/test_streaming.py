@@ -92,9 +92,21 @@ def run(command: list[str]) -> subprocess.CompletedProcess:
 
 
 def streaming_argv(corpus, output: Path, *extra: str) -> list[str]:
-    return train_argv({"train": corpus["train"], "validation": corpus["validation"]}, output, "--streaming", "true",
-                      "--streaming_window", "40", "--max_steps", "9", "--save_steps", "3", "--eval_strategy", "no",
-                      *extra)  # fmt: skip
+    return train_argv(
+        {"train": corpus["train"], "validation": corpus["validation"]},
+        output,
+        "--streaming",
+        "true",
+        "--streaming_window",
+        "40",
+        "--max_steps",
+        "9",
+        "--save_steps",
+        "3",
+        "--eval_strategy",
+        "no",
+        *extra,
+    )
 
 
 @pytest.mark.slow
@@ -102,8 +114,17 @@ def test_two_processes_stream_to_the_last_step(corpus, tmp_path):
     """Ranks with different numbers of pairs (61 and 60) and batches: the stream has no end, so both reach
     --max_steps and no rank waits for another at an epoch's end; each saves where its stream goes on."""
     port = ["--master_port", str(29700 + os.getpid() % 200)]
-    result = run([str(BIN / "torchrun"), "--nproc_per_node", "2", *port, "-m", "training.train",
-                  *streaming_argv(corpus, tmp_path, "--max_steps", "30")])  # fmt: skip
+    result = run(
+        [
+            str(BIN / "torchrun"),
+            "--nproc_per_node",
+            "2",
+            *port,
+            "-m",
+            "training.train",
+            *streaming_argv(corpus, tmp_path, "--max_steps", "30"),
+        ]
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "model.safetensors").is_file()
     for rank in (0, 1):

@@ -106,11 +106,25 @@ def test_each_private_hook_we_override_is_still_trainers(hook):
 
 
 def trainer(tmp_path, **overrides) -> PaperSeq2SeqTrainer:
-    arguments = Seq2SeqTrainingArguments(tmp_path, max_steps=3, learning_rate=1.0, report_to=[], save_strategy="no",
-                                         use_cpu=True, disable_tqdm=True, **overrides)  # fmt: skip
-    return PaperSeq2SeqTrainer(model=tiny_model().train(), args=arguments, training_set=pairs(), data_collator=pad,
-                               max_tokens_per_batch=24, decoding=RunDecoding(Decoding(), Decoding.paper()),
-                               lr_multiplier=NoamSchedule(4))  # fmt: skip
+    arguments = Seq2SeqTrainingArguments(
+        tmp_path,
+        max_steps=3,
+        learning_rate=1.0,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+        **overrides,
+    )
+    return PaperSeq2SeqTrainer(
+        model=tiny_model().train(),
+        args=arguments,
+        training_set=pairs(),
+        data_collator=pad,
+        max_tokens_per_batch=24,
+        decoding=RunDecoding(Decoding(), Decoding.paper()),
+        lr_multiplier=NoamSchedule(4),
+    )
 
 
 def test_training_draws_its_batches_from_the_token_sampler(tmp_path):

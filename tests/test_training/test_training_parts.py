@@ -105,8 +105,10 @@ def test_tsv_jsonl_and_gzip(tmp_path):
         f.write(b"a\nb\n")
     with gzip.open(tmp_path / "t.de.gz", "wb") as f:
         f.write(b"x\ny\n")
-    assert read(str(tmp_path / "s.en.gz"), str(tmp_path / "t.de.gz")).to_dict() == {"source": ["a", "b"],
-                                                                                    "target": ["x", "y"]}  # fmt: skip
+    assert read(str(tmp_path / "s.en.gz"), str(tmp_path / "t.de.gz")).to_dict() == {
+        "source": ["a", "b"],
+        "target": ["x", "y"],
+    }
 
 
 @pytest.mark.slow
@@ -117,8 +119,9 @@ def test_several_processes_read_runs_of_lines_in_the_files_order(tmp_path):
     source = write(tmp_path / "s.en", [f"{i:07d} ".encode() + b"x" * 91 for i in range(count)])
     target = write(tmp_path / "t.de", [f"{i:07d} ".encode() + b"y" * 91 if i % 1000 else b"" for i in range(count)])
     split = read_parallel_files([source, target], DataArguments(cache_dir=str(tmp_path / "a")))
-    single = read_parallel_files([source, target], DataArguments(cache_dir=str(tmp_path / "b"),
-                                                                 preprocessing_num_workers=1))  # fmt: skip
+    single = read_parallel_files(
+        [source, target], DataArguments(cache_dir=str(tmp_path / "b"), preprocessing_num_workers=1)
+    )
 
     def tables(dataset):
         return sum("parallel_text-train" in f["filename"] for f in dataset.cache_files)
@@ -327,8 +330,13 @@ def test_inverse_sqrt_is_fairseqs_schedule_with_its_warmup_from_an_initial_rate(
         optimizer.step()
         scheduler.step()
         rates[step] = optimizer.param_groups[0]["lr"]
-    for step, expected in ((0, 1e-7), (1, 1e-7 + (0.005 - 1e-7) / 2000), (1000, 0.00250005), (2000, 0.005),
-                           (8000, 0.0025)):  # fmt: skip
+    for step, expected in (
+        (0, 1e-7),
+        (1, 1e-7 + (0.005 - 1e-7) / 2000),
+        (1000, 0.00250005),
+        (2000, 0.005),
+        (8000, 0.0025),
+    ):
         assert rates[step] == pytest.approx(expected, rel=1e-9) == fairseq_inverse_sqrt(step)
     assert max(rates.values()) == rates[2000]
     assert scheduler.state_dict()["lr_lambdas"][0] == {"warmup_steps": 2000, "peak": 0.005, "warmup_init_lr": 1e-7}
@@ -364,13 +372,25 @@ def test_a_launch_decides_its_batch_plan_and_settings_once_before_the_trainer_se
     """--tokens_per_step decides the accumulation; the trainer's build writes it into the arguments later. The plan a
     launch carries (its checkpoints' batch plan, the settings a relaunch compares) holds the decided accumulation
     from the start, and --save_on_signal's stop."""
-    argv = ["--config", "multi30k", "--output_dir", str(tmp_path), "--max_tokens_per_batch", "1024",
-            "--tokens_per_step", "4096"]  # fmt: skip
+    argv = [
+        "--config",
+        "multi30k",
+        "--output_dir",
+        str(tmp_path),
+        "--max_tokens_per_batch",
+        "1024",
+        "--tokens_per_step",
+        "4096",
+    ]
     model_args, data_args, training_args = parse_args(argv)
     assert training_args.gradient_accumulation_steps == 1  # not yet written
     plan = RunPlan.of(model_args, data_args, training_args)
-    assert plan.batches == {"tokens_per_batch": 1024, "gradient_accumulation_steps": 4, "processes": 1,
-                            "max_tokens_per_batch": 1024}  # fmt: skip
+    assert plan.batches == {
+        "tokens_per_batch": 1024,
+        "gradient_accumulation_steps": 4,
+        "processes": 1,
+        "max_tokens_per_batch": 1024,
+    }
     assert {key: plan.settings[key] for key in BATCHES} == {"tokens_per_batch": 1024, "gradient_accumulation_steps": 4}
     assert isinstance(plan.stop, stopping.SaveOnSignal)
     assert RunPlan.of(*parse_args([*argv, "--save_on_signal", "false"])).stop is None
@@ -442,9 +462,16 @@ BEFORE_519 = {"train_loss": 0.5, "train_steps_per_second": 10.0, "train_samples_
 SINCE_519 = {"train_loss": 1.25, "train_steps_per_second": 2.0, "train_samples_per_second": 64.0}
 
 
-@pytest.mark.parametrize("release, reported", [("5.17.0", BEFORE_519), ("5.18.0", BEFORE_519),
-                                               ("5.19.0.dev0", SINCE_519), ("5.19.0", SINCE_519),
-                                               ("5.24.0", SINCE_519)])  # fmt: skip
+@pytest.mark.parametrize(
+    "release, reported",
+    [
+        ("5.17.0", BEFORE_519),
+        ("5.18.0", BEFORE_519),
+        ("5.19.0.dev0", SINCE_519),
+        ("5.19.0", SINCE_519),
+        ("5.24.0", SINCE_519),
+    ],
+)
 def test_a_launch_reports_its_own_steps_on_every_release(release, reported):
     result = launch_metrics(TrainOutput(10, reported["train_loss"], {**reported, "epoch": 2.0}), 6, 20, release)
     assert (result.training_loss, result.metrics) == (1.25, {**SINCE_519, "epoch": 2.0})

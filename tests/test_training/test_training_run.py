@@ -43,8 +43,15 @@ def test_presets_and_overrides():
 
 def test_run_writes_a_loadable_model_with_results(trained_run):
     output = trained_run["output"]
-    for name in ("model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "eval_results.json",
-                 "modeling_vanilla.py", "configuration_vanilla.py"):  # fmt: skip
+    for name in (
+        "model.safetensors",
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "eval_results.json",
+        "modeling_vanilla.py",
+        "configuration_vanilla.py",
+    ):
         assert (output / name).is_file(), name
     results = json.loads((output / "eval_results.json").read_text())
     assert results["train"]["train_loss"] > 0 and results["train"]["epoch"] > 0
@@ -90,8 +97,12 @@ def test_learning_curve_summary_and_averaging(trained_run):
     assert set(run["machine"]["cpu_features"]) <= {"avx2", "avx512f", "avx512_bf16", "amx_bf16"}
     assert run["device"] == {"type": "cpu", "name": run["machine"]["processor"]} and run["seed"] == 7
     assert run["precision"] == ("bf16 autocast" if arguments["bf16"] else "fp32")
-    assert run["budget"] == {"max_steps": 6, "num_train_epochs": None, "max_train_minutes": None,
-                             "tokens_per_step": arguments["max_tokens_per_batch"]}  # fmt: skip
+    assert run["budget"] == {
+        "max_steps": 6,
+        "num_train_epochs": None,
+        "max_train_minutes": None,
+        "tokens_per_step": arguments["max_tokens_per_batch"],
+    }
     assert set(summary["machine_speed"]) == {"fp32_gflops_before", "fp32_gflops_after"}  # fp32 GFLOP/s
     assert min(summary["machine_speed"].values()) > 0
     assert summary["validation"]["chrf"] == results["validation"]["validation_chrf"]
@@ -149,8 +160,20 @@ def test_a_corpus_without_validation_trains_with_the_presets_evaluation_off(tmp_
 
     corpus = write_corpus(tmp_path / "data")
     del corpus["validation"]
-    argv = ["--config", "demo", *train_argv(corpus, tmp_path / "out", "--max_steps", "2", "--translate_examples", "0",
-                                            "--summary_dir", str(tmp_path / "summary"))]  # fmt: skip
+    argv = [
+        "--config",
+        "demo",
+        *train_argv(
+            corpus,
+            tmp_path / "out",
+            "--max_steps",
+            "2",
+            "--translate_examples",
+            "0",
+            "--summary_dir",
+            str(tmp_path / "summary"),
+        ),
+    ]
     with caplog.at_level(logging.WARNING, logger="vanilla_train"):
         results = run(argv)
     assert "no validation set (--validation_files): --eval_strategy epoch is off" in caplog.text
@@ -239,10 +262,22 @@ def test_translate_function_and_cli(trained_run, tmp_path):
     references = tmp_path / "ref.de"
     references.write_text("Ein Hund rennt.\nZwei Männer stehen draußen.\n", encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "inference.translate", "--model", str(output), str(source), "--references",
-         str(references), "--num_beams", "2"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "inference.translate",
+            "--model",
+            str(output),
+            str(source),
+            "--references",
+            str(references),
+            "--num_beams",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert len(result.stdout.splitlines()) == 2
     assert "BLEU = " in result.stderr and "nrefs:1|case:mixed" in result.stderr
@@ -298,9 +333,23 @@ def test_bertviz_views_of_every_attention(trained_run, tmp_path, view):
     pytest.importorskip("bertviz")
     script = Path(sys.executable).parent / "vanilla-attention"
     html = tmp_path / f"{view}.html"
-    done = subprocess.run([str(script), "--model", str(trained_run["output"]), "A dog runs in the park.",
-                           "--num_beams", "2", "--html", str(html), "--view", view],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [
+            str(script),
+            "--model",
+            str(trained_run["output"]),
+            "A dog runs in the park.",
+            "--num_beams",
+            "2",
+            "--html",
+            str(html),
+            "--view",
+            view,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     page = html.read_text(encoding="utf-8")
     params = json.JSONDecoder().raw_decode(page, page.index('{"attention": '))[0]  # the data bertviz draws

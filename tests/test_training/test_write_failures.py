@@ -77,8 +77,9 @@ def corpus(tmp_path_factory):
 
 
 def checkpoint_argv(corpus, output: Path, *extra: str) -> list[str]:
-    return train_argv({"train": corpus["train"]}, output, "--max_steps", "9", "--save_steps", "3",
-                      "--save_total_limit", "1", *extra)  # fmt: skip
+    return train_argv(
+        {"train": corpus["train"]}, output, "--max_steps", "9", "--save_steps", "3", "--save_total_limit", "1", *extra
+    )
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +107,9 @@ def cause(code: int) -> str:
 
 
 def resumes_from(output: Path, step: int) -> str:
-    return re.escape(f", then rerun the same command (it resumes from {output / f'checkpoint-{step}'}, complete and "
-                     "intact)")  # fmt: skip
+    return re.escape(
+        f", then rerun the same command (it resumes from {output / f'checkpoint-{step}'}, complete and intact)"
+    )
 
 
 @pytest.mark.skipif(not MOUNTS, reason="cannot mount a small tmpfs here (needs root)")
@@ -131,8 +133,16 @@ def test_a_full_disk_during_a_checkpoint_keeps_the_previous_one(corpus, uninterr
 @pytest.mark.skipif(not MOUNTS, reason="cannot mount a small tmpfs here (needs root)")
 def test_a_full_disk_under_the_data_cache_is_named_and_a_rerun_fills_it(corpus, small_disk, tmp_path):
     disk = small_disk(64 * 1024)  # 64 KiB: not even the corpus' Arrow table
-    argv = train_argv({"train": corpus["train"]}, tmp_path / "out", "--max_steps", "2", "--save_strategy", "no",
-                      "--cache_dir", str(disk / "cache"))  # fmt: skip
+    argv = train_argv(
+        {"train": corpus["train"]},
+        tmp_path / "out",
+        "--max_steps",
+        "2",
+        "--save_strategy",
+        "no",
+        "--cache_dir",
+        str(disk / "cache"),
+    )
     full = run([str(BIN / "vanilla-train"), *argv])
     prefix = re.escape(f"cannot write datasets' cache under {disk / 'cache'}: ")
     failed_write(

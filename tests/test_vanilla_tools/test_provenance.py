@@ -9,8 +9,9 @@ from vanilla_tools.provenance import GENERATED, LIBRARY, generated, git_commit, 
 
 
 def git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True, capture_output=True
+    )
 
 
 def write(root: Path, path: str, text: str = "x = 1\n") -> None:
@@ -20,8 +21,13 @@ def write(root: Path, path: str, text: str = "x = 1\n") -> None:
 
 def repository(root: Path) -> Path:
     """A checkout with a library package, a repository tool, a generated page and a record, committed."""
-    for path in ("training/__init__.py", "experiments/__init__.py", "docs/table3.md", "results/a/summary.json",
-                 "README.md"):  # fmt: skip
+    for path in (
+        "training/__init__.py",
+        "experiments/__init__.py",
+        "docs/table3.md",
+        "results/a/summary.json",
+        "README.md",
+    ):
         write(root, path)
     git(root, "init", "-q")
     git(root, "add", ".")

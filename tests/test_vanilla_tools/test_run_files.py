@@ -12,8 +12,16 @@ from vanilla_tools.run_files import RECIPE_FILE, RESULTS_FILE, EvalResults, Trai
 
 
 def test_recipe_and_results_round_trip(tmp_path):
-    recipe = TrainingRecipe(source_lang="de", target_lang="en", max_source_length=64, dataset="files",
-                            num_beams=2, length_penalty=1.5, parameters=1234, recipe={"dropout": 0.1})  # fmt: skip
+    recipe = TrainingRecipe(
+        source_lang="de",
+        target_lang="en",
+        max_source_length=64,
+        dataset="files",
+        num_beams=2,
+        length_penalty=1.5,
+        parameters=1234,
+        recipe={"dropout": 0.1},
+    )
     results = EvalResults(train={"train_loss": 2.5}, test={"test_bleu": 12.3}, averaged_checkpoints=["checkpoint-4"])
     recipe.write(tmp_path)
     results.write(tmp_path)

@@ -32,7 +32,7 @@ class SacrebleuScores(evaluate.Metric):
             inputs_description="predictions: translations (str); references: one reference each (str)",
             features=datasets.Features(
                 {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
-            ),  # fmt: skip
+            ),
             codebase_urls=["https://github.com/mjpost/sacrebleu"],
         )
 
