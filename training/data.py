@@ -458,18 +458,25 @@ def load_parallel_data(args: DataArguments, include_train: bool = True) -> datas
 def moses_lowercase_tokenized(raw: datasets.DatasetDict, args: DataArguments) -> datasets.DatasetDict:
     """Every split of ``raw`` lowercased and Moses-tokenized (``moses.MosesLowercaseTokenizer``), cached by
     datasets under the data's fingerprint and the steps'."""
-    preprocess = MosesLowercaseTokenizer(args.source_lang, args.target_lang)
-    splits = {}
-    for split, data in raw.items():
-        splits[split] = data.map(
-            preprocess,
-            batched=True,
-            batch_size=2000,
-            num_proc=workers(args, len(data)),
-            new_fingerprint=preprocess.fingerprint(data),
-            desc=f"lowercase and tokenize {split}",
-        )
-    return datasets.DatasetDict(splits)
+    return map_splits(raw, MosesLowercaseTokenizer(args.source_lang, args.target_lang), args, "lowercase and tokenize")
+
+
+def map_splits(raw: datasets.DatasetDict, function, args: DataArguments, what: str) -> datasets.DatasetDict:
+    """Every split of ``raw`` through ``function`` with ``datasets.map`` (batched, in ``workers`` processes, cached
+    under ``function.fingerprint(split)``: the data's fingerprint and the function's state)."""
+    return datasets.DatasetDict(
+        {
+            split: data.map(
+                function,
+                batched=True,
+                batch_size=2000,
+                num_proc=workers(args, len(data)),
+                new_fingerprint=function.fingerprint(data),
+                desc=f"{what} {split}",
+            )
+            for split, data in raw.items()
+        }
+    )
 
 
 def workers(args: DataArguments, rows: int) -> int | None:
@@ -518,20 +525,13 @@ def tokenize_splits(
     """Tokenize every split with ``datasets.map`` (batched, in ``workers`` processes, cached by datasets'
     fingerprint of the data and of the tokenizer). Sentences longer than the limits are truncated (keeping the final
     </s>) and counted."""
-    encode = PairTokenizer(tokenizer, args.max_source_length, args.max_target_length)
-    tokenized = {}
-    for split, data in raw.items():
-        tokenized[split] = data.map(
-            encode,
-            batched=True,
-            batch_size=2000,
-            num_proc=workers(args, len(data)),
-            new_fingerprint=encode.fingerprint(data),
-            desc=f"tokenize {split}",
-        )
-        truncated = pc.sum(tokenized[split].data.column("truncated")).as_py() or 0
+    tokenized = map_splits(
+        raw, PairTokenizer(tokenizer, args.max_source_length, args.max_target_length), args, "tokenize"
+    )
+    for split, data in tokenized.items():
+        truncated = pc.sum(data.data.column("truncated")).as_py() or 0
         logger.info("%s: %d pairs tokenized, %d truncated to the length limits", split, len(data), truncated)
-    return datasets.DatasetDict(tokenized)
+    return tokenized
 
 
 def lengths(dataset: datasets.Dataset) -> tuple[np.ndarray, np.ndarray]:
