@@ -57,8 +57,9 @@ def captures_cuda_graphs(mode: str | None) -> bool:
     return bool(torch._inductor.list_mode_options(mode or "default").get("triton.cudagraphs"))
 
 
-def settle_cuda_graphs(args: Seq2SeqTrainingArguments) -> None:
-    """Decides whether the compiled step records CUDA graphs, once the accumulation is known (``step_size``).
+def settle_cuda_graphs(args: Seq2SeqTrainingArguments, accumulation: int) -> str | None:
+    """The ``--torch_compile_mode`` the compiled step runs with ``accumulation`` batches a step (``step_size``),
+    deciding whether it records CUDA graphs; ``arguments.resolve`` writes it into the arguments.
 
     - One micro-batch a step in one process on a GPU, no ``--torch_compile_mode`` given: ``reduce-overhead``
       (logged). The forward and the backward graph replay as CUDA graphs (inductor's CUDA graph trees), one
@@ -77,29 +78,36 @@ def settle_cuda_graphs(args: Seq2SeqTrainingArguments) -> None:
     A given mode stays: ``--torch_compile_mode default`` (or ``max-autotune-no-cudagraphs``) compiles without CUDA
     graphs."""
     if not (args.torch_compile and args.device.type == "cuda"):  # inductor records no CUDA graph elsewhere
-        return
-    if args.gradient_accumulation_steps > 1 and captures_cuda_graphs(args.torch_compile_mode):
+        return args.torch_compile_mode
+    if accumulation > 1 and captures_cuda_graphs(args.torch_compile_mode):
         raise UsageError(
             f"--torch_compile_mode {args.torch_compile_mode} records CUDA graphs, which break gradient "
-            f"accumulation ({args.gradient_accumulation_steps} batches a step; pytorch/pytorch#169545): "
+            f"accumulation ({accumulation} batches a step; pytorch/pytorch#169545): "
             "train one batch a step (--max_tokens_per_batch at --tokens_per_step) or compile without "
             "CUDA graphs (the default mode, or max-autotune-no-cudagraphs)"
         )
-    if args.gradient_accumulation_steps == 1 and args.world_size == 1 and args.torch_compile_mode is None:
-        args.torch_compile_mode = CUDA_GRAPHS_MODE
+    if accumulation == 1 and args.world_size == 1 and args.torch_compile_mode is None:
         logger.info(
             "--torch_compile on one GPU with one micro-batch a step: --torch_compile_mode %s, the forward and "
             "backward pass replayed as CUDA graphs, one per batch shape",
             CUDA_GRAPHS_MODE,
         )
+        return CUDA_GRAPHS_MODE
+    return args.torch_compile_mode
+
+
+def compiles(args: Seq2SeqTrainingArguments) -> bool:
+    """Whether the step is compiled: ``--torch_compile``, unless inductor cannot build CPU kernels here, where the run
+    trains eagerly (logged; ``arguments.resolve`` turns the flag off)."""
+    if compiles_on_cpu(args) and (reason := cannot_build_kernels()):
+        logger.warning("--torch_compile: inductor cannot build CPU kernels here (%s); training eagerly", reason)
+        return False
+    return args.torch_compile
 
 
 def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callable:
-    """The collator to train with: ``collate`` itself, or with ``--torch_compile`` one whose batches are marked
-    dynamic. Where inductor cannot build CPU kernels, ``--torch_compile`` is turned off here (logged)."""
-    if compiles_on_cpu(args) and (reason := cannot_build_kernels()):
-        logger.warning("--torch_compile: inductor cannot build CPU kernels here (%s); training eagerly", reason)
-        args.torch_compile, args.torch_compile_backend = False, None
+    """The collator to train with: ``collate`` itself, or with ``--torch_compile`` (as ``arguments.resolve`` left
+    it) one whose batches are marked dynamic."""
     if args.torch_compile:
         configure_inductor(args.device.type)
         if args.device.type == "cuda" and torch.backends.cuda.cudnn_sdp_enabled():

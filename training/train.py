@@ -34,7 +34,7 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_utils import IntervalStrategy, TrainOutput
+from transformers.trainer_utils import TrainOutput
 from transformers.utils import SAFE_WEIGHTS_NAME
 
 from hub_card import write_model_card
@@ -48,12 +48,12 @@ from vanilla_tools.hardware import fp32_gflops, precision_line
 from vanilla_tools.run_files import EvalResults
 
 from .allocator import keep_freed_memory
-from .arguments import ModelArguments, gradient_accumulation, model_fields, on_cpu, parse_args
+from .arguments import ModelArguments, gradient_accumulation, model_fields, on_cpu, parse_args, resolve
 from .average import average_newest_into, load_average
 from .batching import TokenizedPairs, TrainingSet, batch_shapes
 from .bpe_dropout import BPEDropoutPairs
 from .checkpoints import RERUN, CompleteCheckpoints
-from .compiled import CompileReport, fit_for_compile, settle_cuda_graphs
+from .compiled import CompileReport, compiles, fit_for_compile, settle_cuda_graphs
 from .curve import LearningCurveCallback
 from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
@@ -168,7 +168,7 @@ def build_trainer(
     if data_args.streaming:
         check_streaming(data_args, training_args)
     step_size(data_args, training_args)
-    settle_cuda_graphs(training_args)
+    compile_mode = settle_cuda_graphs(training_args, gradient_accumulation(data_args, training_args))
     cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
     with write_guard(cache, "datasets' cache", "rerun, or pass --cache_dir on another disk"):
         with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
@@ -185,19 +185,18 @@ def build_trainer(
     validation = shortest_first(data["validation"]) if "validation" in data else None
     if validation is not None and data_args.max_eval_samples:
         validation = spread_sample(validation, data_args.max_eval_samples)
-    if validation is None and training_args.eval_strategy != IntervalStrategy.NO:
-        # the presets evaluate during training; a corpus without a validation split trains without it (Trainer
-        # would refuse the run with a ValueError) rather than fail the command the user typed
-        logger.warning(
-            "no validation set (--validation_files): --eval_strategy %s is off, the run trains without evaluating",
-            training_args.eval_strategy.value,
-        )
-        training_args.eval_strategy = IntervalStrategy.NO
 
     model = build_model(model_args, tokenizer)
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
-    if model_args.lr_schedule == "paper":
-        training_args.learning_rate = model_args.lr_scale * model.config.d_model**-0.5
+    resolve(
+        model_args,
+        data_args,
+        training_args,
+        d_model=model.config.d_model,
+        validation=validation is not None,
+        compile_mode=compile_mode,
+        compiles=compiles(training_args),
+    )
     shapes = batch_shapes(data_args, training_args.device.type)  # training's and evaluation's batches alike
     logger.info("batch shapes on %s: %s", training_args.device.type, shapes.describe())
     train_set = training_set(
@@ -288,9 +287,10 @@ def training_set(
 
 def step_size(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> int:
     """§5.1's batch is counted per optimizer step: the per-device budget x devices x gradient accumulation. With
-    --tokens_per_step, the accumulation is set to come closest to it. Logs (and returns) the tokens per side."""
+    --tokens_per_step, the accumulation comes closest to it (``arguments.gradient_accumulation``, which
+    ``arguments.resolve`` sets). Logs (and returns) the tokens per side."""
     per_device, devices = data_args.max_tokens_per_batch, training_args.world_size
-    training_args.gradient_accumulation_steps = accumulation = gradient_accumulation(data_args, training_args)
+    accumulation = gradient_accumulation(data_args, training_args)
     total = per_device * devices * accumulation
     asked = f" (asked: {data_args.tokens_per_step})" if data_args.tokens_per_step else ""
     logger.info(
@@ -322,7 +322,6 @@ def check_streaming(data_args: DataArguments, training_args: Seq2SeqTrainingArgu
             "--streaming needs --dataloader_num_workers 0: the stream's position is kept in the "
             "training process for the checkpoints"
         )
-    training_args.ignore_data_skip = True  # a resumed stream reads on from its saved position itself
 
 
 class FirstStepLog(TrainerCallback):

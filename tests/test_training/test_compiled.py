@@ -17,6 +17,7 @@ from transformers import Seq2SeqTrainingArguments
 
 from modeling_vanilla import speedups
 from training import compiled
+from training.arguments import parse_args, resolve
 from training.batching import TokenBatchSampler
 from training.compiled import MOST_CUDA_GRAPHS, DynamicBatches, compile_counts, configure_inductor, fit_for_compile
 from training.train import run
@@ -157,7 +158,10 @@ def test_no_cpp_compiler_trains_eagerly(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(compiled, "cannot_build_kernels", lambda: "g++ not found")
     args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), torch_compile=True, use_cpu=True, report_to="none")
     collate = object()
+    model_args, data_args, _ = parse_args(["--output_dir", str(tmp_path)])
     with caplog.at_level(logging.WARNING):
+        decided = {"compile_mode": args.torch_compile_mode, "compiles": compiled.compiles(args)}
+        resolve(model_args, data_args, args, d_model=512, validation=True, **decided)
         assert fit_for_compile(args, collate) is collate
     assert not args.torch_compile and args.torch_compile_backend is None
     assert [r.getMessage() for r in caplog.records if r.name == "training.compiled"] == [
@@ -186,6 +190,11 @@ def training_args(mode: str | None, accumulation: int, device: str, processes: i
     )
 
 
+def settle_cuda_graphs(args: SimpleNamespace) -> None:
+    """The mode ``compiled.settle_cuda_graphs`` decides, written into ``args`` as ``arguments.resolve`` does."""
+    args.torch_compile_mode = compiled.settle_cuda_graphs(args, args.gradient_accumulation_steps)
+
+
 @pytest.mark.parametrize(
     ("mode", "accumulation", "device", "refused"),
     [
@@ -208,9 +217,9 @@ def test_cuda_graphs_are_refused_with_gradient_accumulation_on_a_gpu(mode, accum
             rf"gradient accumulation \({accumulation} batches a step.*"
             "--max_tokens_per_batch at --tokens_per_step",
         ):
-            compiled.settle_cuda_graphs(args)
+            settle_cuda_graphs(args)
     else:
-        compiled.settle_cuda_graphs(args)
+        settle_cuda_graphs(args)
         assert args.torch_compile_mode == mode
 
 
@@ -230,7 +239,7 @@ def test_one_micro_batch_on_one_gpu_records_cuda_graphs_unless_a_mode_is_given(
 ):
     args = training_args(mode, accumulation, device, processes)
     with caplog.at_level(logging.INFO):
-        compiled.settle_cuda_graphs(args)
+        settle_cuda_graphs(args)
     assert args.torch_compile_mode == chosen
     assert compiled.captures_cuda_graphs(args.torch_compile_mode) == (chosen == "reduce-overhead")
     chose = [r.getMessage() for r in caplog.records if r.name == "training.compiled"]

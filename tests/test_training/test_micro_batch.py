@@ -18,7 +18,7 @@ from training_helpers import pad, pairs
 from transformers import Seq2SeqTrainingArguments
 
 from training import micro_batch
-from training.arguments import parse_args
+from training.arguments import gradient_accumulation, parse_args
 from training.checkpoints import BATCH_PLAN, COMPLETE_MARKER
 from training.micro_batch import ProbeStep, Vocabulary, largest_that_fits, size_micro_batch
 from training.record import check_run_record, run_record
@@ -108,7 +108,7 @@ def test_the_wmt14_step_takes_as_few_micro_batches_as_the_device_holds(tmp_path,
     sized_by = size_micro_batch(data_args, args, CUDA_SHAPES, False, preset_model(model_args, data_args))
     assert sized_by == "the device's memory" and memory.tried == tried
     assert data_args.max_tokens_per_batch == tried[-1] == 25_000 // micro_batches
-    assert step_size(data_args, args) == 25_000 and args.gradient_accumulation_steps == micro_batches
+    assert step_size(data_args, args) == 25_000 and gradient_accumulation(data_args, args) == micro_batches
 
 
 def test_processes_share_the_step(tmp_path, device_of):
@@ -121,7 +121,7 @@ def test_processes_share_the_step(tmp_path, device_of):
         == "the device's memory"
     )
     assert MockedMemory.tried == [12_500] and step_size(data_args, args) == 25_000
-    assert args.gradient_accumulation_steps == 1
+    assert gradient_accumulation(data_args, args) == 1
 
 
 def test_an_explicit_budget_wins_and_nothing_is_probed(tmp_path, device_of):
@@ -130,7 +130,7 @@ def test_an_explicit_budget_wins_and_nothing_is_probed(tmp_path, device_of):
     device_of(139)
     assert size_micro_batch(data_args, args, CUDA_SHAPES, False, None) == "--max_tokens_per_batch"
     assert data_args.max_tokens_per_batch == 3125 and MockedMemory.tried == []
-    assert step_size(data_args, args) == 25_000 and args.gradient_accumulation_steps == 8
+    assert step_size(data_args, args) == 25_000 and gradient_accumulation(data_args, args) == 8
 
 
 def test_a_resumed_run_keeps_the_size_it_started_with(tmp_path, device_of):
@@ -195,7 +195,7 @@ def test_on_a_cpu_the_preset_keeps_its_budget_and_the_record_says_so(tmp_path):
     two = device_args(tmp_path, "cpu", processes=2)
     size_micro_batch(data_args, two, CUDA_SHAPES, False, None)
     assert data_args.max_tokens_per_batch == 3125 and step_size(data_args, two) == 25_000
-    assert two.gradient_accumulation_steps == 4
+    assert gradient_accumulation(data_args, two) == 4
 
 
 def test_what_cannot_be_sized(tmp_path, device_of):
