@@ -5,6 +5,7 @@ at each step, so none is left waiting in a collective."""
 import logging
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
@@ -62,7 +63,7 @@ class SaveOnSignal(TrainerCallback):
     checkpoint of it is written, and the run exits with 128 + the signal's number (143, 130). The same command with
     ``--resume_from_checkpoint auto`` then continues exactly where it stopped. An evaluation in progress is
     abandoned (it can take minutes); a second signal stops at once. The handlers are in place only while
-    ``train_until_stopped`` trains."""
+    ``train_until_stopped`` trains (the trainer's ``train()``)."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -115,13 +116,14 @@ class SaveOnSignal(TrainerCallback):
 
 
 def train_until_stopped(
-    trainer: Seq2SeqTrainer, stop: SaveOnSignal, resume_from_checkpoint: str | None
+    trainer: Seq2SeqTrainer, stop: SaveOnSignal, train: Callable[[], TrainOutput]
 ) -> TrainOutput | None:
-    """``trainer.train()`` with ``stop`` (one of its callbacks) listening: a checkpoint is saved and None returned
-    if SIGTERM or SIGINT stops it (``trainer``: training.trainer's, whose ``save_checkpoint`` writes it)."""
+    """``train()`` (Trainer's, of ``trainer``) with ``stop`` (one of its callbacks) listening: a checkpoint is saved
+    and None returned if SIGTERM or SIGINT stops it (``trainer``: training.trainer's, whose ``save_checkpoint``
+    writes it; its ``train()`` calls this)."""
     stop.install()
     try:
-        result = trainer.train(resume_from_checkpoint=resume_from_checkpoint)
+        result = train()
         return None if stop.stopped_at is not None else result
     except StopRequested:  # during an evaluation: the step before it is done
         if stop.stopped_at is None:  # and its checkpoint not yet written

@@ -23,18 +23,13 @@ from pathlib import Path
 
 import datasets
 import psutil
-import transformers
 from accelerate import PartialState
-from packaging import version
 from transformers import (
     PreTrainedTokenizerBase,
     Seq2SeqTrainingArguments,
     TrainerCallback,
-    TrainerState,
     set_seed,
 )
-from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_utils import TrainOutput
 from transformers.utils import SAFE_WEIGHTS_NAME
 
 from hub_card import write_model_card
@@ -49,7 +44,7 @@ from vanilla_tools.run_files import EvalResults
 
 from .allocator import keep_freed_memory
 from .arguments import ModelArguments, gradient_accumulation, model_fields, on_cpu, parse_args, resolve
-from .average import average_newest_into, load_average
+from .average import average_newest_into
 from .batching import TokenizedPairs, TrainingSet, batch_shapes
 from .bpe_dropout import BPEDropoutPairs
 from .checkpoints import RERUN, CompleteCheckpoints
@@ -65,7 +60,7 @@ from .relaunch import WAYS_ON, FinishedRun, Start, check_resume, plan_start
 from .run_lock import OutputDirLock
 from .run_settings import batch_plan, run_settings
 from .schedules import lr_multiplier
-from .stopping import SaveOnSignal, TimeBudget, stopped_by_signal, train_until_stopped
+from .stopping import SaveOnSignal, TimeBudget
 from .streaming import StreamingTokenBatches, streaming_pairs
 from .ties import hold_ties_once, load_ties_whole
 from .tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
@@ -218,6 +213,7 @@ def build_trainer(
         shapes=shapes,
         lr_multiplier=lr_multiplier(model_args, training_args),
         decoding=RunDecoding.of(model_args, training_args),
+        stop=plan.stop,
         callbacks=[
             LearningCurveCallback(training_args.output_dir),
             CompileReport(),
@@ -427,7 +423,7 @@ def train_and_evaluate(
             "%s before training: %.1f GFLOP/s fp32 (1024^3 matrix product)", training_args.device, *speed.values()
         )
     start = time.monotonic()
-    train_result = train_from(trainer, begin.checkpoint, plan.stop)
+    train_result = trainer.train(resume_from_checkpoint=str(begin.checkpoint) if begin.checkpoint else None)
     if speed:
         speed["fp32_gflops_after"] = fp32_gflops(str(training_args.device))
     results = {"train": {**train_result.metrics, "steps": train_result.global_step}}
@@ -470,43 +466,6 @@ def train_and_evaluate(
         with output_guard(output_dir, FinishedRun.FILE):
             FinishedRun(step=trainer.state.global_step, settings=plan.settings).write(output_dir)
     return results
-
-
-def train_from(trainer: PaperSeq2SeqTrainer, checkpoint: Path | None, stop: SaveOnSignal | None) -> TrainOutput:
-    """Train from ``checkpoint`` (None: from scratch), stopping with a checkpoint on a signal with ``stop`` (the
-    trainer's callback, --save_on_signal).
-    A checkpoint of the run's last step (--max_steps) is the trained model as it is: transformers' loop, resumed
-    there in the middle of an epoch, would train one step more than the run had."""
-    # the step the checkpoint holds (its folder may be named otherwise: --resume_from_checkpoint takes any)
-    saved = TrainerState.load_from_json(str(checkpoint / TRAINER_STATE_NAME)) if checkpoint is not None else None
-    if saved is not None and 0 < trainer.args.max_steps <= saved.global_step:
-        trainer.state = saved
-        load_average(trainer.model, [checkpoint])  # the mean of one checkpoint: its weights
-        logger.info("%s is of the last step: nothing left to train", checkpoint)
-        return TrainOutput(trainer.state.global_step, 0.0, {"epoch": trainer.state.epoch})
-    resume = str(checkpoint) if checkpoint else None
-    if stop is None:
-        result = trainer.train(resume_from_checkpoint=resume)
-    elif (result := train_until_stopped(trainer, stop, resume)) is None:
-        stopped_by_signal(stop, trainer.args)
-    return launch_metrics(result, saved.global_step if saved else 0, trainer.state.max_steps)
-
-
-def launch_metrics(
-    result: TrainOutput, first_step: int, max_steps: int, release: str = transformers.__version__
-) -> TrainOutput:
-    """This launch's training metrics on every release: ``train_loss`` the mean over its own steps, the steps and
-    samples a second over the steps it ran. Releases before 5.19 divide a launch's summed loss by the run's global
-    step (too small by first_step / global_step when resumed at ``first_step``) and count the whole schedule's
-    ``max_steps`` as run (too fast when resumed, or stopped early by the time budget)."""
-    ran = result.global_step - first_step
-    if version.parse(release).release >= (5, 19) or ran <= 0:
-        return result
-    metrics = {**result.metrics, "train_loss": result.training_loss * result.global_step / ran}
-    for key in ("train_samples_per_second", "train_steps_per_second"):
-        if key in metrics:
-            metrics[key] = round(metrics[key] * ran / max_steps, 3)
-    return result._replace(training_loss=metrics["train_loss"], metrics=metrics)
 
 
 def check_batches(begin: Start, batches: dict) -> None:

@@ -1,23 +1,34 @@
 """Seq2SeqTrainer with what of the paper's recipe must be an override: token-count batches (§5.1), the exact
 learning-rate schedule (§5.3's, or another of ``schedules``), the loss of §5.4 in the model, and §6.1's output
-length when it decodes. The rest of a run is callbacks and modules of their own: how it stops (``stopping``), how its
-checkpoints are completed (``checkpoints.CompleteCheckpoints``), how it resumes (``relaunch``), how it reaches the
-Hub (``hub_push``)."""
+length when it decodes; its ``train()`` resumes a run's checkpoint and stops on a signal. The rest of a run is
+callbacks and modules of their own: how it stops (``stopping``), how its checkpoints are completed
+(``checkpoints.CompleteCheckpoints``), how it resumes (``relaunch``), how it reaches the Hub (``hub_push``)."""
 
 import copy
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
 
 import torch
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+import transformers
+from packaging import version
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerState
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import TrainOutput
 
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.decoding import Decoding
 
 from . import checkpoints
 from .arguments import RecipeArguments
+from .average import load_average
 from .batching import Placement, TokenBatchSampler, TrainingSet
 from .loader_wait import LoaderWait
+from .stopping import SaveOnSignal, stopped_by_signal, train_until_stopped
+
+logger = logging.getLogger(__name__)
 
 # transformers' internals that the package touches, each with why no public way serves (docs/architecture.md):
 # Trainer's private methods overridden or called, Trainer's own state read or set, and names of its modules that
@@ -44,7 +55,7 @@ PRIVATE_TRAINER_HOOKS = {
         "take the log-probabilities of the whole vocabulary a second time"
     ),
     "lr_scheduler": "create_scheduler leaves §5.3's schedule where Trainer's loop steps it and its checkpoints save it",
-    "state": "train.train_from takes the TrainerState of a checkpoint of the run's last step as the trained run's",
+    "state": "train() takes the TrainerState of a checkpoint of the run's last step as the trained run's",
     "accelerator": (
         "Trainer's Accelerate object, for what Trainer has no public method for: gather_for_metrics, unwrap_model (the "
         "model averaged, the one its generation config is saved into) and the FSDP plugin's state dict type"
@@ -102,7 +113,8 @@ class RunDecoding:
 class PaperSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer plus token-count batching, the run's schedule (``schedules``) and §6.1's output length.
     ``training_set`` batches the training data (and keeps its position in checkpoints) as its kind does;
-    ``decoding`` is how the run decodes in its evaluations and how the saved model does."""
+    ``decoding`` is how the run decodes in its evaluations and how the saved model does; ``stop``: the run's signal
+    stop (--save_on_signal; one of its callbacks), which ``train()`` listens with."""
 
     def __init__(
         self,
@@ -112,6 +124,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         decoding: RunDecoding,
         shapes: BatchShapes = UNPADDED,
         lr_multiplier: Callable[[int], float] | None = None,
+        stop: SaveOnSignal | None = None,
         **kwargs,
     ):
         super().__init__(*args, train_dataset=training_set.dataset, **kwargs)
@@ -128,6 +141,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         # final decoding when the model is saved (save_model), the one place it is written
         self.decoding = decoding
         self.search = decoding.during  # the search of the evaluation in progress (evaluate, predict)
+        self.stop = stop
         self.loader_wait = LoaderWait()  # the time the loop waits for its batches, reported in the logs (log)
 
     def token_batches(self) -> TokenBatchSampler | None:
@@ -140,6 +154,27 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         # Trainer passes the dataset stripped of the columns the model does not take, the lengths among them; the
         # rows are the same, so the sampler plans on the training set itself.
         return self.token_batches()
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, trial=None, ignore_keys_for_eval=None, **kwargs):
+        """Trainer's training, from the checkpoint ``resume_from_checkpoint`` names (None: from scratch), stopping
+        with a checkpoint on a signal with ``stop`` (exits 128 + its number: ``stopping.stopped_by_signal``); the
+        metrics are this launch's (``launch_metrics``).
+        A checkpoint of the run's last step (--max_steps) is the trained model as it is: transformers' loop, resumed
+        there in the middle of an epoch, would train one step more than the run had."""
+        # the step the checkpoint holds (its folder may be named otherwise: --resume_from_checkpoint takes any)
+        checkpoint = Path(resume_from_checkpoint) if isinstance(resume_from_checkpoint, str | Path) else None
+        saved = TrainerState.load_from_json(str(checkpoint / TRAINER_STATE_NAME)) if checkpoint is not None else None
+        if saved is not None and 0 < self.args.max_steps <= saved.global_step:
+            self.state = saved
+            load_average(self.model, [checkpoint])  # the mean of one checkpoint: its weights
+            logger.info("%s is of the last step: nothing left to train", checkpoint)
+            return TrainOutput(self.state.global_step, 0.0, {"epoch": self.state.epoch})
+        train = partial(super().train, resume_from_checkpoint, trial, ignore_keys_for_eval, **kwargs)
+        if self.stop is None:
+            result = train()
+        elif (result := train_until_stopped(self, self.stop, train)) is None:
+            stopped_by_signal(self.stop, self.args)
+        return launch_metrics(result, saved.global_step if saved else 0, self.state.max_steps)
 
     def get_train_dataloader(self) -> torch.utils.data.DataLoader:
         own = self.training_set.dataloader(self.data_collator, self.args.dataloader_pin_memory)
@@ -228,7 +263,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
     def save_checkpoint(self) -> None:
         """A complete checkpoint of the step reached, as after any step: Trainer's save, then the on_save callbacks
         that complete it (checkpoints.CompleteCheckpoints). For a stop that abandoned an evaluation
-        (stopping.train_until_stopped): no public method of Trainer writes a resumable checkpoint."""
+        (``train``, stopping.train_until_stopped): no public method of Trainer writes a resumable checkpoint."""
         self._save_checkpoint(self.model, trial=None)
         self.control = self.callback_handler.on_save(self.args, self.state, self.control)
 
@@ -244,3 +279,20 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
                 super()._save_checkpoint(model, trial)
         finally:
             self.args.save_total_limit = keep
+
+
+def launch_metrics(
+    result: TrainOutput, first_step: int, max_steps: int, release: str = transformers.__version__
+) -> TrainOutput:
+    """This launch's training metrics on every release: ``train_loss`` the mean over its own steps, the steps and
+    samples a second over the steps it ran. Releases before 5.19 divide a launch's summed loss by the run's global
+    step (too small by first_step / global_step when resumed at ``first_step``) and count the whole schedule's
+    ``max_steps`` as run (too fast when resumed, or stopped early by the time budget)."""
+    ran = result.global_step - first_step
+    if version.parse(release).release >= (5, 19) or ran <= 0:
+        return result
+    metrics = {**result.metrics, "train_loss": result.training_loss * result.global_step / ran}
+    for key in ("train_samples_per_second", "train_steps_per_second"):
+        if key in metrics:
+            metrics[key] = round(metrics[key] * ran / max_steps, 3)
+    return result._replace(training_loss=metrics["train_loss"], metrics=metrics)

@@ -26,7 +26,8 @@ from training.run_settings import BATCHES
 from training.schedules import InverseSqrtSchedule, NoamSchedule
 from training.stopping import TimeBudget
 from training.tokenizer import train_tokenizer
-from training.train import RunPlan, build_trainer, launch_metrics
+from training.train import RunPlan, build_trainer
+from training.trainer import launch_metrics
 from vanilla_tools.cli import UsageError
 from vanilla_tools.metrics import score_translations, tokenized_bleu
 from vanilla_tools.run_files import TrainingRecipe
