@@ -176,7 +176,7 @@ def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[s
     """Real (unpadded) source + target tokens per second out of the training DataLoader (collated batches), one
     process, over ``seconds`` from its first batch (streaming: several windows of reading and tokenizing)."""
     from training.arguments import parse_args
-    from training.train import build_trainer
+    from training.build import build_trainer
 
     argv = [
         "--config",

@@ -59,8 +59,8 @@ from benchmarks import write_record
 from modeling_vanilla import modeling_vanilla as modeling
 from training.allocator import keep_freed_memory
 from training.arguments import parse_args
+from training.build import build_trainer
 from training.compiled import compile_counts, configure_inductor, mark_dynamic
-from training.train import build_trainer
 from vanilla_tools.hardware import bf16_supported, matmul_peak, precision
 from vanilla_tools.provenance import ROOT, provenance
 

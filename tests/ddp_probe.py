@@ -20,8 +20,9 @@ from accelerate import PartialState
 from safetensors.torch import save_file
 
 from training.arguments import parse_args
+from training.build import build_trainer
 from training.evaluation import final_evaluation
-from training.train import build_trainer, run
+from training.train import run
 
 
 def gloo_threads() -> list[str]:

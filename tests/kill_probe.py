@@ -17,7 +17,7 @@ from transformers import TrainerCallback
 
 from training import checkpoints
 from training.arguments import parse_args
-from training.train import build_trainer
+from training.build import build_trainer
 
 
 def die() -> None:

@@ -31,7 +31,7 @@ from hub_card import card, push
 from inference import attention, bench, ct2, demo, onnx_runtime, translate
 from training import average, plot_curve
 from training.arguments import parse_args
-from training.train import clock
+from training.finish import clock
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -30,7 +30,7 @@ from typing import NoReturn
 from probe_helpers import before_optimizer_write, run_train_with
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
-from training import run_lock, train
+from training import build, finish, run_lock
 from training.trainer import PaperSeq2SeqTrainer
 from vanilla_tools import exports
 
@@ -74,7 +74,7 @@ def inject(site: str, code: int, output: Path) -> None:
     if site == "lock":
         run_lock.OutputDirLock.acquire = lambda self: fail(code, self.path)
     elif site == "cache":
-        train.load_parallel_data = lambda *args, **kwargs: fail(code, Path("datasets-cache"))
+        build.load_parallel_data = lambda *args, **kwargs: fail(code, Path("datasets-cache"))
     elif site == "tokenizer":
         save_tokenizer = PreTrainedTokenizerBase.save_pretrained
 
@@ -94,9 +94,9 @@ def inject(site: str, code: int, output: Path) -> None:
 
         PaperSeq2SeqTrainer.save_model = final_model
     elif site == "files":
-        train.write_recipe = lambda *args, **kwargs: fail(code, output / "training_recipe.json")
+        finish.write_recipe = lambda *args, **kwargs: fail(code, output / "training_recipe.json")
     elif site == "summary":
-        train.write_summary = lambda folder, *args, **kwargs: fail(code, folder / "summary.json")
+        finish.write_summary = lambda folder, *args, **kwargs: fail(code, folder / "summary.json")
     elif site == "export":
         exports.export_ctranslate2 = lambda model_dir, folder, *args, **kwargs: half_written(
             Path(folder) / "model.bin", code

@@ -216,6 +216,11 @@ class CompleteCheckpoints(TrainerCallback):
             rotate_complete_checkpoints(run_dir, args.save_total_limit, state.best_model_checkpoint, self.settings)
 
 
+def output_guard(path: Path, what: str, cleanup=None):
+    """A failed write of ``what`` under ``path`` named in one line (``write_guard``); the same command goes on."""
+    return write_guard(path, what, RERUN, cleanup)
+
+
 def checkpoint_write_guard(run_dir: Path, folder: Path):
     """Around the write of checkpoint ``folder``: a failed write (a full disk, a quota, a file size limit, a
     read-only or failing device) is named in one line, and the unmarked folder removed (it would never be resumed

@@ -61,6 +61,16 @@ class Start:
     detected: bool = False
     message: str = ""
 
+    def check_batches(self, batches: dict) -> None:
+        """The check that the resumed run keeps its batches (``batches``, ``check_resume``); a checkpoint found in the
+        output directory (not named by --resume_from_checkpoint) is refused with the other ways on too."""
+        try:
+            check_resume(self.checkpoint, batches)
+        except UsageError as refusal:
+            if not self.detected:
+                raise
+            raise UsageError(f"{refusal}; or {WAYS_ON}") from None
+
 
 def plan_start(
     output_dir: str | Path, settings: dict, resume: str | bool | None, overwrite: bool, may_delete: bool

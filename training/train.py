@@ -8,346 +8,34 @@ Every Seq2SeqTrainingArguments flag works; ``--config NAME`` loads ``training/co
 any flag on the command line overrides. The same command run again resumes from the newest complete checkpoint of
 the run, and does nothing once the run has finished (``relaunch``); ``--overwrite_output_dir`` starts over.
 
-This module is the flow (parse, build, train, evaluate, record); the arguments are in ``arguments``, what a relaunch
-does in ``relaunch``, the final evaluation in ``evaluation``, the run's files in ``record``, the checkpoint store in
-``checkpoints``, how a run stops early in ``stopping``; the Trainer subclass (``trainer``) keeps only what must be an
-override. Every write names its failure in one line (vanilla_tools.disk).
+This module conducts (parse, build, train, evaluate, save, record); the arguments are in ``arguments`` (changed in
+one step, ``resolve``), what is built before training in ``build``, what a relaunch does in ``relaunch``, the final
+evaluation in ``evaluation``, what a trained run leaves in ``finish``; the Trainer subclass (``trainer``) keeps what
+must be an override, its ``train()`` the resume checks and the signal stop. Every write names its failure in one line
+(vanilla_tools.disk).
 """
 
 import logging
-import os
 import time
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
-import datasets
-import psutil
 from accelerate import PartialState
-from transformers import (
-    PreTrainedTokenizerBase,
-    Seq2SeqTrainingArguments,
-    TrainerCallback,
-    set_seed,
-)
-from transformers.utils import SAFE_WEIGHTS_NAME
+from transformers import Seq2SeqTrainingArguments
 
-from hub_card import write_model_card
-from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
-from vanilla_tools.batch_shapes import BatchShapes, PairBatches
-from vanilla_tools.cli import UsageError, console_script, load_tokenizer
-from vanilla_tools.decoding import Decoding
-from vanilla_tools.disk import write_guard
-from vanilla_tools.exports import cached_ctranslate2
-from vanilla_tools.hardware import fp32_gflops, precision_line
+from vanilla_tools.cli import console_script
+from vanilla_tools.hardware import fp32_gflops
 from vanilla_tools.run_files import EvalResults
 
-from .allocator import keep_freed_memory
-from .arguments import ModelArguments, gradient_accumulation, model_fields, on_cpu, parse_args, resolve
+from .arguments import DataArguments, ModelArguments, parse_args
 from .average import average_newest_into
-from .batching import TokenizedPairs, TrainingSet, batch_shapes
-from .bpe_dropout import BPEDropoutPairs
-from .checkpoints import RERUN, CompleteCheckpoints
-from .compiled import CompileReport, compiles, fit_for_compile, settle_cuda_graphs
-from .curve import LearningCurveCallback
-from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
-from .evaluation import BleuMetric, final_evaluation, shortest_first, spread_sample
+from .build import FirstStepLog, RunPlan, build_trainer, holding_output_dir, prepare_process
+from .evaluation import final_evaluation
+from .finish import mark_finished, save_final_model, write_run_files
 from .hub_push import HubPush
 from .launches import Launches
-from .micro_batch import Vocabulary, size_micro_batch
-from .record import write_recipe, write_summary
-from .relaunch import WAYS_ON, FinishedRun, Start, check_resume, plan_start
-from .run_lock import OutputDirLock
-from .run_settings import batch_plan, run_settings
-from .schedules import lr_multiplier
-from .stopping import SaveOnSignal, TimeBudget
-from .streaming import StreamingTokenBatches, streaming_pairs
-from .ties import hold_ties_once, load_ties_whole
-from .tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
-from .trainer import PaperSeq2SeqTrainer, RunDecoding
+from .relaunch import plan_start
 
 logger = logging.getLogger("vanilla_train")
-
-
-def output_guard(path: Path, what: str, cleanup=None):
-    """A failed write of ``what`` under ``path`` named in one line (``write_guard``); the same command goes on."""
-    return write_guard(path, what, RERUN, cleanup)
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """What a launch decides from its arguments before its trainer is built, decided once and carried: the run's
-    settings (``run_settings``: what a relaunch and the checkpoints' rotation compare), its batch plan
-    (``batch_plan``: what a resumed run must keep), its signal stop (--save_on_signal) and its micro-batch
-    (``micro_batch``: how many tokens a device takes at once, and how that was decided, for the run's record)."""
-
-    settings: dict
-    batches: dict
-    stop: SaveOnSignal | None
-    micro_batch: dict
-
-    @classmethod
-    def of(
-        cls, model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
-    ) -> "RunPlan":
-        shapes = batch_shapes(data_args, training_args.device.type)
-        model = partial(build_model, model_args, Vocabulary(data_args.vocab_size))
-        sized_by = size_micro_batch(data_args, training_args, shapes, model_args.overwrite_output_dir, model)
-        batches = batch_plan(data_args, training_args)
-        micro_batch = {
-            "tokens_per_side": data_args.max_tokens_per_batch,
-            "per_step": batches["gradient_accumulation_steps"],
-            "sized_by": sized_by,
-        }
-        stop = SaveOnSignal() if model_args.save_on_signal else None
-        return cls(run_settings(model_args, data_args, training_args), batches, stop, micro_batch)
-
-
-def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> VanillaTransformerForSeq2Seq:
-    """The model to train: the start model (--model_name_or_path), or a new one of the config fields' flags with the
-    tokenizer's vocabulary and special tokens."""
-    if args.model_name_or_path:
-        return VanillaTransformerForSeq2Seq.from_pretrained(
-            args.model_name_or_path, attn_implementation=args.attn_implementation
-        )
-    config = VanillaTransformerConfig(
-        **{name: getattr(args, name) for name in model_fields()},
-        vocab_size=len(tokenizer),
-        attn_implementation=args.attn_implementation,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.pad_token_id,
-    )
-    return VanillaTransformerForSeq2Seq(config)
-
-
-def run_tokenizer(
-    model_args: ModelArguments, data_args: DataArguments, train, output_dir: Path, seed: int
-) -> PreTrainedTokenizerBase:
-    """The start model's tokenizer, the one --tokenizer names, the run's own (a run being resumed, or the first
-    process's), else one learned from a sample of ``train`` (a Dataset, or the stream of --streaming), or taken
-    from the cache of tokenizers."""
-    for folder in (model_args.model_name_or_path, data_args.tokenizer):
-        if folder:
-            tokenizer = load_tokenizer(folder)
-            if not tokenizer.is_fast or tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
-                raise UsageError(f"the tokenizer of {folder} must be a fast tokenizer with a pad and an end token")
-            return tokenizer
-    if (output_dir / "tokenizer.json").is_file():
-        return load_tokenizer(str(output_dir))
-    sample = data_args.tokenizer_sample
-    if isinstance(train, datasets.Dataset):
-        sentences, key = partial(sample_sentences, train, sample, seed), (train._fingerprint, sample, seed)
-        count = min(sample, 2 * len(train))
-    else:
-        sentences, key = partial(streamed_sentences, train, sample), ("stream", source_key(data_args, "train"), sample)
-        count = sample
-    return learned_tokenizer(sentences, key, data_args.vocab_size, data_args.cache_dir, count)
-
-
-def build_trainer(
-    model_args: ModelArguments,
-    data_args: DataArguments,
-    training_args: Seq2SeqTrainingArguments,
-    hub: HubPush | None = None,
-    launches: Launches | None = None,
-    plan: RunPlan | None = None,
-) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
-    """Data, tokenizer (trained on the training text unless the run or the start model has one), model, trainer;
-    with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's; with ``launches``, each
-    checkpoint holds the run's launches; ``plan``: the launch's (vanilla-train's), else decided here."""
-    plan = plan or RunPlan.of(model_args, data_args, training_args)
-    set_seed(training_args.seed)
-    output_dir = Path(training_args.output_dir)
-
-    if data_args.streaming:
-        check_streaming(data_args, training_args)
-    step_size(data_args, training_args)
-    compile_mode = settle_cuda_graphs(training_args, gradient_accumulation(data_args, training_args))
-    cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
-    with write_guard(cache, "datasets' cache", "rerun, or pass --cache_dir on another disk"):
-        with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
-            raw = load_parallel_data(data_args, include_train=not data_args.streaming)
-        train = streaming_pairs(data_args) if data_args.streaming else raw["train"]
-        with training_args.main_process_first(desc="tokenizer"):
-            tokenizer = run_tokenizer(model_args, data_args, train, output_dir, training_args.seed)
-            if training_args.should_save and not (output_dir / "tokenizer.json").is_file():
-                # a half-written tokenizer.json would be the relaunch's tokenizer
-                with output_guard(output_dir, "the tokenizer", (output_dir / "tokenizer.json").unlink):
-                    tokenizer.save_pretrained(output_dir)
-        with training_args.main_process_first(desc="tokenize"):
-            data = tokenize_splits(raw, tokenizer, data_args)
-    validation = shortest_first(data["validation"]) if "validation" in data else None
-    if validation is not None and data_args.max_eval_samples:
-        validation = spread_sample(validation, data_args.max_eval_samples)
-
-    model = build_model(model_args, tokenizer)
-    logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
-    resolve(
-        model_args,
-        data_args,
-        training_args,
-        d_model=model.config.d_model,
-        validation=validation is not None,
-        compile_mode=compile_mode,
-        compiles=compiles(training_args),
-    )
-    shapes = batch_shapes(data_args, training_args.device.type)  # training's and evaluation's batches alike
-    logger.info("batch shapes on %s: %s", training_args.device.type, shapes.describe())
-    train_set = training_set(
-        data_args, training_args, train if data_args.streaming else data["train"], tokenizer, shapes
-    )
-    completion = CompleteCheckpoints(train_set, plan.batches, plan.settings, plan.stop, launches)
-    collator = fit_for_compile(
-        training_args, PairBatches(shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels)
-    )
-    trainer = PaperSeq2SeqTrainer(
-        model=model,
-        args=HubPush.trainer_args(training_args) if hub is not None else training_args,
-        training_set=train_set,
-        eval_dataset=validation,
-        processing_class=tokenizer,
-        data_collator=collator,
-        compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
-        max_tokens_per_batch=data_args.max_tokens_per_batch,
-        shapes=shapes,
-        lr_multiplier=lr_multiplier(model_args, training_args),
-        decoding=RunDecoding.of(model_args, training_args),
-        stop=plan.stop,
-        callbacks=[
-            LearningCurveCallback(training_args.output_dir),
-            CompileReport(),
-            completion,
-            *([launches] if launches is not None else []),
-        ],
-    )
-    check_fsdp_state_dict(trainer)
-    if trainer.is_fsdp_enabled:  # a checkpoint's full state dict loads into the shards when resuming
-        hold_ties_once(trainer.model)
-    else:  # a resume loads model.safetensors, which holds the tied weight under one name
-        load_ties_whole(trainer.model)
-    if model_args.max_train_minutes:
-        trainer.add_callback(TimeBudget(model_args.max_train_minutes))
-    if plan.stop is not None:  # after the time budget: a signal's checkpoint and stop win over its decision at a step
-        trainer.add_callback(plan.stop)
-    if hub is not None:  # after CompleteCheckpoints: a checkpoint is pushed once it is complete
-        trainer.add_callback(hub)
-    sampler = trainer.token_batches()  # the very sampler training uses
-    if sampler is not None:  # (a stream plans its batches as it reads)
-        logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
-    return trainer, data
-
-
-def check_fsdp_state_dict(trainer: PaperSeq2SeqTrainer) -> None:
-    """Under FSDP, checkpoints and the final model must be full state dicts: from a sharded one Trainer's
-    ``save_model`` writes no model (the run would end without one) and a checkpoint holds no model.safetensors for
-    §6.1's averaging. Refused before the first step, naming the setting."""
-    if not trainer.is_fsdp_enabled:
-        return
-    kind = str(trainer.accelerator.state.fsdp_plugin.state_dict_type)
-    if "FULL_STATE_DICT" not in kind:
-        raise UsageError(
-            f"FSDP with state dict type {kind.rsplit('.', 1)[-1]}: the run would end without its model "
-            "and could not average checkpoints; set fsdp_state_dict_type: FULL_STATE_DICT in the "
-            "accelerate config (as training/configs/accelerate/fsdp.yaml does), or state_dict_type: "
-            "FULL_STATE_DICT in the --fsdp_config file"
-        )
-
-
-def training_set(
-    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer, shapes: BatchShapes
-) -> TrainingSet:
-    """The kind of training set the arguments ask for, decided here once: the stream of --streaming, the pairs
-    re-segmented each epoch of --bpe_dropout, or the tokenized pairs."""
-    if data_args.streaming:
-        return StreamingTokenBatches(
-            train,
-            tokenizer,
-            data_args,
-            training_args.process_index,
-            training_args.world_size,
-            training_args.seed,
-            shapes,
-        )
-    if data_args.bpe_dropout:
-        if training_args.dataloader_num_workers and training_args.dataloader_persistent_workers:
-            raise UsageError(
-                "--bpe_dropout needs --dataloader_persistent_workers false: the pairs are re-segmented each epoch in "
-                "the training process, and a kept worker would go on reading the first epoch's"
-            )
-        return BPEDropoutPairs(
-            train, tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length
-        )
-    return TokenizedPairs(train)
-
-
-def step_size(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> int:
-    """§5.1's batch is counted per optimizer step: the per-device budget x devices x gradient accumulation. With
-    --tokens_per_step, the accumulation comes closest to it (``arguments.gradient_accumulation``, which
-    ``arguments.resolve`` sets). Logs (and returns) the tokens per side."""
-    per_device, devices = data_args.max_tokens_per_batch, training_args.world_size
-    accumulation = gradient_accumulation(data_args, training_args)
-    total = per_device * devices * accumulation
-    asked = f" (asked: {data_args.tokens_per_step})" if data_args.tokens_per_step else ""
-    logger.info(
-        "tokens per step per side: %d per device x %d devices x %d accumulation = %d%s",
-        per_device,
-        devices,
-        accumulation,
-        total,
-        asked,
-    )
-    if data_args.tokens_per_step and abs(total - data_args.tokens_per_step) > 0.25 * data_args.tokens_per_step:
-        logger.warning(
-            "a step holds %d tokens per side, far from the %d asked: adjust --max_tokens_per_batch",
-            total,
-            data_args.tokens_per_step,
-        )
-    return total
-
-
-def check_streaming(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> None:
-    """What --streaming needs: a length in steps (the stream has no end), no BPE-dropout, no worker processes (the
-    stream keeps, in the training process, where each window began, for the checkpoints)."""
-    if training_args.max_steps <= 0:
-        raise UsageError("--streaming needs --max_steps: the stream of training pairs has no end")
-    if data_args.bpe_dropout:
-        raise UsageError("--streaming does not re-segment pairs (--bpe_dropout): the pairs are read once a pass")
-    if training_args.dataloader_num_workers:
-        raise UsageError(
-            "--streaming needs --dataloader_num_workers 0: the stream's position is kept in the "
-            "training process for the checkpoints"
-        )
-
-
-class FirstStepLog(TrainerCallback):
-    """Logs when the first training step of this process ends, counted from the process's start (imports
-    included): what reading the data, the tokenizer and the model cost before training got going
-    (benchmarks/data_scale.py reads it)."""
-
-    def __init__(self):
-        self.done = False
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if not self.done:
-            started = psutil.Process().create_time()
-            logger.info("first training step done %.1f s after start", time.time() - started)
-            self.done = True
-
-
-def launcher_processes() -> int | None:
-    """The process count asked of an ``accelerate launch`` that started this process (its command line, on Linux),
-    or None. Without --multi_gpu on a machine without GPUs, accelerate starts a single process and says nothing."""
-    try:
-        command = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return None
-    if "launch" not in command:
-        return None
-    for flag in ("--num_processes", "--num-processes"):
-        if flag in command[:-1] and command[command.index(flag) + 1].isdigit():
-            return int(command[command.index(flag) + 1])
-    return None
 
 
 def run(argv: list[str] | None = None) -> dict:
@@ -355,27 +43,9 @@ def run(argv: list[str] | None = None) -> dict:
     run_start = time.monotonic()
     model_args, data_args, training_args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    asked = launcher_processes()
-    if asked and asked > training_args.world_size:
-        logger.warning(
-            "the launcher asked for %d processes but %d is running: on a machine without GPUs, `accelerate launch` "
-            "needs --multi_gpu (CPU processes over gloo), or use torchrun --nproc_per_node %d",
-            asked,
-            training_args.world_size,
-            asked,
-        )
-    logger.info("precision: %s", precision_line(training_args.mixed_precision, on_cpu(training_args)))
-    keep_freed_memory()
-    # the run's first process holds the output directory while it runs (a crash releases it too)
-    lock = None
-    if training_args.process_index == 0:
-        with output_guard(Path(training_args.output_dir), "the run's lock"):
-            lock = OutputDirLock(training_args.output_dir).acquire()
-    try:
+    prepare_process(training_args)
+    with holding_output_dir(training_args):
         results = train_and_evaluate(argv, run_start, model_args, data_args, training_args)
-    finally:
-        if lock is not None:
-            lock.release()
     # Gloo's threads outlive a process group left to the interpreter's exit, where they can abort it (SIGABRT,
     # "terminate called without an active exception") after a run that succeeded: end it while Python is whole.
     # The trainer, gone with train_and_evaluate's frame, no longer holds it (tests/ddp_probe.py checks).
@@ -411,7 +81,7 @@ def train_and_evaluate(
     trainer, data = build_trainer(model_args, data_args, training_args, hub, launches, plan)
     trainer.add_callback(FirstStepLog())
     if begin.checkpoint:
-        check_batches(begin, plan.batches)
+        begin.check_batches(plan.batches)
         trainer.training_set.resume(begin.checkpoint)
         launches.resume(begin.checkpoint)
     # a record keeps the machine's speed around training: a time-bounded run's steps depend on it, and a drop
@@ -445,9 +115,7 @@ def train_and_evaluate(
         data_args.target_lang,
     )
     results.update(evaluated)
-    with output_guard(output_dir, "the final model", (output_dir / SAFE_WEIGHTS_NAME).unlink):
-        trainer.save_final_model(decoding)  # with the decoding it was evaluated with, alpha chosen
-        trainer.save_metrics("train", train_result.metrics)
+    save_final_model(trainer, decoding, train_result.metrics)  # with the decoding it was evaluated with
     if trainer.is_world_process_zero():
         write_run_files(
             trainer,
@@ -463,74 +131,8 @@ def train_and_evaluate(
     if hub is not None:
         hub.push_final(training_args)
     if trainer.is_world_process_zero():  # last: a rerun of the same command now has nothing to do
-        with output_guard(output_dir, FinishedRun.FILE):
-            FinishedRun(step=trainer.state.global_step, settings=plan.settings).write(output_dir)
+        mark_finished(trainer, plan.settings)
     return results
-
-
-def check_batches(begin: Start, batches: dict) -> None:
-    """The check that the resumed run keeps its batches (``batches``, ``relaunch.check_resume``); a checkpoint found
-    in the output directory (not named by --resume_from_checkpoint) is refused with the other ways on too."""
-    try:
-        check_resume(begin.checkpoint, batches)
-    except UsageError as refusal:
-        if not begin.detected:
-            raise
-        raise UsageError(f"{refusal}; or {WAYS_ON}") from None
-
-
-def write_run_files(
-    trainer: PaperSeq2SeqTrainer,
-    decoding: Decoding,
-    results: dict,
-    arguments: tuple,
-    argv,
-    minutes: tuple[float, float],
-    speed: dict,
-    launches: list[dict],
-    micro_batch: dict | None = None,
-) -> None:
-    """The first process's files of a trained run: the CTranslate2 export, eval_results.json, training_recipe.json,
-    the model card, and with --summary_dir the run's summary (``decoding``: the final evaluation's, the saved
-    model's; ``minutes``: of this launch's training, of the whole command; ``speed``: the machine's fp32 GFLOP/s
-    before and after training; ``launches``: the run's; ``micro_batch``: its ``RunPlan.micro_batch``)."""
-    model_args, data_args, training_args = arguments
-    output_dir = Path(training_args.output_dir)
-    if model_args.export_ct2:
-        logger.info("exported for CTranslate2 to %s", cached_ctranslate2(output_dir, model_args.export_ct2))
-    with output_guard(output_dir, "the run's files (eval_results.json, training_recipe.json, README.md)"):
-        EvalResults(**results).write(output_dir)
-        write_recipe(output_dir, model_args, data_args, training_args, trainer.model, decoding)
-        write_model_card(output_dir, training_args.hub_model_id)
-    record = ""
-    if model_args.summary_dir:
-        folder = Path(model_args.summary_dir.format(date=time.strftime("%Y-%m-%d")))
-        with output_guard(folder, "the run's summary"):
-            write_summary(
-                folder,
-                results,
-                *minutes,
-                trainer.model,
-                decoding,
-                output_dir,
-                argv,
-                arguments,
-                speed,
-                launches,
-                micro_batch,
-            )
-        record = f"; the record: {folder / 'summary.json'}"
-    state = trainer.state
-    print(
-        f"trained {state.global_step} steps ({state.epoch:.2f} epochs) in {clock(minutes[0])}, the whole command "
-        f"took {clock(minutes[1])}{record}"
-    )
-
-
-def clock(minutes: float) -> str:
-    """``minutes`` as "3 min 21 s"."""
-    seconds = round(minutes * 60)
-    return f"{seconds // 60} min {seconds % 60} s"
 
 
 main = console_script(run)

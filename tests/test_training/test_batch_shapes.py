@@ -14,7 +14,7 @@ from inference.engine import GenerateEngine
 from modeling_vanilla import VanillaTransformerForSeq2Seq
 from training.arguments import parse_args
 from training.batching import TokenBatchSampler, cut_points
-from training.train import build_trainer
+from training.build import build_trainer
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes, PaddedBatches
 from vanilla_tools.decoding import Decoding
 

@@ -12,7 +12,7 @@ import yaml
 from helpers import free_port
 from torch.distributed.fsdp import StateDictType
 
-from training.train import check_fsdp_state_dict
+from training.build import check_fsdp_state_dict
 from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT
 

@@ -11,8 +11,8 @@ from transformers import Seq2SeqTrainingArguments
 
 from training import arguments
 from training.arguments import parse_args
+from training.build import build_trainer
 from training.schedules import NoamSchedule
-from training.train import build_trainer
 from training.trainer import PaperSeq2SeqTrainer, RunDecoding
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding

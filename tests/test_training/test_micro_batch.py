@@ -19,10 +19,10 @@ from transformers import Seq2SeqTrainingArguments
 
 from training import micro_batch
 from training.arguments import gradient_accumulation, parse_args
+from training.build import RunPlan, build_model, step_size
 from training.checkpoints import BATCH_PLAN, COMPLETE_MARKER
 from training.micro_batch import ProbeStep, Vocabulary, largest_that_fits, size_micro_batch
 from training.record import check_run_record, run_record
-from training.train import RunPlan, build_model, step_size
 from training.trainer import PaperSeq2SeqTrainer, RunDecoding
 from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError

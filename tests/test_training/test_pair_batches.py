@@ -8,8 +8,8 @@ from transformers import DataCollatorForSeq2Seq
 
 from training.arguments import parse_args
 from training.batching import TokenBatchSampler
+from training.build import build_trainer
 from training.data import lengths
-from training.train import build_trainer
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes, PaddedBatches, PairBatches
 
 

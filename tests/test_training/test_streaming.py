@@ -149,7 +149,7 @@ def test_a_killed_streaming_run_resumes_to_the_weights_of_an_uninterrupted_one(c
 
 def test_streaming_refuses_what_it_cannot_do(corpus, tmp_path):
     from training.arguments import parse_args
-    from training.train import build_trainer
+    from training.build import build_trainer
 
     for extra, message in (
         (["--max_steps", "-1", "--num_train_epochs", "1"], "--streaming needs --max_steps"),

@@ -18,6 +18,7 @@ from training import stopping
 from training.allocator import keep_freed_memory
 from training.arguments import parse_args
 from training.batching import TokenBatchSampler, make_batches, make_exact_batches
+from training.build import RunPlan, build_trainer
 from training.checkpoints import checkpoint_write_guard, complete_checkpoints, mark_complete, resolve_checkpoint
 from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
 from training.launches import Launches
@@ -26,7 +27,6 @@ from training.run_settings import BATCHES
 from training.schedules import InverseSqrtSchedule, NoamSchedule
 from training.stopping import TimeBudget
 from training.tokenizer import train_tokenizer
-from training.train import RunPlan, build_trainer
 from training.trainer import launch_metrics
 from vanilla_tools.cli import UsageError
 from vanilla_tools.metrics import score_translations, tokenized_bleu
