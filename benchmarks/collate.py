@@ -17,8 +17,7 @@ from transformers import DataCollatorForSeq2Seq
 
 from benchmarks import write_record
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
-from training.batching import TokenBatchSampler
-from training.tokenizer import train_tokenizer
+from training.api import TokenBatchSampler, train_tokenizer
 from vanilla_tools.batch_shapes import BatchShapes, PaddedBatches, PairBatches
 from vanilla_tools.corpora import BUNDLED_DIR
 from vanilla_tools.provenance import provenance

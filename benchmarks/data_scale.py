@@ -91,8 +91,7 @@ def bare_limit(files: list[str]) -> dict:
 
     import numpy as np
 
-    from training.arguments import parse_args
-    from training.tokenizer import train_tokenizer
+    from training.api import parse_args, train_tokenizer
 
     _, data_args, _ = parse_args(["--config", "demo", "--dataset", "files", "--train_files", *files])
     start = time.perf_counter()
@@ -175,8 +174,7 @@ def time_to_first_step(files: list[str], cache: Path, output: Path, extra: list[
 def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[str], seconds: float = 30) -> dict:
     """Real (unpadded) source + target tokens per second out of the training DataLoader (collated batches), one
     process, over ``seconds`` from its first batch (streaming: several windows of reading and tokenizing)."""
-    from training.arguments import parse_args
-    from training.build import build_trainer
+    from training.api import build_trainer, parse_args
 
     argv = [
         "--config",

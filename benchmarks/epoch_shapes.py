@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import write_record
-from training.batching import TokenBatchSampler
+from training.api import TokenBatchSampler
 from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.provenance import provenance
 

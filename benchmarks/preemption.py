@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from benchmarks import write_record
-from training.stopping import stopping_signal
+from training.api import stopping_signal
 from vanilla_tools.provenance import provenance
 
 FIRST_STEP = re.compile(r"first training step done")

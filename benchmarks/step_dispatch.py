@@ -26,7 +26,7 @@ from torch.profiler import ProfilerActivity
 
 from benchmarks import write_record
 from benchmarks.training_step import StepClock, chain, launched, preset_trainer
-from training.arguments import load_preset
+from training.api import load_preset
 from vanilla_tools.provenance import provenance
 
 DEPTH_OF = "wmt14"  # the preset whose depth and tokens a step are counted

@@ -57,10 +57,7 @@ from transformers import TrainerCallback
 
 from benchmarks import write_record
 from modeling_vanilla import modeling_vanilla as modeling
-from training.allocator import keep_freed_memory
-from training.arguments import parse_args
-from training.build import build_trainer
-from training.compiled import compile_counts, configure_inductor, mark_dynamic
+from training.api import build_trainer, compile_counts, configure_inductor, keep_freed_memory, mark_dynamic, parse_args
 from vanilla_tools.hardware import bf16_supported, matmul_peak, precision
 from vanilla_tools.provenance import ROOT, provenance
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
-from training.tokenizer import train_tokenizer
+from training.api import train_tokenizer
 from vanilla_tools.corpora import BUNDLED_DIR
 from vanilla_tools.provenance import provenance
 

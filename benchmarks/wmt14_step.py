@@ -43,10 +43,15 @@ from transformers import TrainerCallback
 from benchmarks import wmt_like, write_record
 from benchmarks.training_step import StepClock, TokenCount, preset_trainer
 from inference.bench import train_flops
-from training.arguments import load_preset, parse_args
-from training.compiled import compile_counts
-from training.data import lengths, load_parallel_data, tokenize_splits
-from training.tokenizer import train_tokenizer
+from training.api import (
+    compile_counts,
+    lengths,
+    load_parallel_data,
+    load_preset,
+    parse_args,
+    tokenize_splits,
+    train_tokenizer,
+)
 from vanilla_tools.cli import load_tokenizer, positive_int
 from vanilla_tools.hardware import matmul_peak, precision
 from vanilla_tools.provenance import provenance

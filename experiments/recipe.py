@@ -44,10 +44,16 @@ from pathlib import Path
 
 import yaml
 
-from training.arguments import on_cpu, parse_args
-from training.plot_curve import curve_columns
-from training.record import resolved_arguments, run_launches, run_record, run_train_minutes
-from training.stopping import stopping_signal
+from training.api import (
+    curve_columns,
+    on_cpu,
+    parse_args,
+    resolved_arguments,
+    run_launches,
+    run_record,
+    run_train_minutes,
+    stopping_signal,
+)
 from vanilla_tools.cli import UsageError, console_script, pyplot
 from vanilla_tools.run_files import read_json
 

@@ -13,7 +13,7 @@ import json
 import statistics
 from pathlib import Path
 
-from training.record import check_run_record, run_launches, run_train_minutes
+from training.api import check_run_record, run_launches, run_train_minutes
 
 ROOT = Path(__file__).resolve().parent.parent
 INTRO = Path(__file__).with_name("results_intro.md")  # the page's opening: what a record holds, and since when

@@ -57,11 +57,16 @@ import yaml
 from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
 
-from training.arguments import parse_args
-from training.checkpoints import checkpoint_step, complete_checkpoints
-from training.data import load_parallel_data, tokenize_splits
-from training.record import check_run_record, run_record
-from training.stopping import stopping_signal
+from training.api import (
+    check_run_record,
+    checkpoint_step,
+    complete_checkpoints,
+    load_parallel_data,
+    parse_args,
+    run_record,
+    stopping_signal,
+    tokenize_splits,
+)
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
 from vanilla_tools.provenance import git_commit

@@ -71,6 +71,23 @@ def test_training_does_not_import_the_serving_layer():
     assert not ties, ties
 
 
+TRAINING_FRONT = "training.api"  # all that the repository's tools may import of training
+
+
+def test_the_repository_tools_import_training_through_its_front_only():
+    """experiments/ and benchmarks/ use vanilla-train through ``training.api`` (and the package itself), never a module
+    behind it, so that training's inside may be rearranged without them."""
+    behind = sorted(
+        f"{module} imports {target}"
+        for module, targets in graph().items()
+        for target in targets
+        if module.split(".")[0] in REPOSITORY_TOOLS
+        and target.split(".")[0] == "training"
+        and target not in ("training", TRAINING_FRONT)
+    )
+    assert not behind, behind
+
+
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     """Every cycle a depth-first walk of ``edges`` closes, as the modules along it."""
     state, found = {}, []
