@@ -84,8 +84,8 @@ def encode_part(tokenizer_json: str, files: list[str], part: int, parts: int) ->
 
 def bare_limit(files: list[str]) -> dict:
     """What the cold start cannot go below: read the files, learn the BPE vocabulary (the demo preset's size, from
-    a sample of as many sentences as vanilla-train samples, training.tokenizer's recipe), encode every sentence with
-    the Rust tokenizer alone in one process per core."""
+    a sample of as many sentences as vanilla-train samples, training.data.tokenizer's recipe), encode every sentence
+    with the Rust tokenizer alone in one process per core."""
     import multiprocessing
     import os
 

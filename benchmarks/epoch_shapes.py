@@ -3,7 +3,7 @@
 tests/fixtures/wmt-like-lengths.npz keeps them) planned by the training sampler with CUDA's batch shapes, seed 1, at
 each budget asked: by default the preset's micro-batch before it was sized to the device (3,125 tokens a side, 8 a
 step), 2 and 4 micro-batches a step, and the whole step in one (25,000), as one GPU that holds it trains it
-(training/micro_batch.py).
+(training/step/micro_batch.py).
 
 For each budget: the batches, the distinct (pairs, source length, target length) shapes (one compiled graph or CUDA
 graph each), the padding (of both sides together, as the run logs it, and of each side) and the fill of each side:

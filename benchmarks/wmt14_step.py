@@ -73,11 +73,11 @@ TORCH_DIR = str(Path(torch.__file__).parent) + "/"  # not "/torch/": a lent GPU'
 LAUNCH = re.compile(r"^cu(da)?(LaunchKernel|LaunchCooperativeKernel|GraphLaunch)")  # a kernel (or graph) launch
 # The steps measured (--modes): vanilla-train's flags for each. eager and compiled train the step as 8 accumulated
 # batches of 3,125 tokens a side (its 25,000 on 8 of the paper's GPUs, the preset's budget before it was sized to the
-# device: training/micro_batch.py), the control; compiled-one-batch trains the step's tokens as one batch, 1/8
+# device: training/step/micro_batch.py), the control; compiled-one-batch trains the step's tokens as one batch, 1/8
 # of the launches (the memory it takes is the record's peak_memory_gib), without CUDA graphs (mode default, which
 # vanilla-train would otherwise pick for one batch a step). cudagraphs: inductor's CUDA graph trees replay a step's
 # kernels in one launch, one graph a batch shape (the shapes are bounded), where the host would launch each; one
-# batch a step, as vanilla-train requires of CUDA graphs (training/compiled.py settle_cuda_graphs).
+# batch a step, as vanilla-train requires of CUDA graphs (training/step/compiled.py settle_cuda_graphs).
 ONE_BATCH = ["--max_tokens_per_batch", str(load_preset(PRESET)["tokens_per_step"])]
 EIGHT_BATCHES = ["--max_tokens_per_batch", str(load_preset(PRESET)["tokens_per_step"] // 8)]
 # The times a batch shape is trained before its steps run at their steady speed: once (compiled, or eager's first

@@ -1,5 +1,5 @@
 """Whether two runs may be compared: one rule for the results page, the recipe and Table 3, over the run records of
-training/record.py (``run_record``), and the precision an experiment trains in.
+training/run/record.py (``run_record``), and the precision an experiment trains in.
 
 Two runs are compared only where they ran the same code (its git trees, ``code_tree``), with the same budget (steps
 of the same token batch: a budget in minutes depends on the machine, so no such run is compared with any other), on

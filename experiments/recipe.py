@@ -24,7 +24,7 @@ YAML's trains nothing more.
 A candidate recorded with the same settings is skipped, so the command goes on where it stopped, over several
 sessions and machines (each run is the preset's whole budget). A candidate stopped while it trained (a signal, a
 session's end, a killed process) goes on from its newest checkpoint when the command runs again: vanilla-train
-resumes the run of the same settings in its --output_dir (training/relaunch.py), and its record lists the launches.
+resumes the run of the same settings in its --output_dir (training/run/relaunch.py), and its record lists the launches.
 A folder holding a run of other settings (the candidate or its preset changed since) is refused there, naming the
 settings; ``--start_over`` trains such candidates from scratch. Records: results/recipe/[ROUND/]NAME/
 (vanilla-train's summary.json and learning curve, recipe.json here: the validation BLEU, steps, command, commit and
@@ -223,7 +223,8 @@ def preset_runs(round_: Round, records: dict[int, list[dict]], summaries: list[d
 
 
 def preset_run_records(round_: Round, records: dict[int, list[dict]], summaries: list[dict]) -> list[dict]:
-    """The run records (training/record.py) of the round's preset runs: its full runs and its reference candidate."""
+    """The run records (training/run/record.py) of the round's preset runs: its full runs and its reference
+    candidate."""
     reference = reference_record(round_, records)
     return [s["run"] for s in preset_summaries(round_, summaries)] + ([reference[1]["run"]] if reference else [])
 

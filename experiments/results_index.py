@@ -1,6 +1,6 @@
 """`python -m experiments.results_index`: docs/results.md, generated from the run records in results/ (never edited by
 hand). Each run folder, results/DATE-SLUG/, holds the summary.json that ``vanilla-train --summary_dir`` writes: the
-scores, the command and every argument it resolved to, and its run record (training/record.py: the code, machine,
+scores, the command and every argument it resolved to, and its run record (training/run/record.py: the code, machine,
 device, precision, budget, seed and steps reached; held to its schema here); and the learning curve.
 A record's ``role`` says what the run is for: the canonical run of the preset, its repeats (seeds, other hours), the
 preset's runs at earlier code (earlier: read into its band, experiments/recipe.py, but not its headline), its

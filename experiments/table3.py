@@ -36,7 +36,7 @@ As in §6.2: beam search (4, alpha 0.6), no checkpoint averaging, scores on the 
 test set is not decoded. Each run records (summary.json from vanilla-train, table3.json here): the validation perplexity
 per token of our BPE (cross-entropy without label smoothing, teacher-forced, ``</s>`` counted) every ``--curve_steps``
 steps (measured on checkpoints written for it, each removed once its point is kept) and at the end, the validation BLEU,
-the parameters, the minutes, the command, and the run record of its summary (training/record.py: the code, machine,
+the parameters, the minutes, the command, and the run record of its summary (training/run/record.py: the code, machine,
 device, precision, budget, seed and steps), in results/table3/STEPS-steps/PRECISION[-DEVICE]/ROW/seed-SEED/. The first
 sweep's records (one seed a row, results/table3/ROW/table3.json, kept as they are) are read with them.
 """
@@ -382,7 +382,7 @@ def adopt(folder: Path, results: Path, preset: str) -> list[Path]:
     """The runs recorded under ``folder`` by this runner at an older checkout, filed as this checkout's runner files
     them: a row added after the code changed runs at the code of the base's runs (docs/table3.md says which), whose
     runner predates the run record. Each run's record gets the run record built from its summary's own fields (the
-    resolved arguments, the steps reached, the code and the machine: training/record.py's ``run_record``) and
+    resolved arguments, the steps reached, the code and the machine: training/run/record.py's ``run_record``) and
     ``Run.settings``' statement of its settings, checked to be the ones it trained with, under
     ``results``/STEPS-steps/PRECISION[-DEVICE]/ROW/seed-SEED/. A run already filed there is left as it is. Returns
     the folders written."""

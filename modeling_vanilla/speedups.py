@@ -98,7 +98,7 @@ def sdpa_without_cudnn(query: torch.Tensor) -> AbstractContextManager:
     plan nothing. Nothing changes elsewhere, nor where the user has turned cuDNN's off or left only it on.
 
     Not in compiled code: dynamo restores the flags it traced with, not the caller's, so the context would undo a
-    user's choice; a compiled run turns cuDNN's attention off for the process instead (training/compiled.py). The
+    user's choice; a compiled run turns cuDNN's attention off for the process instead (training/step/compiled.py). The
     flags are process-wide: forwards on two threads at once may leave cuDNN's off."""
     if query.device.type != "cuda" or torch.compiler.is_compiling():
         return nullcontext()

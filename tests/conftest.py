@@ -60,7 +60,7 @@ def tokenizer():
     """A 200-token shared BPE tokenizer learned from the three sentence pairs of ``training_helpers``."""
     from training_helpers import ENGLISH, GERMAN
 
-    from training.tokenizer import train_tokenizer
+    from training.data.tokenizer import train_tokenizer
 
     return train_tokenizer((ENGLISH + GERMAN) * 20, vocab_size=200, min_frequency=1)
 

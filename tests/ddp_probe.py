@@ -21,7 +21,7 @@ from safetensors.torch import save_file
 
 from training.arguments import parse_args
 from training.build import build_trainer
-from training.evaluation import final_evaluation
+from training.step.evaluation import final_evaluation
 from training.train import run
 
 

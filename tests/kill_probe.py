@@ -15,9 +15,9 @@ import sys
 
 from transformers import TrainerCallback
 
-from training import checkpoints
 from training.arguments import parse_args
 from training.build import build_trainer
+from training.run import checkpoints
 
 
 def die() -> None:

@@ -71,6 +71,44 @@ def test_training_does_not_import_the_serving_layer():
     assert not ties, ties
 
 
+# training's parts and their layers, written once (docs/architecture.md): a module of training imports its own part
+# and the parts of lower layers only. A subpackage is one part; a module at training's top is a part of its own.
+TRAINING_PARTS = {
+    "training": 0,  # the package: registers the model with the Auto classes
+    "training.data": 0,  # the data path: corpus, moses, tokenizer, batching, bpe_dropout, streaming
+    "training.arguments": 1,  # the flags and presets; resolve, the one change to Trainer's arguments
+    "training.schedules": 2,  # --lr_schedule
+    "training.run": 3,  # a run's life: checkpoints, relaunch, stopping, lock, settings, launches, record, curve, Hub
+    "training.step": 4,  # the step: trainer, compiled, micro_batch, evaluation, average, ties, allocator, loader_wait
+    "training.build": 5,  # what a launch builds before it trains
+    "training.finish": 5,  # what a trained run leaves
+    "training.train": 6,  # the conductor, vanilla-train
+    "training.api": 7,  # the front the repository's tools import
+}
+
+
+def training_part(module: str) -> str:
+    """The part of training that ``module`` belongs to (a key of TRAINING_PARTS)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else parts[0]
+
+
+def test_trainings_parts_import_only_their_own_and_lower_layers():
+    """Inside training the same rule as between packages: no part imports a part of its own layer or above, and every
+    module of training is in the table."""
+    edges = {module: targets for module, targets in graph().items() if module.split(".")[0] == "training"}
+    assert not sorted({training_part(module) for module in edges} - set(TRAINING_PARTS))
+    upward = sorted(
+        f"{module} imports {target}"
+        for module, targets in edges.items()
+        for target in targets
+        if target.split(".")[0] == "training"
+        and training_part(target) != training_part(module)
+        and TRAINING_PARTS[training_part(target)] >= TRAINING_PARTS[training_part(module)]
+    )
+    assert not upward, upward
+
+
 TRAINING_FRONT = "training.api"  # all that the repository's tools may import of training
 
 

@@ -31,16 +31,17 @@ from inference.engine import GenerateEngine
 from modeling_vanilla import MultiHeadAttention, VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from modeling_vanilla.checks import local_model_dir
 from modeling_vanilla.modeling_vanilla import VanillaTransformerEncoder
-from training import average, plot_curve
 from training import train as train_cli
 from training.arguments import parse_args
-from training.average import average_checkpoints, average_state_dict, last_checkpoints
-from training.bpe_dropout import BPEDropoutPairs
-from training.checkpoints import COMPLETE_MARKER as MARKER
-from training.checkpoints import resolve_checkpoint
-from training.data import DataArguments, load_parallel_data
+from training.data.bpe_dropout import BPEDropoutPairs
+from training.data.corpus import DataArguments, load_parallel_data
+from training.run import plot_curve
+from training.run.checkpoints import COMPLETE_MARKER as MARKER
+from training.run.checkpoints import resolve_checkpoint
+from training.run.stopping import TimeBudget
 from training.schedules import NoamSchedule
-from training.stopping import TimeBudget
+from training.step import average
+from training.step.average import average_checkpoints, average_state_dict, last_checkpoints
 from vanilla_tools.decoding import Decoding
 
 

@@ -29,9 +29,10 @@ from benchmarks import (
 from experiments import comparable, recipe, results_index, table3
 from hub_card import card, push
 from inference import attention, bench, ct2, demo, onnx_runtime, translate
-from training import average, plot_curve
 from training.arguments import parse_args
 from training.finish import clock
+from training.run import plot_curve
+from training.step import average
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

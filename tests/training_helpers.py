@@ -9,7 +9,7 @@ import torch
 from helpers import PAD
 from safetensors.torch import load_file
 
-from training.batching import TokenizedPairs
+from training.data.batching import TokenizedPairs
 from vanilla_tools.corpora import BUNDLED_DIR
 
 GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
@@ -101,7 +101,7 @@ def synthetic_run(
     tokens: int = 2048,
     seed: int = 1,
 ) -> dict:
-    """A run record (training/record.py's run_record) for tests of the readers: ``code`` names its code tree."""
+    """A run record (training/run/record.py's run_record) for tests of the readers: ``code`` names its code tree."""
     return {
         "schema": 1,
         "code": {"commit": f"{code}0000000"[:40], "code_tree": code},

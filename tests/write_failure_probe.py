@@ -30,8 +30,9 @@ from typing import NoReturn
 from probe_helpers import before_optimizer_write, run_train_with
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
-from training import build, finish, run_lock
-from training.trainer import PaperSeq2SeqTrainer
+from training import build, finish
+from training.run import run_lock
+from training.step.trainer import PaperSeq2SeqTrainer
 from vanilla_tools import exports
 
 

@@ -1,17 +1,17 @@
 """training's front: what the repository's tools (experiments/, benchmarks/) use of vanilla-train, and all they may
 import of it (tests/test_architecture.py holds them to it). The modules behind it may move; these names stay."""
 
-from .allocator import keep_freed_memory
 from .arguments import load_preset, on_cpu, parse_args
-from .batching import TokenBatchSampler
 from .build import build_trainer
-from .checkpoints import checkpoint_step, complete_checkpoints
-from .compiled import compile_counts, configure_inductor, mark_dynamic
-from .data import lengths, load_parallel_data, tokenize_splits
-from .plot_curve import curve_columns
-from .record import check_run_record, resolved_arguments, run_launches, run_record, run_train_minutes
-from .stopping import stopping_signal
-from .tokenizer import train_tokenizer
+from .data.batching import TokenBatchSampler
+from .data.corpus import lengths, load_parallel_data, tokenize_splits
+from .data.tokenizer import train_tokenizer
+from .run.checkpoints import checkpoint_step, complete_checkpoints
+from .run.plot_curve import curve_columns
+from .run.record import check_run_record, resolved_arguments, run_launches, run_record, run_train_minutes
+from .run.stopping import stopping_signal
+from .step.allocator import keep_freed_memory
+from .step.compiled import compile_counts, configure_inductor, mark_dynamic
 
 __all__ = [
     "TokenBatchSampler",

@@ -21,7 +21,7 @@ from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
 from vanilla_tools.hardware import bf16_supported, cpu_bf16, precision
 
-from .data import DataArguments
+from .data.corpus import DataArguments
 
 logger = logging.getLogger(__name__)
 

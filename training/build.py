@@ -21,26 +21,26 @@ from vanilla_tools.cli import UsageError, load_tokenizer
 from vanilla_tools.disk import write_guard
 from vanilla_tools.hardware import precision_line
 
-from .allocator import keep_freed_memory
 from .arguments import ModelArguments, gradient_accumulation, model_fields, on_cpu, resolve
-from .batching import TokenizedPairs, TrainingSet, batch_shapes
-from .bpe_dropout import BPEDropoutPairs
-from .checkpoints import CompleteCheckpoints, output_guard
-from .compiled import CompileReport, compiles, fit_for_compile, settle_cuda_graphs
-from .curve import LearningCurveCallback
-from .data import DataArguments, load_parallel_data, source_key, tokenize_splits
-from .evaluation import BleuMetric, shortest_first, spread_sample
-from .hub_push import HubPush
-from .launches import Launches
-from .micro_batch import Vocabulary, size_micro_batch
-from .run_lock import OutputDirLock
-from .run_settings import batch_plan, run_settings
+from .data.batching import TokenizedPairs, TrainingSet, batch_shapes
+from .data.bpe_dropout import BPEDropoutPairs
+from .data.corpus import DataArguments, load_parallel_data, source_key, tokenize_splits
+from .data.streaming import StreamingTokenBatches, streaming_pairs
+from .data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
+from .run.checkpoints import CompleteCheckpoints, output_guard
+from .run.curve import LearningCurveCallback
+from .run.hub_push import HubPush
+from .run.launches import Launches
+from .run.run_lock import OutputDirLock
+from .run.run_settings import batch_plan, run_settings
+from .run.stopping import SaveOnSignal, TimeBudget
 from .schedules import lr_multiplier
-from .stopping import SaveOnSignal, TimeBudget
-from .streaming import StreamingTokenBatches, streaming_pairs
-from .ties import hold_ties_once, load_ties_whole
-from .tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
-from .trainer import PaperSeq2SeqTrainer, RunDecoding
+from .step.allocator import keep_freed_memory
+from .step.compiled import CompileReport, compiles, fit_for_compile, settle_cuda_graphs
+from .step.evaluation import BleuMetric, shortest_first, spread_sample
+from .step.micro_batch import Vocabulary, size_micro_batch
+from .step.ties import hold_ties_once, load_ties_whole
+from .step.trainer import PaperSeq2SeqTrainer, RunDecoding
 
 logger = logging.getLogger("vanilla_train")
 

@@ -12,9 +12,9 @@ from vanilla_tools.decoding import Decoding
 from vanilla_tools.exports import cached_ctranslate2
 from vanilla_tools.run_files import EvalResults, FinishedRun
 
-from .checkpoints import output_guard
-from .record import write_recipe, write_summary
-from .trainer import PaperSeq2SeqTrainer
+from .run.checkpoints import output_guard
+from .run.record import write_recipe, write_summary
+from .step.trainer import PaperSeq2SeqTrainer
 
 logger = logging.getLogger("vanilla_train")
 

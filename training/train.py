@@ -27,13 +27,13 @@ from vanilla_tools.hardware import fp32_gflops
 from vanilla_tools.run_files import EvalResults
 
 from .arguments import DataArguments, ModelArguments, parse_args
-from .average import average_newest_into
 from .build import FirstStepLog, RunPlan, build_trainer, holding_output_dir, prepare_process
-from .evaluation import final_evaluation
 from .finish import mark_finished, save_final_model, write_run_files
-from .hub_push import HubPush
-from .launches import Launches
-from .relaunch import plan_start
+from .run.hub_push import HubPush
+from .run.launches import Launches
+from .run.relaunch import plan_start
+from .step.average import average_newest_into
+from .step.evaluation import final_evaluation
 
 logger = logging.getLogger("vanilla_train")
 

@@ -128,7 +128,8 @@ class EvalResults(RunFile):
 class FinishedRun(RunFile):
     """``run_finished.json``: written last, once everything the command asked for is done (trained, saved,
     evaluated, exported, summarised, pushed): the step the run ended at and its settings. It says what the directory
-    holds to a relaunch of the command (training/relaunch.py), and is no part of the model (vanilla-push leaves it)."""
+    holds to a relaunch of the command (training/run/relaunch.py), and is no part of the model (vanilla-push leaves
+    it)."""
 
     step: int = 0
     settings: dict = field(default_factory=dict)

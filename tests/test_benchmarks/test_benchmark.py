@@ -278,7 +278,7 @@ def test_each_step_mode_is_a_set_of_vanilla_train_flags():
     25,000 tokens a side in one batch (no accumulation), and so with inductor's CUDA graphs."""
     from benchmarks.wmt14_step import MODES, PRESET
     from training.arguments import load_preset, parse_args
-    from training.compiled import captures_cuda_graphs
+    from training.step.compiled import captures_cuda_graphs
 
     assert list(MODES) == ["eager", "compiled", "compiled-one-batch", "cudagraphs"]
     preset = [f"--{key}={value}" for key, value in load_preset(PRESET).items() if key == "max_tokens_per_batch"]
@@ -318,7 +318,7 @@ def test_a_gpu_call_rehearsed_on_the_cpu_brings_back_only_its_new_records_in_the
 
     from training_helpers import tiny_preset
 
-    from training.record import check_run_record
+    from training.run.record import check_run_record
 
     root = Path(__file__).resolve().parents[2]
     preset, out = tiny_preset(tmp_path), tmp_path / "out"
@@ -377,7 +377,7 @@ def test_a_gpu_call_rehearsed_on_the_cpu_brings_back_only_its_new_records_in_the
 def bucketed_epoch() -> list[dict]:
     """The training batches (random ids) of an epoch of 300 pairs of 2-16 tokens in batches of up to 128 padded
     tokens a side, bucketed: lengths 8 or 16, batch sizes multiples of 8."""
-    from training.batching import TokenBatchSampler
+    from training.data.batching import TokenBatchSampler
     from vanilla_tools.batch_shapes import BatchShapes
 
     lengths = torch.randint(2, 17, (2, 300), generator=torch.Generator().manual_seed(0))
@@ -432,7 +432,7 @@ def test_a_second_process_finds_the_first_ones_compiled_step_in_the_caches():
     inductor cache (a tiny model with dropout and the fused loss, one batch shape; inductor): the first compiles the
     step once per shape and with dynamic shapes, a graph each (AOTAutograd's cache misses, and inductor's for the
     forward and the backward graph); the second finds each whole in AOTAutograd's cache, custom autograd.Functions
-    and all (torch bypasses that cache for them unless told otherwise: training.compiled.configure_inductor)."""
+    and all (torch bypasses that cache for them unless told otherwise: training.step.compiled.configure_inductor)."""
     from benchmarks.training_step import compiles_in_new_processes
 
     model = tiny_model(dropout=0.1, label_smoothing=0.1, encoder_layers=1, decoder_layers=1).train()

@@ -1,13 +1,13 @@
 """One rule decides whether two runs may be compared (experiments/comparable.py), on synthetic run records: the same
 code, budget, kind of device and precision, each difference named; and the run records every runner writes hold to
-one schema (training/record.py)."""
+one schema (training/run/record.py)."""
 
 import pytest
 from training_helpers import synthetic_run
 
 from experiments import comparable
 from experiments.comparable import BF16, FP32, groups, precisions_agree, single_runs_agree, why_not
-from training.record import check_run_record, run_budget, run_record
+from training.run.record import check_run_record, run_budget, run_record
 
 
 def reasons(a: dict, b: dict, **kwargs) -> list[str]:

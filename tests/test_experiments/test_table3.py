@@ -12,8 +12,8 @@ from training_helpers import synthetic_run, tiny_preset
 from experiments import comparable, table3, table3_page
 from experiments.comparable import BF16, FP32, experiment_precision
 from experiments.verdict import difference
-from training.batching import batch_shapes
-from training.record import check_run_record
+from training.data.batching import batch_shapes
+from training.run.record import check_run_record
 from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError
 from vanilla_tools.provenance import ROOT, generated

@@ -288,8 +288,8 @@ def test_a_checkpoint_the_hub_cannot_take_is_named_and_training_goes_on(hub, tra
     and its final push tries again."""
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
-    from training.checkpoints import complete_checkpoints
-    from training.hub_push import HubPush
+    from training.run.checkpoints import complete_checkpoints
+    from training.run.hub_push import HubPush
 
     monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.endpoint)
     monkeypatch.setenv("HF_TOKEN", ALICE)

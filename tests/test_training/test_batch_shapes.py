@@ -13,8 +13,8 @@ from training_helpers import train_argv, write_corpus
 from inference.engine import GenerateEngine
 from modeling_vanilla import VanillaTransformerForSeq2Seq
 from training.arguments import parse_args
-from training.batching import TokenBatchSampler, cut_points
 from training.build import build_trainer
+from training.data.batching import TokenBatchSampler, cut_points
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes, PaddedBatches
 from vanilla_tools.decoding import Decoding
 

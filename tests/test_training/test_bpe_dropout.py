@@ -6,8 +6,8 @@ import pytest
 from training_helpers import ENGLISH, GERMAN, train_argv, write_corpus
 
 from training.arguments import parse_args
-from training.bpe_dropout import BPEDropoutBatchSampler, BPEDropoutPairs
 from training.build import build_trainer
+from training.data.bpe_dropout import BPEDropoutBatchSampler, BPEDropoutPairs
 
 
 def resegmented(tokenizer, p: float, limit: int = 128, copies: int = 1) -> BPEDropoutPairs:

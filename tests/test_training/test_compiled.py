@@ -1,4 +1,4 @@
-"""The compiled training step (``--torch_compile``, training/compiled.py): eager's gradients, one graph for every
+"""The compiled training step (``--torch_compile``, training/step/compiled.py): eager's gradients, one graph for every
 batch shape, the flag through vanilla-train, and eager training where inductor has no C++ compiler."""
 
 import json
@@ -16,10 +16,10 @@ from training_helpers import train_argv, write_corpus
 from transformers import Seq2SeqTrainingArguments
 
 from modeling_vanilla import speedups
-from training import compiled
 from training.arguments import parse_args, resolve
-from training.batching import TokenBatchSampler
-from training.compiled import MOST_CUDA_GRAPHS, DynamicBatches, compile_counts, configure_inductor, fit_for_compile
+from training.data.batching import TokenBatchSampler
+from training.step import compiled
+from training.step.compiled import MOST_CUDA_GRAPHS, DynamicBatches, compile_counts, configure_inductor, fit_for_compile
 from training.train import run
 from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError
@@ -164,7 +164,7 @@ def test_no_cpp_compiler_trains_eagerly(tmp_path, monkeypatch, caplog):
         resolve(model_args, data_args, args, d_model=512, validation=True, **decided)
         assert fit_for_compile(args, collate) is collate
     assert not args.torch_compile and args.torch_compile_backend is None
-    assert [r.getMessage() for r in caplog.records if r.name == "training.compiled"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "training.step.compiled"] == [
         "--torch_compile: inductor cannot build CPU kernels here (g++ not found); training eagerly"
     ]
 
@@ -242,7 +242,7 @@ def test_one_micro_batch_on_one_gpu_records_cuda_graphs_unless_a_mode_is_given(
         settle_cuda_graphs(args)
     assert args.torch_compile_mode == chosen
     assert compiled.captures_cuda_graphs(args.torch_compile_mode) == (chosen == "reduce-overhead")
-    chose = [r.getMessage() for r in caplog.records if r.name == "training.compiled"]
+    chose = [r.getMessage() for r in caplog.records if r.name == "training.step.compiled"]
     assert chose == (
         [
             "--torch_compile on one GPU with one micro-batch a step: --torch_compile_mode reduce-overhead, the forward "

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from training.curve import LearningCurveCallback
+from training.run.curve import LearningCurveCallback
 from vanilla_tools import run_files
 from vanilla_tools.cli import UsageError
 

@@ -29,7 +29,7 @@ from modeling_vanilla.modeling_vanilla import DecoderLayer, EncoderLayer
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 from torch.distributed.fsdp.wrap import transformer_auto_wrap_policy
-from training.average import load_average
+from training.step.average import load_average
 
 
 def shard(model, version):
@@ -95,7 +95,7 @@ from modeling_vanilla import VanillaTransformerForSeq2Seq
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
-from training.ties import hold_ties_once
+from training.step.ties import hold_ties_once
 
 TIED = ("embed_tokens.weight", "shared.weight", "lm_head.weight")
 
@@ -156,7 +156,7 @@ def test_a_model_sharded_by_fsdp_2_saves_its_own_code_and_its_checkpoints_resume
     ``_fsdp_init.FSDPVanillaTransformerForSeq2Seq`` (``fully_shard`` swaps the class), so no checkpoint of the run
     loaded; and resuming failed in torch's ``set_model_state_dict`` on the tied weight's other names ("mixed
     torch.Tensor and DTensor"). Two gloo processes: the sharded model saves what the unsharded one saves, and loads
-    from its own code files; with train.py's hooks (training/ties.py) a checkpoint holds the tied weight once and
+    from its own code files; with train.py's hooks (training/step/ties.py) a checkpoint holds the tied weight once and
     loads into the shards, as one process and as several, and a checkpoint of all four names as one process."""
     from transformers import AutoModelForSeq2SeqLM
 

@@ -1,11 +1,11 @@
-"""A run's launches (training/launches.py): the history a checkpoint carries, and a checkpoint without one."""
+"""A run's launches (training/run/launches.py): the history a checkpoint carries, and a checkpoint without one."""
 
 import json
 
 from transformers import TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer import TRAINER_STATE_NAME
 
-from training.launches import LAUNCHES_FILE, Launches
+from training.run.launches import LAUNCHES_FILE, Launches
 
 
 def test_a_relaunch_extends_the_checkpoints_history_and_a_checkpoint_without_one_is_named_unrecorded(tmp_path):

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from training.evaluation import choose_length_penalty, wider_length_penalty
+from training.step.evaluation import choose_length_penalty, wider_length_penalty
 from vanilla_tools.decoding import Decoding
 
 GRID = [0.6, 1.0, 1.5, 2.0, 2.5]  # the multi30k preset's

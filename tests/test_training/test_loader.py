@@ -13,7 +13,7 @@ from training import arguments
 from training.arguments import parse_args
 from training.build import build_trainer
 from training.schedules import NoamSchedule
-from training.trainer import PaperSeq2SeqTrainer, RunDecoding
+from training.step.trainer import PaperSeq2SeqTrainer, RunDecoding
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
 

@@ -1,4 +1,4 @@
-"""The micro-batch sized to the device (training/micro_batch.py, issue 99), on a mocked device memory: the wmt14
+"""The micro-batch sized to the device (training/step/micro_batch.py, issue 99), on a mocked device memory: the wmt14
 preset's step keeps its 25,000 tokens a side, and each device takes as many of them at once as it holds.
 
 The mocked memory is derived from the one measured step: the wmt14 preset's compiled bf16 step on an H200 peaked at
@@ -17,13 +17,13 @@ from helpers import tiny_model
 from training_helpers import pad, pairs
 from transformers import Seq2SeqTrainingArguments
 
-from training import micro_batch
 from training.arguments import gradient_accumulation, parse_args
 from training.build import RunPlan, build_model, step_size
-from training.checkpoints import BATCH_PLAN, COMPLETE_MARKER
-from training.micro_batch import ProbeStep, Vocabulary, largest_that_fits, size_micro_batch
-from training.record import check_run_record, run_record
-from training.trainer import PaperSeq2SeqTrainer, RunDecoding
+from training.run.checkpoints import BATCH_PLAN, COMPLETE_MARKER
+from training.run.record import check_run_record, run_record
+from training.step import micro_batch
+from training.step.micro_batch import ProbeStep, Vocabulary, largest_that_fits, size_micro_batch
+from training.step.trainer import PaperSeq2SeqTrainer, RunDecoding
 from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding

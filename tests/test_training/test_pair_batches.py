@@ -7,9 +7,9 @@ from training_helpers import train_argv, write_corpus
 from transformers import DataCollatorForSeq2Seq
 
 from training.arguments import parse_args
-from training.batching import TokenBatchSampler
 from training.build import build_trainer
-from training.data import lengths
+from training.data.batching import TokenBatchSampler
+from training.data.corpus import lengths
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes, PaddedBatches, PairBatches
 
 

@@ -16,14 +16,14 @@ from helpers import free_port
 from safetensors.torch import load_file
 from training_helpers import assert_same_weights, train_argv, write_corpus
 
-from training.checkpoints import (
+from training.run.checkpoints import (
     ON_SIGNAL_MARKER,
     checkpoint_settings,
     complete_checkpoints,
     mark_complete,
     rotate_complete_checkpoints,
 )
-from training.relaunch import FinishedRun, plan_start
+from training.run.relaunch import FinishedRun, plan_start
 from vanilla_tools.cli import UsageError
 
 pytestmark = pytest.mark.slow
@@ -198,7 +198,7 @@ def test_overwrite_deletes_the_runs_checkpoints_naming_each_and_nothing_else(tmp
         (tmp_path / name).write_text("{}")
     assert plan(tmp_path, overwrite=True, may_delete=False).checkpoint is None  # not the first process: no deletes
     assert all(folder.is_dir() for folder in folders)
-    with caplog.at_level(logging.WARNING, logger="training.relaunch"):
+    with caplog.at_level(logging.WARNING, logger="training.run.relaunch"):
         start = plan(tmp_path, overwrite=True)
     assert start.checkpoint is None and not start.finished
     assert [r.getMessage() for r in caplog.records] == [
@@ -221,7 +221,7 @@ def test_overwrite_with_a_checkpoint_it_would_delete_is_refused(tmp_path):
 
 def test_a_named_checkpoint_is_resumed_as_asked_warning_of_other_settings(tmp_path, caplog):
     folder = checkpoint(tmp_path, 6, {**SETTINGS, "lr_scale": 1.0, "max_steps": 6})
-    with caplog.at_level(logging.WARNING, logger="training.relaunch"):
+    with caplog.at_level(logging.WARNING, logger="training.run.relaunch"):
         start = plan(tmp_path, str(folder))
     assert start.checkpoint == folder and not start.detected
     assert start.message == f"resuming from {folder}, as --resume_from_checkpoint asks"

@@ -7,7 +7,7 @@ from transformers import GenerationConfig
 
 from training.arguments import parse_args
 from training.build import build_trainer
-from training.evaluation import final_evaluation
+from training.step.evaluation import final_evaluation
 from vanilla_tools.decoding import Decoding
 
 SEARCH = ("num_beams", "length_penalty", "early_stopping", "max_length", "max_new_tokens")

@@ -1,7 +1,7 @@
 """The output directory's lock leaves nothing behind a run that wrote nothing: a folder it made holding only the
 lock is removed on release; a folder that was there, or that holds the run's files, stays (the lock emptied)."""
 
-from training.run_lock import LOCK_FILE, OutputDirLock
+from training.run.run_lock import LOCK_FILE, OutputDirLock
 
 
 def test_a_folder_the_lock_made_and_nothing_else_wrote_is_removed(tmp_path):

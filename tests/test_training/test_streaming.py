@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file
 from training_helpers import train_argv, write_corpus
 
-from training.data import DataArguments
-from training.streaming import StreamingTokenBatches, streaming_pairs
+from training.data.corpus import DataArguments
+from training.data.streaming import StreamingTokenBatches, streaming_pairs
 
 TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
 BIN = Path(sys.executable).parent

@@ -12,8 +12,8 @@ import pytest
 from training_helpers import write_corpus
 
 from training.arguments import load_preset, parse_args
-from training.data import DataArguments, load_parallel_data
-from training.moses import MosesLowercaseTokenizer
+from training.data.corpus import DataArguments, load_parallel_data
+from training.data.moses import MosesLowercaseTokenizer
 from vanilla_tools.corpora import BUNDLED_DIR
 from vanilla_tools.metrics import tokenized_bleu
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from training_helpers import write_corpus
 
-from training import tokenizer as tokenizer_module
-from training.data import DataArguments, load_parallel_data
-from training.streaming import streaming_pairs
-from training.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
+from training.data import tokenizer as tokenizer_module
+from training.data.corpus import DataArguments, load_parallel_data
+from training.data.streaming import streaming_pairs
+from training.data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 
 
 def sentences_from(pid_file: Path, sentences) -> object:

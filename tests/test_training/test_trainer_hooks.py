@@ -14,9 +14,9 @@ from private_uses import private_uses
 from training_helpers import pad, pairs
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
 
-from training.batching import TokenBatchSampler
+from training.data.batching import TokenBatchSampler
 from training.schedules import NoamSchedule
-from training.trainer import PRIVATE_TRAINER_HOOKS, PaperSeq2SeqTrainer, RunDecoding
+from training.step.trainer import PRIVATE_TRAINER_HOOKS, PaperSeq2SeqTrainer, RunDecoding
 from vanilla_tools.decoding import Decoding
 
 PACKAGE = Path(__file__).resolve().parents[2] / "training"
@@ -26,7 +26,9 @@ OVERRIDDEN = [hook for hook in PRIVATE_TRAINER_HOOKS if hook in vars(PaperSeq2Se
 def test_every_internal_of_transformers_touched_is_listed_with_its_reason():
     uses = private_uses(PACKAGE)
     unlisted = sorted(str(use) for use in uses if use.name not in PRIVATE_TRAINER_HOOKS)
-    assert not unlisted, f"transformers' internals used, not in training/trainer.py's PRIVATE_TRAINER_HOOKS: {unlisted}"
+    assert not unlisted, (
+        f"transformers' internals used, not in training/step/trainer.py's PRIVATE_TRAINER_HOOKS: {unlisted}"
+    )
     unused = sorted(set(PRIVATE_TRAINER_HOOKS) - {use.name for use in uses})
     assert not unused, (
         f"PRIVATE_TRAINER_HOOKS lists what training/ no longer touches (or is no longer transformers'): {unused}"
@@ -35,7 +37,7 @@ def test_every_internal_of_transformers_touched_is_listed_with_its_reason():
 
 
 def test_only_the_trainers_module_reaches_into_a_trainer():
-    """Outside training/trainer.py no module uses a Trainer's private methods or its callback handler: what needs
+    """Outside training/step/trainer.py no module uses a Trainer's private methods or its callback handler: what needs
     them is a public method of PaperSeq2SeqTrainer (save_checkpoint: a stopped run's checkpoint)."""
     private = sorted(str(use) for use in private_uses(PACKAGE) if use.on_trainer and use.name.startswith("_"))
     assert not private, private

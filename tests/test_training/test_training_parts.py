@@ -14,20 +14,20 @@ from training_helpers import ENGLISH, GERMAN, train_argv, write_corpus
 from transformers import AutoTokenizer, Seq2SeqTrainingArguments, TrainerControl, TrainerState
 from transformers.trainer_utils import TrainOutput
 
-from training import stopping
-from training.allocator import keep_freed_memory
 from training.arguments import parse_args
-from training.batching import TokenBatchSampler, make_batches, make_exact_batches
 from training.build import RunPlan, build_trainer
-from training.checkpoints import checkpoint_write_guard, complete_checkpoints, mark_complete, resolve_checkpoint
-from training.data import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
-from training.launches import Launches
-from training.record import resolved_arguments, run_record, write_recipe
-from training.run_settings import BATCHES
+from training.data.batching import TokenBatchSampler, make_batches, make_exact_batches
+from training.data.corpus import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
+from training.data.tokenizer import train_tokenizer
+from training.run import stopping
+from training.run.checkpoints import checkpoint_write_guard, complete_checkpoints, mark_complete, resolve_checkpoint
+from training.run.launches import Launches
+from training.run.record import resolved_arguments, run_record, write_recipe
+from training.run.run_settings import BATCHES
+from training.run.stopping import TimeBudget
 from training.schedules import InverseSqrtSchedule, NoamSchedule
-from training.stopping import TimeBudget
-from training.tokenizer import train_tokenizer
-from training.trainer import launch_metrics
+from training.step.allocator import keep_freed_memory
+from training.step.trainer import launch_metrics
 from vanilla_tools.cli import UsageError
 from vanilla_tools.metrics import score_translations, tokenized_bleu
 from vanilla_tools.run_files import TrainingRecipe
@@ -73,7 +73,7 @@ def test_bad_lines_are_dropped_as_pairs_and_counted(tmp_path, caplog):
     pairs, report = read_parallel_files([source, target], DataArguments(cache_dir=str(tmp_path / "cache")))
     assert pairs.to_dict() == {"source": ["one", "five"], "target": ["eins", "fünf"]}  # never misaligned
     assert report.kept == 2 and report.dropped == {"empty": 2, "invalid UTF-8": 1}
-    with caplog.at_level(logging.INFO, logger="training.data"):
+    with caplog.at_level(logging.INFO, logger="training.data.corpus"):
         report.log("train", "s.en and t.de")
     assert "kept 2 pairs; dropped: 2 empty, 1 invalid UTF-8" in caplog.text
 
@@ -160,7 +160,7 @@ def test_tokenization_truncates_keeping_eos_and_counts(tokenizer, tmp_path, capl
     source = write(tmp_path / "s.en", [long_source.encode(), b"A dog."])
     target = write(tmp_path / "t.de", [b"Ein Hund.", b"Ein Hund."])
     args = DataArguments(dataset="files", train_files=[source, target], max_source_length=8, cache_dir=str(tmp_path))
-    with caplog.at_level(logging.INFO, logger="training.data"):
+    with caplog.at_level(logging.INFO, logger="training.data.corpus"):
         data = tokenize_splits(load_parallel_data(args), tokenizer, args)
     first = data["train"][0]
     assert len(first["input_ids"]) == 8 and first["input_ids"][-1] == tokenizer.eos_token_id
@@ -179,7 +179,7 @@ def lengths(n: int, seed: int = 0) -> tuple[list[int], list[int]]:
 
 
 def test_evaluation_during_training_samples_every_length():
-    from training.evaluation import shortest_first, spread_sample
+    from training.step.evaluation import shortest_first, spread_sample
 
     sizes = (3, 9, 1, 7, 5, 2, 8, 4, 6, 10)
     validation = shortest_first(datasets.Dataset.from_dict({"source_length": sizes, "target_length": sizes}))

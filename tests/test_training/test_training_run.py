@@ -17,9 +17,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel
 
 from inference.translate import translate
 from training.arguments import parse_args
-from training.average import average_checkpoints, average_newest_into, last_checkpoints
-from training.checkpoints import ON_SIGNAL_MARKER
-from training.record import check_run_record
+from training.run.checkpoints import ON_SIGNAL_MARKER
+from training.run.record import check_run_record
+from training.step.average import average_checkpoints, average_newest_into, last_checkpoints
 from vanilla_tools.cli import UsageError
 
 pytestmark = pytest.mark.slow
@@ -240,7 +240,7 @@ def test_a_failed_write_of_the_average_removes_what_it_wrote(trained_run, tmp_pa
 
 def test_averaging_more_checkpoints_than_a_run_wrote_takes_those_it_has(trained_run, caplog):
     model = AutoModelForSeq2SeqLM.from_pretrained(trained_run["output"])
-    with caplog.at_level(logging.WARNING, logger="training.average"):
+    with caplog.at_level(logging.WARNING, logger="training.step.average"):
         averaged = average_newest_into(model, trained_run["output"], 9)
     assert [p.name for p in averaged] == ["checkpoint-2", "checkpoint-4", "checkpoint-6"]
     assert "but " + str(trained_run["output"]) + " has only 3" in caplog.text
@@ -316,7 +316,7 @@ def test_attention_maps_and_heat_map(trained_run, tmp_path):
 
 
 def test_learning_curve_plot(trained_run, tmp_path):
-    from training.plot_curve import plot_curve
+    from training.run.plot_curve import plot_curve
 
     png = plot_curve(trained_run["summary"] / "learning_curve.csv", tmp_path / "curve.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000

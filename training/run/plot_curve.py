@@ -30,7 +30,7 @@ def plot_curve(csv_path: str | Path, output: str | Path | None = None) -> Path:
     return output
 
 
-COLUMNS = ("minutes", "eval_loss", "eval_bleu")  # of learning_curve.csv (training/curve.py) that the plot draws
+COLUMNS = ("minutes", "eval_loss", "eval_bleu")  # of learning_curve.csv (training/run/curve.py) that the plot draws
 
 
 def curve_columns(csv_path: Path) -> dict[str, list[float]]:

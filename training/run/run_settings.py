@@ -19,10 +19,10 @@ from pathlib import Path
 
 from transformers import Seq2SeqTrainingArguments
 
-from .arguments import ModelArguments, gradient_accumulation, model_fields
-from .batching import batch_shapes
-from .data import DataArguments
-from .schedules import UNPLANNED
+from ..arguments import ModelArguments, gradient_accumulation, model_fields
+from ..data.batching import batch_shapes
+from ..data.corpus import DataArguments
+from ..schedules import UNPLANNED
 
 LENGTH = ("max_steps", "num_train_epochs", "max_train_minutes")  # how long, not what each step does
 BATCHES = ("tokens_per_batch", "gradient_accumulation_steps")  # the sampler's batch (all processes), per step

@@ -16,7 +16,7 @@ from transformers import AutoModelForSeq2SeqLM
 from vanilla_tools.cli import UsageError, console_script, positive_int
 from vanilla_tools.disk import write_guard
 
-from .checkpoints import MODEL_FILES, complete_checkpoints, saved_on_signal
+from ..run.checkpoints import MODEL_FILES, complete_checkpoints, saved_on_signal
 from .ties import named_parameters
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def load_shards(model: torch.nn.Module, full: dict[str, torch.Tensor]) -> list[s
     parameter is. Returns the names in ``full`` that no parameter has. Written out because torch's
     ``set_model_state_dict`` leaves a tied weight's other names (``model.encoder.embed_tokens.weight`` beside
     ``model.shared.weight``) full tensors and fails copying them into the DTensor (torch 2.11 on a lent H200, and
-    2.13 here: training/ties.py)."""
+    2.13 here: training/step/ties.py)."""
     loaded = set()
     with torch.no_grad():
         for parameter, names in named_parameters(model):

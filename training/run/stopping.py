@@ -119,7 +119,7 @@ def train_until_stopped(
     trainer: Seq2SeqTrainer, stop: SaveOnSignal, train: Callable[[], TrainOutput]
 ) -> TrainOutput | None:
     """``train()`` (Trainer's, of ``trainer``) with ``stop`` (one of its callbacks) listening: a checkpoint is saved
-    and None returned if SIGTERM or SIGINT stops it (``trainer``: training.trainer's, whose ``save_checkpoint``
+    and None returned if SIGTERM or SIGINT stops it (``trainer``: training.step.trainer's, whose ``save_checkpoint``
     writes it; its ``train()`` calls this)."""
     stop.install()
     try:

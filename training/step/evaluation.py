@@ -11,7 +11,7 @@ from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.metrics import score_translations
 
-from .data import lengths
+from ..data.corpus import lengths
 from .trainer import PaperSeq2SeqTrainer
 
 logger = logging.getLogger(__name__)

@@ -82,7 +82,7 @@ class DataArguments:
         default=4096,
         metadata={
             "help": "padded tokens per side per device batch (§5.1: ~25,000 per step); 0: as many as the device's "
-            "memory holds, up to --tokens_per_step / processes (training/micro_batch.py)"
+            "memory holds, up to --tokens_per_step / processes (training/step/micro_batch.py)"
         },
     )
     tokens_per_step: int | None = field(
@@ -139,7 +139,7 @@ class DataArguments:
         default=False,
         metadata={
             "help": "lowercase every split, then Moses' normalize-punctuation and tokenizer for each side's language "
-            "(sacremoses), before the BPE, as the Multi30k literature's text (training/moses.py): the model then "
+            "(sacremoses), before the BPE, as the Multi30k literature's text (training/data/moses.py): the model then "
             "reads and writes lowercased, tokenized text, and is scored on it"
         },
     )

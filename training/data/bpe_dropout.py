@@ -30,7 +30,7 @@ from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError
 
 from .batching import Placement, TokenBatchSampler, TrainingSet, make_exact_batches
-from .data import clip
+from .corpus import clip
 
 MAX_PAIRS = 1_000_000
 

@@ -21,12 +21,12 @@ from transformers.trainer_utils import TrainOutput
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.decoding import Decoding
 
-from . import checkpoints
-from .arguments import RecipeArguments
+from ..arguments import RecipeArguments
+from ..data.batching import Placement, TokenBatchSampler, TrainingSet
+from ..run import checkpoints
+from ..run.stopping import SaveOnSignal, stopped_by_signal, train_until_stopped
 from .average import load_average
-from .batching import Placement, TokenBatchSampler, TrainingSet
 from .loader_wait import LoaderWait
-from .stopping import SaveOnSignal, stopped_by_signal, train_until_stopped
 
 logger = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from vanilla_tools.hardware import precision
 from vanilla_tools.provenance import git_commit, machine
 from vanilla_tools.run_files import TrainingRecipe, write_json
 
-from .arguments import ModelArguments
-from .data import DataArguments
-from .schedules import describe as describe_schedule
+from ..arguments import ModelArguments
+from ..data.corpus import DataArguments
+from ..schedules import describe as describe_schedule
 
 
 def resolved_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> dict:

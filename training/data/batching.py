@@ -19,7 +19,7 @@ from transformers.trainer_pt_utils import BatchRebalanceSampler
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.cli import UsageError
 
-from .data import DataArguments, lengths
+from .corpus import DataArguments, lengths
 
 
 def cut_points(longest: Sequence[int], max_tokens: int, min_size: int = 1, multiple: int = 1) -> list[int]:

@@ -31,7 +31,7 @@ from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.cli import UsageError
 
 from .batching import TrainingSet, length_order, make_batches
-from .data import (
+from .corpus import (
     FEATURES,
     DataArguments,
     PairTokenizer,

@@ -20,7 +20,7 @@ from transformers.trainer import TRAINING_ARGS_NAME
 from vanilla_tools.cli import UsageError
 from vanilla_tools.disk import write_guard
 
-from .batching import TrainingSet
+from ..data.batching import TrainingSet
 from .launches import Launches
 from .run_settings import same_run
 from .stopping import WEIGHTS_ALONE, SaveOnSignal

@@ -29,8 +29,8 @@ from transformers import Trainer
 from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError
 
-from .checkpoints import BATCH_PLAN, NEWEST, NO_RESUME, complete_checkpoints
-from .data import DataArguments
+from ..data.corpus import DataArguments
+from ..run.checkpoints import BATCH_PLAN, NEWEST, NO_RESUME, complete_checkpoints
 
 logger = logging.getLogger(__name__)
 
