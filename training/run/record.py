@@ -90,7 +90,7 @@ def run_record(
     """The run as every reader sees it (RUN_FIELDS): ``arguments`` resolved (``resolved_arguments``), ``steps``
     reached; ``code`` and ``host`` measured now unless given (the last launch's); with ``launches``
     (``launches.Launches.history``), each launch's steps, minutes and what it ran on; with ``micro_batch``
-    (``train.RunPlan.micro_batch``), the tokens a device took at once, the micro-batches a step, and what sized them
+    (``build.RunPlan.micro_batch``), the tokens a device took at once, the micro-batches a step, and what sized them
     (not part of the budget: the same tokens a step in fewer micro-batches is the same recipe)."""
     host = machine() if host is None else host
     return {

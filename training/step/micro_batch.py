@@ -3,7 +3,7 @@ optimizer step, and each device takes as many of them a micro-batch as its memor
 (``--tokens_per_step`` / processes); gradient accumulation makes up only the rest.
 
 ``--max_tokens_per_batch 0`` (the wmt14 and big presets) asks for it; any other value is the per-device budget as
-given. Decided once, before the run's plan (``train.RunPlan``), and written into ``max_tokens_per_batch``, from which
+given. Decided once, before the run's plan (``build.RunPlan``), and written into ``max_tokens_per_batch``, from which
 the accumulation (``arguments.gradient_accumulation``), the sampler and the records follow:
 
 - a resumed run keeps the size it started with, read from its checkpoint's batch plan;
@@ -40,7 +40,7 @@ PAPER_GPUS = 8  # §5.2: the paper's batch was shared by 8 P100s; a device that 
 
 @dataclass(frozen=True)
 class Vocabulary:
-    """What ``train.build_model`` reads of a tokenizer, for the model the probe trains before the run's tokenizer
+    """What ``build.build_model`` reads of a tokenizer, for the model the probe trains before the run's tokenizer
     exists: a vocabulary of --vocab_size (the size the run's is learned to) and special token ids."""
 
     size: int
