@@ -196,10 +196,44 @@ def host_other_ms(given: float | None, mode: str | None, host_time: Path = HOST_
     return sum(modes[mode][field] for field in HOST_TIME_FIELDS), f"{host_time.name}, mode {mode!r}"
 
 
+def inputs() -> tuple[Calibration, dict, dict]:
+    """The calibration, item 4 A's record and item 4 C's, read from results/benchmarks."""
+    dispatch = read(DISPATCH)
+    return calibration(read(CALIBRATION), dispatch), dispatch, read(SHAPES)
+
+
+def host_bound(gpu_busy_ms: float | None, step_ms: float) -> bool | None:
+    """Whether a measured step was bound by the host (``HOST_BOUND_BELOW``); None where its GPU-busy time is not
+    known."""
+    return None if gpu_busy_ms is None else gpu_busy_ms < HOST_BOUND_BELOW * step_ms
+
+
+def beside(mode: str, measured_ms: float, gpu_busy_ms: float | None, host_other: tuple[float, str] | str) -> dict:
+    """The model's prediction of ``mode``'s step beside its measured time, for a measurement's record: the
+    prediction (GPU work at ``GPU_FRACTION`` of the peak), measured over predicted, and the prediction with the
+    measured GPU-busy time as the GPU's work (which tests the host's part alone); ``host_other`` is
+    ``host_other_ms``'s answer, or why there is none (then so is the prediction)."""
+    if mode not in STEPS:
+        return {"prediction": f"the model covers {', '.join(STEPS)}, not {mode}"}
+    if isinstance(host_other, str):
+        return {"prediction": host_other}
+    calibrated, dispatch, shapes = inputs()
+    other_ms, source = host_other
+    predicted = predict(mode, calibrated, dispatch, shapes, other_ms)
+    with_busy = (
+        None if gpu_busy_ms is None else predict(mode, calibrated, dispatch, shapes, other_ms, gpu_busy_ms=gpu_busy_ms)
+    )
+    return {
+        "prediction": {**asdict(predicted), "gpu_fraction": GPU_FRACTION, "host_other_from": source},
+        "predicted_step_ms": predicted.step_ms,
+        "measured_over_predicted": measured_ms / predicted.step_ms,
+        "predicted_with_measured_busy_ms": None if with_busy is None else with_busy.step_ms,
+    }
+
+
 def model(host_other: float, source: str, gpu_fraction: float = GPU_FRACTION) -> dict:
     """Every step of ``STEPS`` predicted from the records, with the inputs and the assumptions."""
-    dispatch, shapes = read(DISPATCH), read(SHAPES)
-    calibrated = calibration(read(CALIBRATION), dispatch)
+    calibrated, dispatch, shapes = inputs()
     predictions = [asdict(predict(mode, calibrated, dispatch, shapes, host_other, gpu_fraction)) for mode in STEPS]
     return {
         "inputs": {

@@ -87,3 +87,64 @@ def test_the_record_holds_the_inputs_the_assumptions_and_each_step(tmp_path):
     assert [p["mode"] for p in record["predictions"]] == ["compiled", "compiled-one-batch", "cudagraphs"]
     assert record["inputs"]["host_other_from"].startswith("--host_other_ms (a placeholder")
     assert record["inputs"]["calibration"]["record"] == "results/benchmarks/gpu/h200-2026-11-28-calls-5-7.json"
+
+
+def test_the_gpu_busy_time_is_the_summed_time_of_the_gpus_kernels_and_copies():
+    """wmt14_step's profiled steps: the GPU-busy milliseconds a step sum the kernels' and copies' own time (a
+    graph's kernels each), not the profiler's ranges on the GPU's timeline, which span kernels; none seen (a CPU),
+    the field is None and says why."""
+    from types import SimpleNamespace
+
+    from torch.autograd import DeviceType
+
+    from benchmarks.wmt14_step import kernel_launches
+
+    def event(key, device, microseconds=0, count=1, annotation=False):
+        return SimpleNamespace(
+            key=key,
+            count=count,
+            device_type=device,
+            is_user_annotation=annotation,
+            self_device_time_total=microseconds,
+        )
+
+    def clock(*events):
+        return SimpleNamespace(profiler=SimpleNamespace(key_averages=lambda: list(events)))
+
+    profiled = clock(
+        event("cudaGraphLaunch", DeviceType.CPU, count=4),
+        event("cudaLaunchKernel", DeviceType.CPU, count=60),
+        event("triton_poi_fused_add_0", DeviceType.CUDA, 30_000, count=40),
+        event("Memcpy HtoD (Pinned -> Device)", DeviceType.CUDA, 2_000, count=20),
+        event("CompiledFunction", DeviceType.CUDA, 31_000, annotation=True),
+    )
+    assert kernel_launches(profiled, 2) == {
+        "host_launches_per_step": 32.0,
+        "gpu_kernels_per_step": 30.5,
+        "gpu_busy_ms": 16.0,
+    }
+    cpu_only = kernel_launches(clock(event("aten::mm", DeviceType.CPU)), 2)
+    assert cpu_only["gpu_busy_ms"] is None and cpu_only["gpu_busy_note"] == "the profiler saw no CUDA kernels"
+
+
+def test_a_measured_step_is_recorded_beside_its_prediction(records):
+    """The H200's 8-batch step (221.4 ms) against the control's prediction with the loader in workers (200.4 ms):
+    1.105 times; with a GPU-busy time measured, the prediction taking it as the GPU's work tests the host's part
+    alone. Host-bound: the GPU busy less than 80% of the step. Eager steps and a missing input are named."""
+    record = gpu_model.beside("compiled", 221.36, 40.0, (3.0, "--host_other_ms"))
+    assert record["predicted_step_ms"] == pytest.approx(200.36, abs=0.01)
+    assert record["measured_over_predicted"] == pytest.approx(1.105, abs=0.001)
+    assert record["predicted_with_measured_busy_ms"] == pytest.approx(200.36, abs=0.01)
+    assert record["prediction"]["bound"] == "host" and record["prediction"]["host_other_from"] == "--host_other_ms"
+    captured = gpu_model.beside("cudagraphs", 50.0, 45.0, (3.0, "--host_other_ms"))
+    assert captured["predicted_step_ms"] == pytest.approx(25.03, abs=0.01)
+    assert captured["predicted_with_measured_busy_ms"] == 45.0
+    assert gpu_model.beside("cudagraphs", 50.0, None, (3.0, "x"))["predicted_with_measured_busy_ms"] is None
+    assert gpu_model.beside("eager", 490.0, 80.0, (3.0, "x")) == {
+        "prediction": "the model covers compiled, compiled-one-batch, cudagraphs, not eager"
+    }
+    assert gpu_model.beside("compiled", 221.36, 40.0, "not predicted: no input") == {
+        "prediction": "not predicted: no input"
+    }
+    assert gpu_model.host_bound(40.0, 221.36) and not gpu_model.host_bound(45.0, 50.0)
+    assert gpu_model.host_bound(None, 50.0) is None
