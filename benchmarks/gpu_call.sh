@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# One call of a lent GPU for the work of both GPU issues (docs/performance.md, "On a GPU"): benchmarks/gpu_check.sh
-# (the wmt14 step, given STEP_S seconds, default 330: its compiled warm-up has taken 88-99 s; then the FSDP checks),
-# then benchmarks/gpu_experiments.sh with the seconds left before DEADLINE_S (default 570 from the start: give the
-# call timeout_s 590). Arguments go to gpu_experiments.sh, as the runs of `python -m experiments.table3` (default: the
-# base row, 1,000 steps, seeds 1-3). Prepared here as those two scripts say; run there from the repository root with
-# .device carried.
+# One call of a lent GPU for the work of both GPU issues (docs/performance.md, "On a GPU"), at most 9 minutes:
+# benchmarks/gpu_check.sh (the wmt14 step, given STEP_S seconds; then the FSDP checks unless CHECK_FSDP=0), then
+# benchmarks/gpu_experiments.sh with the seconds left before DEADLINE_S (default 540 from the start: give the call
+# timeout_s 570). Arguments go to gpu_experiments.sh, as the runs of `python -m experiments.table3` (default: the
+# base row, 1,000 steps, seeds 1-3, each about 100 s on an H200: two fit after the step). Prepared here as those two
+# scripts say; run there from the repository root with .device carried.
+# The step's budget, STEP_S (default 330): its two default modes (STEP_MODES, issue 99: the one-batch step captured
+# in CUDA graphs, then the 8-batch compiled control) each warm up every batch shape first. The compiled warm-up took
+# 88-99 s on the H200 (2 graphs, 61 shapes); the captured one compiles as long and records each of its 52 shapes
+# twice; then 35 measured steps each (30 timed, 3 watched for syncs, 2 profiled), and the process' start and the
+# peak's measurement: about 280 s, so 330 leaves a margin, and the record, rewritten after each mode, keeps the
+# first if the second runs out.
 # What comes back (a call brings back at most 8 files, 2 folders down): the step's record wmt14-step.json, the new
 # Table 3 records (table3-records.tgz, new-records.txt), and logs.tgz: every log, and machine.txt (the GPU, the host
 # CPU, and the commit the machine's copy of git holds, with the files that differ from it).
 set -uo pipefail
 out=${OUT:-/tmp/gpu-call}
 mkdir -p "$out"
-deadline=${DEADLINE_S:-570}
+deadline=${DEADLINE_S:-540}
 {
     nvidia-smi --query-gpu=name,clocks.max.sm,power.limit,driver_version --format=csv
     lscpu | grep -E "^Model name|^CPU\(s\)"

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # The checks only a GPU can make, in one call of a lent machine (docs/performance.md, "On a GPU"): the wmt14
-# preset's step after every batch shape is warm (warm-up seconds, tokens/s, MFU, host syncs and kernel launches,
-# eager and compiled; benchmarks/wmt14_step.py), and the FSDP 2 config training the preset, checkpointing,
-# averaging, resuming, and saving a model that loads from its own code files. At most 9 minutes (each part has its
-# timeout; STEP_S, default 330, bounds the step's, STEP_MODES names its modes; CHECK_FSDP=0 leaves out the FSDP part,
-# when the record of a call at the same FSDP code has it): give the call timeout_s 560, or run it from gpu_call.sh.
+# preset's step after every batch shape is warm (warm-up seconds, tokens/s, MFU, host syncs, kernel launches and
+# GPU-busy milliseconds a step, beside the step benchmarks/gpu_model.py predicts; benchmarks/wmt14_step.py), and the
+# FSDP 2 config training the preset, checkpointing, averaging, resuming, and saving a model that loads from its own
+# code files. At most 9 minutes (each part has its timeout; STEP_S, default 330, bounds the step's; STEP_MODES names
+# its modes, by default issue 99's: the step's 25,000 tokens in one batch, compiled and captured in CUDA graphs, then
+# the 8-batch compiled control; CHECK_FSDP=0 leaves out the FSDP part, when the record of a call at the same FSDP
+# code has it): give the call timeout_s 560, or run it from gpu_call.sh.
+# The model's one input that no record gives yet, the host's time a step besides its launches: HOST_OTHER_MS,
+# default 3 (a placeholder: issue 99's targets, 1 ms of loader wait and 2 of Trainer's, accelerate's and the
+# optimizer's Python), or HOST_TIME_MODE, a mode of results/benchmarks/host-time.json once that record is there.
 # `python -m benchmarks.wmt14_step --data ... --profile 3` prints where an eager step's time goes, when a record
 # asks why.
 # Prepared here first (the machine reaches no package index and no Hub):
@@ -20,11 +25,12 @@ export PYTHONPATH=$PWD TOKENIZERS_PARALLELISM=false
 python3 -c "import torch, transformers, accelerate; print(torch.__version__, transformers.__version__,
 accelerate.__version__, torch.cuda.get_device_name())"
 data=.device/wmt-like
+if [ -n "${HOST_TIME_MODE:-}" ]; then model=(--host_time_mode "$HOST_TIME_MODE"); else
+    model=(--host_other_ms "${HOST_OTHER_MS:-3}"); fi
 # shellcheck disable=SC2086  # STEP_MODES: several words
 # TORCH_LOGS=cudagraphs: inductor says why it leaves a graph without CUDA graphs (cudagraphs mode)
-PYTHONUNBUFFERED=1 TORCH_LOGS=cudagraphs timeout "${STEP_S:-330}" python3 -m benchmarks.wmt14_step --data $data --modes ${STEP_MODES:-eager compiled} \
-    --json "$out/wmt14-step.json" \
-    > "$out/step.log" 2>&1
+PYTHONUNBUFFERED=1 TORCH_LOGS=cudagraphs timeout "${STEP_S:-330}" python3 -m benchmarks.wmt14_step --data $data \
+    --modes ${STEP_MODES:-cudagraphs compiled} "${model[@]}" --json "$out/wmt14-step.json" > "$out/step.log" 2>&1
 echo "wmt14_step exit $?; c10 sync warnings (other threads): $(grep -c 'synchronizing CUDA' "$out/step.log")"
 grep -A4 '^| step' "$out/step.log"; grep ' syncs:' "$out/step.log"; grep -E "Error|error:" "$out/step.log" | tail -3
 grep -m3 "skipping cudagraphs" "$out/step.log"

@@ -9,6 +9,11 @@
 # Multi30k data is bundled):
 #   pip download --no-deps --python-version 3.12 --only-binary=:all: -d .device/wheels datasets evaluate dill \
 #       multiprocess sacremoses sacrebleu     # what the machine's Python lacks, at the versions this checkout tests
+# Not here: the multi30k-tiny preset's seeds (issue 101): by this estimate no call fits one. A seed is 8,000
+# steps of two 4,096-token micro-batches of a 4+4-layer model (about 1,600 launches a step at benchmarks/gpu_model.py's
+# 25 us a launch: 40-45 ms, so 5.5-6 minutes), 116 epochs each evaluated (greedy, 200 pairs) and checkpointed, and a
+# final beam-5 evaluation; Table 3's base row took 62-101 s for 1,000 one-batch 3+3-layer steps on the H200 with its
+# evaluations: about 11-21 minutes a seed, over one command's 10 (it needs its checkpoint carried between calls).
 # Run there from the repository root with .device carried; back here, add the new records and the page:
 #   tar xzf FILES_AT/table3-records.tgz -C results/table3 --skip-old-files && python -m experiments.table3 --report
 set -uo pipefail

@@ -13,9 +13,12 @@ with CUDA graphs): the preset's trainer (``vanilla-train``'s, through ``build_tr
 shape it will meet in the measured steps has been trained once, twice with CUDA graphs (``warm_steps``, from its
 sampler's plan; ``--warmup`` sets the count instead), then ``--steps`` timed ones (the GPU synchronised only at
 the two ends), then ``--sync_steps`` with CUDA's sync debug mode on, which names every call that makes the host wait
-for the GPU, then ``--launch_steps`` under the profiler, which counts the kernels the host launched. MFU is the
-timed steps' matrix-product FLOPs (``inference.bench.train_flops`` on each padded batch) over their time and the
-bf16 matrix-product peak measured in the same run (and, beside it, the datasheet's dense bf16 rate where the GPU is
+for the GPU, then ``--launch_steps`` under the profiler, which counts the kernels the host launched and sums the
+time of those the GPU ran (GPU-busy milliseconds a step: the record says whether the host bound the step), beside
+the step the model of benchmarks/gpu_model.py predicted (``--host_other_ms`` or ``--host_time_mode`` gives the input
+no record gives yet; without either the record says why there is no prediction). MFU is the timed steps'
+matrix-product FLOPs (``inference.bench.train_flops`` on each padded batch) over their time and the bf16
+matrix-product peak measured in the same run (and, beside it, the datasheet's dense bf16 rate where the GPU is
 known). The record is rewritten after each mode, so a call cut short keeps what it measured; a mode that fails is
 recorded with its error, and the next one measured.
 
@@ -40,7 +43,7 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity
 from transformers import TrainerCallback
 
-from benchmarks import wmt_like, write_record
+from benchmarks import gpu_model, wmt_like, write_record
 from benchmarks.training_step import StepClock, TokenCount, preset_trainer
 from inference.bench import train_flops
 from training.api import (
@@ -52,7 +55,7 @@ from training.api import (
     tokenize_splits,
     train_tokenizer,
 )
-from vanilla_tools.cli import load_tokenizer, positive_int
+from vanilla_tools.cli import UsageError, load_tokenizer, positive_int
 from vanilla_tools.hardware import matmul_peak, precision
 from vanilla_tools.provenance import provenance
 
@@ -241,15 +244,32 @@ def train(
 
 def kernel_launches(clock: StepClock, steps: int) -> dict:
     """Kernels the host launched (CUDA's launch calls, a CUDA graph's launch counted once) and kernels the GPU ran,
-    a step, in the profiled window of ``clock``."""
+    a step, in the profiled window of ``clock``, and the GPU-busy milliseconds a step: the summed time of the GPU's
+    kernels and copies (a graph's kernels each; the profiler's ranges on the GPU's timeline, which span kernels,
+    left out), or None, with why, where the profiler saw none."""
     averages = clock.profiler.key_averages()
     launches = sum(event.count for event in averages if LAUNCH.match(event.key))
     kernels = sum(event.count for event in averages if event.device_type == DeviceType.CUDA)
-    return {"host_launches_per_step": launches / steps, "gpu_kernels_per_step": kernels / steps}
+    on_gpu = [e for e in averages if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
+    busy = {"gpu_busy_ms": sum(e.self_device_time_total for e in on_gpu) / 1e3 / steps} if on_gpu else {}
+    return {
+        "host_launches_per_step": launches / steps,
+        "gpu_kernels_per_step": kernels / steps,
+        **(busy or {"gpu_busy_ms": None, "gpu_busy_note": "the profiler saw no CUDA kernels"}),
+    }
 
 
-def measure(data: Path, mode: str, warmup: int | None, steps: int, sync_steps: int, launch_steps: int) -> dict:
-    """The preset's step on the prepared data in ``mode`` (see the module's docstring)."""
+def measure(
+    data: Path,
+    mode: str,
+    warmup: int | None,
+    steps: int,
+    sync_steps: int,
+    launch_steps: int,
+    host_other: tuple[float, str] | str,
+) -> dict:
+    """The preset's step on the prepared data in ``mode`` (see the module's docstring), whether the host bound it,
+    and the model's prediction of it beside it (``gpu_model.beside``, with ``host_other``)."""
     measured = steps + sync_steps + launch_steps
     torch._dynamo.reset()  # each mode compiles, and counts its graphs and seconds, as if it ran alone
     torch._dynamo.utils.counters.clear()
@@ -268,6 +288,7 @@ def measure(data: Path, mode: str, warmup: int | None, steps: int, sync_steps: i
     flops = sum(train_flops(config, pairs, source, target) for pairs, source, target in batches.shapes[timed])
     seconds = watch.seconds()
     padded = sum(pairs * (source + target) for pairs, source, target in batches.shapes[timed])
+    launched = kernel_launches(clock, launch_steps)
     return {
         "mode": mode,
         "torch_compile": trainer.args.torch_compile,
@@ -293,7 +314,9 @@ def measure(data: Path, mode: str, warmup: int | None, steps: int, sync_steps: i
         "syncs_in_steps": sync_steps,
         "syncs": dict(watch.syncs.most_common()),
         "launches_in_steps": launch_steps,
-        **kernel_launches(clock, launch_steps),
+        **launched,
+        "host_bound": gpu_model.host_bound(launched["gpu_busy_ms"], seconds / steps * 1e3),
+        **gpu_model.beside(mode, seconds / steps * 1e3, launched["gpu_busy_ms"], host_other),
         **({"compilation": compile_counts()} if trainer.args.torch_compile else {}),
     }
 
@@ -322,6 +345,7 @@ def run(
     launch_steps: int,
     modes: list[str],
     json_path: str | None,
+    host_other: tuple[float, str] | str,
 ) -> dict:
     """Each of ``modes`` (``MODES``) in turn; the record (with ``provenance()``) written to ``json_path``
     after each."""
@@ -334,11 +358,12 @@ def run(
         "warmup_steps": warmup if warmup is not None else "every shape met (warm_steps)",
         "matmul_peak_bf16_flops_per_s": peak,
         "datasheet_bf16_flops_per_s": datasheet,
+        "host_bound": f"GPU busy less than {gpu_model.HOST_BOUND_BELOW:.0%} of the step (benchmarks/gpu_model.py)",
         "runs": [],
     }
     for mode in modes:
         try:
-            result = measure(data, mode, warmup, steps, sync_steps, launch_steps)
+            result = measure(data, mode, warmup, steps, sync_steps, launch_steps, host_other)
         except Exception as error:  # recorded, and the next mode still measured: a call is minutes of a lent GPU
             traceback.print_exc()
             record["runs"].append({"mode": mode, "error": f"{type(error).__name__}: {error}"[:2000]})
@@ -352,11 +377,17 @@ def run(
     return record
 
 
+def milliseconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def table(record: dict) -> str:
     rows = [
         "| step | warm-up s (steps) | s/step | tokens/s | MFU (bf16 peak {:.0f} TFLOP/s) | padding | peak GiB "
-        "| host syncs | launches/step |".format(record["matmul_peak_bf16_flops_per_s"] / 1e12),
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| host syncs | launches/step | GPU-busy ms/step | predicted ms/step |".format(
+            record["matmul_peak_bf16_flops_per_s"] / 1e12
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in record["runs"]:
         if "error" in r:
@@ -367,7 +398,8 @@ def table(record: dict) -> str:
             f"| {r['mode']} "
             f"| {r['warmup']['seconds']:.1f} ({r['warmup']['steps']}) | {r['step_s']:.3f} "
             f"| {r['tokens_per_s']:,.0f} | {r['mfu']:.1%} | {r['padding']:.1%} | {r['peak_memory_gib']:.1f} "
-            f"| {syncs} in {r['syncs_in_steps']} steps | {r['host_launches_per_step']:,.0f} |"
+            f"| {syncs} in {r['syncs_in_steps']} steps | {r['host_launches_per_step']:,.0f} "
+            f"| {milliseconds(r['gpu_busy_ms'])} | {milliseconds(r.get('predicted_step_ms'))} |"
         )
     return "\n".join(rows)
 
@@ -387,6 +419,9 @@ def arguments() -> argparse.ArgumentParser:
         "--modes", nargs="+", choices=list(MODES), default=["eager", "compiled"], help="the steps measured, in turn"
     )
     parser.add_argument("--json", help="write the record here")
+    other = parser.add_mutually_exclusive_group()  # benchmarks/gpu_model.py's input: without one, no prediction
+    other.add_argument("--host_other_ms", type=float, help="the model's host time a step besides launches (stated)")
+    other.add_argument("--host_time_mode", help="the model's host time a step from this mode of host-time.json")
     return parser
 
 
@@ -403,7 +438,13 @@ def main(argv: list[str] | None = None) -> dict:
     if args.profile:
         profile_steps(args.data, args.warmup, args.profile)
         return {}
-    record = run(args.data, args.warmup, args.steps, args.sync_steps, args.launch_steps, args.modes, args.json)
+    try:
+        host_other = gpu_model.host_other_ms(args.host_other_ms, args.host_time_mode)
+    except UsageError as error:  # the measurement is what a lent GPU is for: it is made, the reason recorded
+        host_other = f"not predicted: {error}"
+    record = run(
+        args.data, args.warmup, args.steps, args.sync_steps, args.launch_steps, args.modes, args.json, host_other
+    )
     print(table(record))
     for r in record["runs"]:
         print(r["mode"], "syncs:", r.get("syncs", "not measured"))

@@ -18,6 +18,7 @@ from training_helpers import synthetic_run
 from benchmarks import (
     data_scale,
     epoch_shapes,
+    gpu_model,
     load_check,
     preemption,
     restricted_attention,
@@ -58,6 +59,7 @@ TOOLS = {  # console script or module -> its argument parser
     "benchmarks.wmt14_step": wmt14_step.arguments,
     "benchmarks.epoch_shapes": epoch_shapes.arguments,
     "benchmarks.step_dispatch": step_dispatch.arguments,
+    "benchmarks.gpu_model": gpu_model.arguments,
 }
 
 
@@ -401,6 +403,29 @@ def test_the_operators_a_step_dispatches_are_their_record():
     assert f"dispatches {summary['one_batch_share_of_today']:.1%} of today's accumulated compiled one" in page
     assert f"the GPU runs {summary['h200_over_cpu_today']:.2f} times the proxy's count" in page
     assert names_its_record("docs/performance.md", "step-dispatch")
+
+
+def test_the_gpu_step_model_is_its_record():
+    """docs/performance.md's model of the GPU step (issue 99, item 4): its table is gpu-model.json's predictions, in
+    order, and its inputs are the record's."""
+    record = benchmark("gpu-model")
+    rows = page_table("docs/performance.md", "| step (`wmt14_step` mode) | micro-batches | host launches |")
+    assert [row[0].split()[0] for row in rows] == [p["mode"] for p in record["predictions"]]
+    assert [row[1:] for row in rows] == [
+        [
+            str(p["micro_batches"]),
+            f"{p['host_launches']:,.0f}",
+            *(f"{p[key]:.1f}" for key in ("host_ms", "gpu_ms", "step_ms")),
+            p["bound"],
+        ]
+        for p in record["predictions"]
+    ]
+    inputs, page = record["inputs"], flat("docs/performance.md")
+    calibration = inputs["calibration"]
+    assert f"times {calibration['launches_per_dispatch']:.2f}: the H200" in page
+    assert f"{calibration['host_us_per_launch']:.1f} µs, call 5's {calibration['step_ms']:.1f} ms less" in page
+    assert f"The host's other time:** {inputs['host_other_ms']:.0f} ms a step, a placeholder" in page
+    assert f"at {inputs['gpu_fraction']:.0%} of the measured" in page
 
 
 SERVING_ENGINES = {  # the serving table's names of vanilla-bench --translate's engines
