@@ -18,6 +18,7 @@ from training_helpers import synthetic_run
 from benchmarks import (
     data_scale,
     epoch_shapes,
+    host_time,
     load_check,
     preemption,
     restricted_attention,
@@ -57,6 +58,7 @@ TOOLS = {  # console script or module -> its argument parser
     "benchmarks.wmt14_step": wmt14_step.arguments,
     "benchmarks.epoch_shapes": epoch_shapes.arguments,
     "benchmarks.step_dispatch": step_dispatch.arguments,
+    "benchmarks.host_time": host_time.arguments,
 }
 
 
