@@ -9,7 +9,8 @@ trainer (``build_trainer``: Trainer's loop, the package's callbacks, accelerate,
 settings (no per-batch NaN check; the loader's ``LOADER_ON_CUDA``: 2 worker processes, 4 batches ahead each, as on
 a GPU, since the target is a GPU's), fp32. Each mode trains ``--warmup`` steps, then times ``--steps``; a figure is
 the median over the timed steps, in milliseconds a step. The step is one micro-batch of 25,000 tokens (the step a
-GPU that holds it trains), and, as the control, today's 8 of 3,125.
+GPU that holds it trains), and, as the control, today's 8 of 3,125; eager, and compiled when asked
+(``--modes``): its warm-up must then outlast its compilations, which on 2 shared cores took minutes a step.
 
 The split, on one clock (``time.perf_counter``), by public hooks only:
 
@@ -20,18 +21,20 @@ The split, on one clock (``time.perf_counter``), by public hooks only:
 - ``forward_backward_ms``: each micro-batch's forward (the model's forward pre-hook to its forward hook) and
   backward (the loss's gradient hook, where autograd starts on the model's graph, to the hook that fires once every
   parameter has its gradient, ``register_multi_grad_hook``). On the CPU this is the model's compute as well as its
-  dispatch; on a GPU it would be the dispatch alone.
+  dispatch; on a GPU it would be the dispatch alone. The hooks' own Python (one call a parameter in each backward)
+  is counted here, not in Trainer's time.
 - ``optimizer_ms``: from the last backward's end to ``on_pre_optimizer_step`` (Trainer's gradient norm, taken every
   step for the log: ``clip_grad_norm_`` at an infinite norm, as the preset clips nothing; it would clip there),
   then to ``on_optimizer_step`` (accelerate's wrapper and the fused AdamW), then the zero_grad Trainer makes after
-  it (``model.zero_grad()``: timed apart on the model, ``ZERO_GRAD_REPEATS`` times, since no hook bounds it).
+  it (``model.zero_grad()``: timed apart on the model, ``REPEATS`` times, since no hook bounds it).
 - ``trainer_other_ms``: the rest of the step's time: Trainer's loop, its schedule, logging decisions and state,
-  the callbacks (the package's and Trainer's), accelerate's contexts, and Trainer's lines around the model's call
-  (moving the batch, the loss's scaling, ``accelerator.backward``), less the loader's wait it contains.
-- ``optimizer_python_ms``: the optimizer's host time that is not arithmetic: the same gradient norm, accelerate's
-  wrapper of the same optimizer (its class and groups) and zero_grad, over as many parameters of one element each
-  (``tiny_optimizer_ms``), so what is left is Python and one dispatch of each operator; the rest of
-  ``optimizer_ms`` is the kernels' work, which on a GPU the device does.
+  the callbacks (the package's and Trainer's), accelerate's contexts, and Trainer's lines around each micro-batch's
+  model call (``model.train()`` over every module, moving the batch, the FLOP count, the loss's scaling,
+  ``accelerator.backward``), less the loader's wait it contains.
+- ``optimizer_python_ms``: the optimizer's host time that is not arithmetic: the same gradient norm and
+  accelerate's wrapper of the same optimizer (its class, groups and settings) over as many parameters of one
+  element each (``tiny_optimizer_ms``), so what is left is Python and one dispatch of each operator, plus zero_grad,
+  which computes nothing; the rest of ``optimizer_ms`` is the kernels' work, which on a GPU the device does.
 
 The parts of a step add up to its time (the intervals tile the step on one clock; the test checks it). The
 targets (issue 99): a wait of at most 1 ms a 25,000-token batch, and Trainer, accelerate and the optimizer's Python
