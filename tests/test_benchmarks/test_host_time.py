@@ -45,9 +45,9 @@ def test_the_loader_is_the_one_a_gpu_trains_with():
 @pytest.mark.slow
 def test_each_timed_step_is_tiled_by_its_parts_and_the_record_is_written(tmp_path):
     """Both default modes at 2,048 tokens a side a step on 300 WMT-like pairs, 1 step of warm-up and 2 timed (about
-    100 s on 2 shared cores): in every timed step the model's hooks fired once a micro-batch (1, or 8 of 256 tokens), the
-    parts add up to the step's time (they tile it on one clock, so only float rounding may differ) and none is
-    negative, the figures are the steps' medians, and the record is the one returned."""
+    100 s on 2 shared cores): in every timed step the model's hooks fired once a micro-batch (1, or 8 of 256
+    tokens), the parts add up to the step's time (they tile it on one clock, so only float rounding may differ) and
+    none is negative, the figures are the steps' medians, and the record is the one returned."""
     pytest.importorskip("wordfreq")
     path = tmp_path / "host-time.json"
     argv = ["--pairs", "300", "--tokens_per_step", "2048", "--warmup", "1", "--steps", "2", "--json", str(path)]
