@@ -19,6 +19,7 @@ from benchmarks import (
     data_scale,
     epoch_shapes,
     gpu_model,
+    host_time,
     load_check,
     preemption,
     restricted_attention,
@@ -60,6 +61,7 @@ TOOLS = {  # console script or module -> its argument parser
     "benchmarks.epoch_shapes": epoch_shapes.arguments,
     "benchmarks.step_dispatch": step_dispatch.arguments,
     "benchmarks.gpu_model": gpu_model.arguments,
+    "benchmarks.host_time": host_time.arguments,
 }
 
 

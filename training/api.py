@@ -1,7 +1,7 @@
 """training's front: what the repository's tools (experiments/, benchmarks/) use of vanilla-train, and all they may
 import of it (tests/test_architecture.py holds them to it). The modules behind it may move; these names stay."""
 
-from .arguments import load_preset, on_cpu, parse_args
+from .arguments import LOADER_ON_CUDA, load_preset, on_cpu, parse_args
 from .build import build_trainer
 from .data.batching import TokenBatchSampler
 from .data.corpus import lengths, load_parallel_data, tokenize_splits
@@ -14,6 +14,7 @@ from .step.allocator import keep_freed_memory
 from .step.compiled import compile_counts, configure_inductor, mark_dynamic
 
 __all__ = [
+    "LOADER_ON_CUDA",
     "TokenBatchSampler",
     "build_trainer",
     "check_run_record",
