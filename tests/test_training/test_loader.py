@@ -7,7 +7,7 @@ import pytest
 import torch
 from helpers import tiny_model
 from training_helpers import pad, pairs, train_argv, write_corpus
-from transformers import Seq2SeqTrainingArguments
+from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from training import arguments
 from training.arguments import parse_args
@@ -136,3 +136,17 @@ def test_the_wait_for_each_steps_batches_is_logged_and_grows_with_a_slow_loader(
     # accelerate's loader reads one batch ahead, so a step may wait for the next one's: the waits add up, per step
     assert sum(log["loader_wait_ms"] for log in slowed if "loss" in log) >= 4 * 50
     assert slowed[-1]["train_loader_wait_ms"] >= 50 > fast[-1]["train_loader_wait_ms"]
+
+
+def test_the_flops_estimate_is_trainers_with_the_parameters_counted_once(tmp_path, monkeypatch):
+    argv = train_argv(write_corpus(tmp_path / "data", pairs=60), tmp_path / "run", "--max_tokens_per_batch", "200")
+    trainer = build_trainer(*parse_args(argv))[0]
+    batch = next(iter(trainer.get_train_dataloader()))
+    theirs = Seq2SeqTrainer.floating_point_ops(trainer, batch)
+    assert theirs == 6 * batch["input_ids"].numel() * trainer.model.num_parameters(exclude_embeddings=True) > 0
+    counted = []
+    monkeypatch.setattr(type(trainer.model), "num_parameters", lambda model, **kwargs: counted.append(kwargs) or 7)
+    trainer = build_trainer(*parse_args(argv))[0]
+    assert [trainer.floating_point_ops(batch) for _ in range(3)] == [6 * batch["input_ids"].numel() * 7] * 3
+    assert counted == [{"exclude_embeddings": True}]
+    assert trainer.floating_point_ops({"labels": batch["labels"]}) == 0  # no inputs, no estimate, as Trainer's
