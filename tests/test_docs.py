@@ -426,7 +426,7 @@ def test_the_gpu_step_model_is_its_record():
     calibration = inputs["calibration"]
     assert f"times {calibration['launches_per_dispatch']:.2f}: the H200" in page
     assert f"{calibration['host_us_per_launch']:.1f} µs, call 5's {calibration['step_ms']:.1f} ms less" in page
-    assert f"The host's other time:** {inputs['host_other_ms']:.0f} ms a step, a placeholder" in page
+    assert f"The host's other time:** {inputs['host_other_ms']:.1f} ms a step, from {inputs['host_other_from']}" in page
     assert f"at {inputs['gpu_fraction']:.0%} of the measured" in page
 
 
