@@ -7,9 +7,8 @@
 # its modes, by default issue 99's: the step's 25,000 tokens in one batch, compiled and captured in CUDA graphs, then
 # the 8-batch compiled control; CHECK_FSDP=0 leaves out the FSDP part, when the record of a call at the same FSDP
 # code has it): give the call timeout_s 560, or run it from gpu_call.sh.
-# The model's one input that no record gives yet, the host's time a step besides its launches: HOST_OTHER_MS,
-# default 3 (a placeholder: issue 99's targets, 1 ms of loader wait and 2 of Trainer's, accelerate's and the
-# optimizer's Python), or HOST_TIME_MODE, a mode of results/benchmarks/host-time.json once that record is there.
+# The model's input for the host's time a step besides its launches: HOST_TIME_MODE, a mode of
+# results/benchmarks/host-time.json (item 4 B; default "eager, 1 micro-batch"), or HOST_OTHER_MS, a figure stated.
 # `python -m benchmarks.wmt14_step --data ... --profile 3` prints where an eager step's time goes, when a record
 # asks why.
 # Prepared here first (the machine reaches no package index and no Hub):
@@ -25,8 +24,8 @@ export PYTHONPATH=$PWD TOKENIZERS_PARALLELISM=false
 python3 -c "import torch, transformers, accelerate; print(torch.__version__, transformers.__version__,
 accelerate.__version__, torch.cuda.get_device_name())"
 data=.device/wmt-like
-if [ -n "${HOST_TIME_MODE:-}" ]; then model=(--host_time_mode "$HOST_TIME_MODE"); else
-    model=(--host_other_ms "${HOST_OTHER_MS:-3}"); fi
+if [ -n "${HOST_OTHER_MS:-}" ]; then model=(--host_other_ms "$HOST_OTHER_MS"); else
+    model=(--host_time_mode "${HOST_TIME_MODE:-eager, 1 micro-batch}"); fi
 # shellcheck disable=SC2086  # STEP_MODES: several words
 # TORCH_LOGS=cudagraphs: inductor says why it leaves a graph without CUDA graphs (cudagraphs mode)
 PYTHONUNBUFFERED=1 TORCH_LOGS=cudagraphs timeout "${STEP_S:-330}" python3 -m benchmarks.wmt14_step --data $data \

@@ -261,13 +261,13 @@ def arguments() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict:
     args = arguments().parse_args(argv)
-    modes, load = {}, {"before": os.getloadavg()}  # whether the machine was alone: other work shows in its load
+    modes, load = {}, {"before": list(os.getloadavg())}  # whether the machine was alone: other work shows in its load
     with tempfile.TemporaryDirectory() as corpus:
         wmt_like.write_corpus(Path(corpus), args.pairs)
         for name in args.modes:
             modes[name] = measure(Path(corpus), *MODES[name], args.warmup, args.steps, args.tokens_per_step)
             print(name, json.dumps({key: modes[name][key] for key in ("step_ms", *PARTS, "optimizer_python_ms")}))
-    load["after"] = os.getloadavg()
+    load["after"] = list(os.getloadavg())
     record = {
         **provenance(),
         "load_average": load,
