@@ -50,3 +50,25 @@ def test_pairs_without_labels_collate_to_the_source_alone():
     batch = PairBatches(UNPADDED, 0)([{"input_ids": [5, 6, 7]}, {"input_ids": [8]}])
     assert batch["input_ids"].tolist() == [[5, 6, 7], [8, 0, 0]] and batch["labels"] is None
     assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
+
+
+def storages(batch: dict) -> set[int]:
+    return {value.untyped_storage().data_ptr() for value in batch.values()}
+
+
+def test_a_worker_hands_over_a_batch_in_one_buffer(run):
+    """Batches collated in a DataLoader's worker process arrive as views of one buffer (one shared-memory segment),
+    the same batches that the training process collates itself, tensor for tensor."""
+    trainer, data = run
+    collate = PairBatches(
+        UNPADDED, trainer.processing_class.pad_token_id, trainer.model.prepare_decoder_input_ids_from_labels
+    )
+    rows = data["train"].select_columns(["input_ids", "labels"])
+    plans = [list(map(int, plan)) for plan in TokenBatchSampler(*lengths(data["train"]), 300)][:3]
+    loader = torch.utils.data.DataLoader(rows, batch_sampler=plans, collate_fn=collate, num_workers=1)
+    for plan, batch in zip(plans, loader, strict=True):
+        expected = collate([rows[i] for i in plan])
+        assert len(storages(expected)) == 4 and len(storages(batch)) == 1
+        assert list(batch) == list(expected)
+        for key, value in expected.items():
+            assert batch[key].dtype == value.dtype and torch.equal(batch[key], value), key
