@@ -169,16 +169,14 @@ def build_trainer(
         data_args, training_args, train if data_args.streaming else data["train"], tokenizer, shapes
     )
     completion = CompleteCheckpoints(train_set, plan.batches, plan.settings, plan.stop, launches)
-    collator = fit_for_compile(
-        training_args, PairBatches(shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels)
-    )
+    fit_for_compile(training_args)
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=HubPush.trainer_args(training_args) if hub is not None else training_args,
         training_set=train_set,
         eval_dataset=validation,
         processing_class=tokenizer,
-        data_collator=collator,
+        data_collator=PairBatches(shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels),
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
         max_tokens_per_batch=data_args.max_tokens_per_batch,
         shapes=shapes,

@@ -1,6 +1,7 @@
 """The compiled training step (``--torch_compile``, training/step/compiled.py): eager's gradients, one graph for every
 batch shape, the flag through vanilla-train, and eager training where inductor has no C++ compiler."""
 
+import itertools
 import json
 import logging
 from pathlib import Path
@@ -17,9 +18,10 @@ from transformers import Seq2SeqTrainingArguments
 
 from modeling_vanilla import speedups
 from training.arguments import parse_args, resolve
+from training.build import build_trainer
 from training.data.batching import TokenBatchSampler
 from training.step import compiled
-from training.step.compiled import MOST_CUDA_GRAPHS, DynamicBatches, compile_counts, configure_inductor, fit_for_compile
+from training.step.compiled import MOST_CUDA_GRAPHS, compile_counts, configure_inductor, fit_for_compile, mark_dynamic
 from training.train import run
 from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError
@@ -61,16 +63,15 @@ def test_compiled_step_gives_eager_gradients(fresh_dynamo):
 
 
 def test_one_graph_for_every_batch_shape(fresh_dynamo, monkeypatch):
-    """Batches marked dynamic (``DynamicBatches``) compile once, dropout and the fused loss included, whatever their
+    """Batches marked dynamic (``mark_dynamic``) compile once, dropout and the fused loss included, whatever their
     (batch, source, target) shape, with as many loss chunks (here 2 of up to 16 rows: 18, 32, 25 and 22 target
     positions; 32, a multiple of the chunk, once needed a graph of its own); fullgraph=True fails on any graph
     break."""
     monkeypatch.setattr(speedups, "LOSS_CHUNK_ROWS", 16)
     model = tiny_model(dropout=0.1, label_smoothing=0.1).train()
     forward = torch.compile(model, backend="aot_eager", fullgraph=True)
-    collate = DynamicBatches(lambda shape: batch_of(shape))
     for shape in ((3, 7, 6), (4, 5, 8), (5, 9, 5), (2, 4, 11)):
-        forward(**collate(shape)).loss.backward()
+        forward(**mark_dynamic(batch_of(shape))).loss.backward()
     assert compile_counts()["graphs"] == 1
 
 
@@ -154,15 +155,37 @@ def test_vanilla_train_compiles_the_step(tmp_path, caplog, fresh_dynamo):
     assert report and report[0].startswith("torch.compile: 1 graph(s), 0 graph break(s)"), report
 
 
+@pytest.mark.parametrize("marked", [True, False], ids=["as-the-trainer-takes-them", "as-they-arrive"])
+def test_batches_read_by_worker_processes_compile_once(tmp_path, fresh_dynamo, marked):
+    """Dynamo's marks are attributes of a tensor, which a worker process's hand-over drops: batches of several
+    shapes straight from a loader with a worker compile again (dynamo's automatic dynamic shapes), and taken as the
+    trainer's loop takes them (``get_batch_samples``, which marks them) compile one graph."""
+    argv = train_argv(
+        write_corpus(tmp_path / "data"),
+        tmp_path / "out",
+        *("--torch_compile", "true", "--torch_compile_backend", "aot_eager", "--dataloader_num_workers", "1"),
+    )
+    trainer, _ = build_trainer(*parse_args(argv))
+    loader = iter(trainer.get_train_dataloader())
+    if marked:
+        batches, _ = trainer.get_batch_samples(loader, 4, trainer.args.device)
+    else:
+        batches = list(itertools.islice(loader, 4))
+    assert len({(*batch["input_ids"].shape, batch["labels"].shape[1]) for batch in batches}) > 2
+    forward = torch.compile(trainer.model.train(), backend="aot_eager", fullgraph=True)
+    for batch in batches:
+        forward(**batch).loss.backward()
+    assert compile_counts()["graphs"] == (1 if marked else 2)
+
+
 def test_no_cpp_compiler_trains_eagerly(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(compiled, "cannot_build_kernels", lambda: "g++ not found")
     args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), torch_compile=True, use_cpu=True, report_to="none")
-    collate = object()
     model_args, data_args, _ = parse_args(["--output_dir", str(tmp_path)])
     with caplog.at_level(logging.WARNING):
         decided = {"compile_mode": args.torch_compile_mode, "compiles": compiled.compiles(args)}
         resolve(model_args, data_args, args, d_model=512, validation=True, **decided)
-        assert fit_for_compile(args, collate) is collate
+        fit_for_compile(args)
     assert not args.torch_compile and args.torch_compile_backend is None
     assert [r.getMessage() for r in caplog.records if r.name == "training.step.compiled"] == [
         "--torch_compile: inductor cannot build CPU kernels here (g++ not found); training eagerly"
@@ -300,9 +323,8 @@ def test_a_cuda_graphed_epoch_records_one_graph_per_bucket_shape(fresh_dynamo):
         fw_compiler=keyed_as_cuda_graph_trees("forward"), bw_compiler=keyed_as_cuda_graph_trees("backward")
     )
     forward = torch.compile(model, backend=backend, fullgraph=True)
-    collate = DynamicBatches(lambda shape: batch_of(shape))
     for shape in [*dict.fromkeys(shapes), *shapes[:3]]:  # each shape as the epoch first meets it, then 3 again
-        forward(**collate(shape)).loss.backward()
+        forward(**mark_dynamic(batch_of(shape))).loss.backward()
         model.zero_grad(set_to_none=True)
     graphs = {kind: sum(len(keys) for keys in compiled_graphs) for kind, compiled_graphs in recordings.items()}
     assert graphs == {"forward": 52, "backward": 52}

@@ -17,7 +17,6 @@ What it buys: ``python -m benchmarks.training_step`` (docs/performance.md).
 
 import logging
 import sysconfig
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -105,16 +104,16 @@ def compiles(args: Seq2SeqTrainingArguments) -> bool:
     return args.torch_compile
 
 
-def fit_for_compile(args: Seq2SeqTrainingArguments, collate: Callable) -> Callable:
-    """The collator to train with: ``collate`` itself, or with ``--torch_compile`` (as ``arguments.resolve`` left
-    it) one whose batches are marked dynamic."""
+def fit_for_compile(args: Seq2SeqTrainingArguments) -> None:
+    """Readies this process for the compiled step where ``--torch_compile`` (as ``arguments.resolve`` left it)
+    asks for one: inductor's settings, and on CUDA no cuDNN attention. The trainer marks its batches dynamic
+    (``mark_dynamic``)."""
     if args.torch_compile:
         configure_inductor(args.device.type)
         if args.device.type == "cuda" and torch.backends.cuda.cudnn_sdp_enabled():
             # what speedups.sdpa_without_cudnn does for eager attention, which compiled code cannot do per call
             logger.info("--torch_compile on CUDA: cuDNN's attention off (it plans every new batch shape)")
             torch.backends.cuda.enable_cudnn_sdp(False)
-    return DynamicBatches(collate) if args.torch_compile else collate
 
 
 def configure_inductor(device_type: str = "cpu") -> None:
@@ -139,22 +138,14 @@ def configure_inductor(device_type: str = "cpu") -> None:
 
 def mark_dynamic(batch: dict) -> dict:
     """Marks the batch and length dimensions of a batch's 2-D tensors (ids, masks, labels) dynamic for
-    ``torch.compile``, so the first compilation serves every shape (a no-op when nothing compiles)."""
+    ``torch.compile``, so the first compilation serves every shape (a no-op when nothing compiles). The marks are
+    attributes of the tensor objects, which a DataLoader's worker process does not hand over (pickling keeps a
+    tensor's data): a batch is marked in the process that runs the step."""
     for tensor in batch.values():
         if isinstance(tensor, torch.Tensor) and tensor.dim() == 2:
             torch._dynamo.maybe_mark_dynamic(tensor, 0)
             torch._dynamo.maybe_mark_dynamic(tensor, 1)
     return batch
-
-
-class DynamicBatches:
-    """Wraps a collator: each batch it makes is marked dynamic (``mark_dynamic``)."""
-
-    def __init__(self, collate: Callable):
-        self.collate = collate
-
-    def __call__(self, features):
-        return mark_dynamic(self.collate(features))
 
 
 # dynamo's timers of a compilation: the forward graph's (tracing and the backend's compilation), and the backward

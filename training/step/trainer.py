@@ -26,6 +26,7 @@ from ..data.batching import Placement, TokenBatchSampler, TrainingSet
 from ..run import checkpoints
 from ..run.stopping import SaveOnSignal, stopped_by_signal, train_until_stopped
 from .average import load_average
+from .compiled import mark_dynamic
 from .loader_wait import LoaderWait
 
 logger = logging.getLogger(__name__)
@@ -181,8 +182,14 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         return own if own is not None else super().get_train_dataloader()
 
     def get_batch_samples(self, epoch_iterator, num_batches: int, device: torch.device):
-        # the one place Trainer's loop takes its batches from the loader: each next() is timed there
-        return super().get_batch_samples(self.loader_wait.timed(epoch_iterator), num_batches, device)
+        # the one place Trainer's loop takes its batches from the loader: each next() is timed there, and each batch
+        # is marked dynamic for a compiled step here, in the process that runs it (compiled.mark_dynamic)
+        batches, items = super().get_batch_samples(self.loader_wait.timed(epoch_iterator), num_batches, device)
+        return [self.for_the_model(batch) for batch in batches], items
+
+    def for_the_model(self, batch: dict) -> dict:
+        """A batch as the model is called with it: marked dynamic where the step is compiled."""
+        return mark_dynamic(batch) if self.args.torch_compile else batch
 
     def floating_point_ops(self, inputs: dict[str, torch.Tensor]) -> int:
         """Trainer's estimate (6 x the inputs' tokens x the parameters outside the embeddings), with the parameters
@@ -245,7 +252,9 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         if self.args.predict_with_generate and not prediction_loss_only:
             gen_kwargs = gen_kwargs or self.generate_kwargs(inputs)
         try:
-            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys, **gen_kwargs)
+            return super().prediction_step(
+                model, self.for_the_model(inputs), prediction_loss_only, ignore_keys, **gen_kwargs
+            )
         finally:
             self.model.generation_config = generation_config
 
