@@ -33,8 +33,10 @@ The split, on one clock (``time.perf_counter``), by public hooks only:
   ``accelerator.backward``), less the loader's wait it contains.
 - ``optimizer_python_ms``: the optimizer's host time that is not arithmetic: the same gradient norm and
   accelerate's wrapper of the same optimizer (its class, groups and settings) over as many parameters of one
-  element each (``tiny_optimizer_ms``), so what is left is Python and one dispatch of each operator, plus zero_grad,
-  which computes nothing; the rest of ``optimizer_ms`` is the kernels' work, which on a GPU the device does.
+  element each, so what is left is Python and one dispatch of each operator, plus zero_grad, which computes
+  nothing; the rest of ``optimizer_ms`` is the kernels' work, which on a GPU the device does. ``python_parts_ms``
+  gives its parts, with two more: the torch optimizer's step alone (inside accelerate's
+  wrapper) and ``model.train()``, which Trainer calls before each micro-batch (in ``trainer_other_ms``).
 
 The parts of a step add up to its time (the intervals tile the step on one clock; the test checks it). The
 targets (issue 99): a wait of at most 1 ms a 25,000-token batch, and Trainer, accelerate and the optimizer's Python
@@ -51,6 +53,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -75,7 +78,8 @@ DEFAULT_MODES = ("eager, 1 micro-batch", "eager, 8 micro-batches")  # compiling 
 PARTS = ("loader_wait_ms", "forward_backward_ms", "optimizer_ms", "trainer_other_ms")  # they add up to step_ms
 MOST_LOADER_WAIT_MS = 1.0  # per 25,000-token batch
 MOST_HOST_PYTHON_MS = 2.0  # Trainer, accelerate and the optimizer's Python, a step
-REPEATS = 100  # times the optimizer's Python (tiny_optimizer_ms) and zero_grad (zero_grad_ms) are timed apart
+REPEATS = 100  # times each part of the optimizer's Python is timed apart (python_parts_ms)
+OPTIMIZER_PYTHON = ("gradient_norm", "optimizer_step", "zero_grad")  # python_parts_ms's parts of optimizer_python_ms
 
 
 def loader_flags() -> list[str]:
@@ -159,22 +163,33 @@ def split(step: dict, zero_grad_ms: float) -> dict:
     }
 
 
-def zero_grad_ms(model: torch.nn.Module, repeats: int = REPEATS) -> float:
-    """The median time of ``model.zero_grad()`` (as Trainer calls it after each step) with every gradient set."""
+def median_ms(call: Callable[[], object], before: Callable[[], object] = lambda: None, repeats: int = REPEATS) -> float:
+    """The median time of ``call()`` over ``repeats`` calls, each after ``before()`` (untimed), in milliseconds."""
     times = []
     for _ in range(repeats):
-        for parameter in model.parameters():
-            parameter.grad = torch.zeros_like(parameter)
+        before()
         start = time.perf_counter()
-        model.zero_grad()
+        call()
         times.append(time.perf_counter() - start)
     return 1000 * statistics.median(times)
 
 
-def tiny_optimizer_ms(trainer, repeats: int = REPEATS) -> float:
-    """The median host time of the trainer's gradient norm and optimizer step (accelerate's wrapper around an
-    optimizer of the same class, groups and settings) on as many parameters of one element each: Python and one
-    dispatch of each operator, the arithmetic left out."""
+def with_gradients(parameters: list[torch.Tensor]) -> Callable[[], None]:
+    """Gives every one of ``parameters`` a gradient of zeros (as a backward would), when called."""
+
+    def set_gradients() -> None:
+        for parameter in parameters:
+            parameter.grad = torch.zeros_like(parameter)
+
+    return set_gradients
+
+
+def python_parts_ms(trainer) -> dict[str, float]:
+    """The host time of the optimizer's parts of a step that compute nothing a GPU would not, apart: Trainer's
+    gradient norm and accelerate's wrapper of the optimizer (with, of it, the torch optimizer's own step) over an
+    optimizer of the same class, groups and settings on as many parameters of one element each (Python and one
+    dispatch of each operator, the arithmetic left out), the model's ``zero_grad`` (as Trainer calls it after each
+    step) and ``train()`` (as Trainer calls it before each micro-batch), each the median of ``REPEATS`` calls."""
     real = trainer.optimizer.optimizer  # the torch optimizer inside accelerate's wrapper
     groups = [
         {
@@ -187,15 +202,16 @@ def tiny_optimizer_ms(trainer, repeats: int = REPEATS) -> float:
     optimizer = AcceleratedOptimizer(type(real)(groups, **settings), device_placement=False)
     parameters = [p for group in optimizer.param_groups for p in group["params"]]
     max_norm = trainer.args.max_grad_norm if trainer.args.max_grad_norm > 0 else float("inf")  # as Trainer's step
-    times = []
-    for _ in range(repeats):
-        for parameter in parameters:
-            parameter.grad = torch.zeros(1)
-        start = time.perf_counter()
-        trainer.accelerator.clip_grad_norm_(parameters, max_norm)
-        optimizer.step()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+    model = trainer.model
+    return {
+        "gradient_norm": median_ms(
+            lambda: trainer.accelerator.clip_grad_norm_(parameters, max_norm), with_gradients(parameters)
+        ),
+        "optimizer_step": median_ms(optimizer.step, with_gradients(parameters)),
+        "torch_optimizer_step": median_ms(optimizer.optimizer.step, with_gradients(parameters)),
+        "zero_grad": median_ms(model.zero_grad, with_gradients(list(model.parameters()))),
+        "train_mode": median_ms(model.train),
+    }
 
 
 def measure(
@@ -217,10 +233,10 @@ def measure(
         clock = HostClock(trainer, warmup)
         trainer.add_callback(clock)
         trainer.train()
-    zero_grad = zero_grad_ms(trainer.model)
-    timed = [split(step, zero_grad) for step in clock.steps]
+    python = python_parts_ms(trainer)
+    timed = [split(step, python["zero_grad"]) for step in clock.steps]
     figures = {name: statistics.median(step[name] for step in timed) for name in ("step_ms", *PARTS)}
-    figures["optimizer_python_ms"] = tiny_optimizer_ms(trainer) + zero_grad  # zero_grad computes nothing
+    figures["optimizer_python_ms"] = sum(python[part] for part in OPTIMIZER_PYTHON)
     return {
         "vanilla_train_flags": flags,
         "micro_batches": args.gradient_accumulation_steps,
@@ -228,7 +244,7 @@ def measure(
         "compiled": args.torch_compile,
         "steps_timed": len(timed),
         **figures,
-        "zero_grad_ms": zero_grad,
+        "python_parts_ms": python,
         "targets": targets(figures),
         "steps": timed,
     }

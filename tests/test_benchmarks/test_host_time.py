@@ -65,7 +65,9 @@ def test_each_timed_step_is_tiled_by_its_parts_and_the_record_is_written(tmp_pat
             assert min(step[name] for name in host_time.PARTS) >= 0
         for name in ("step_ms", *host_time.PARTS):
             assert figures[name] == statistics.median(step[name] for step in figures["steps"])
-        assert figures["optimizer_python_ms"] > figures["zero_grad_ms"] > 0
+        parts = figures["python_parts_ms"]
+        assert figures["optimizer_python_ms"] == sum(parts[part] for part in host_time.OPTIMIZER_PYTHON)
+        assert parts["optimizer_step"] > parts["torch_optimizer_step"] > 0 and min(parts.values()) > 0
         assert {name: type(target["met"]) for name, target in figures["targets"].items()} == {
             "loader_wait_ms": bool,
             "host_python_ms": bool,
