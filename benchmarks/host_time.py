@@ -7,10 +7,12 @@ The wmt14 preset (its depth, 6+6 layers, its recipe and its 25,000 tokens a side
 (``benchmarks/wmt_like.py``, the stand-in of ``benchmarks.wmt14_step --prepare``), trained by ``vanilla-train``'s
 trainer (``build_trainer``: Trainer's loop, the package's callbacks, accelerate, the fused AdamW) with CUDA's
 settings (no per-batch NaN check; the loader's ``LOADER_ON_CUDA``: 2 worker processes, 4 batches ahead each, as on
-a GPU, since the target is a GPU's), fp32. Each mode trains ``--warmup`` steps, then times ``--steps``; a figure is
-the median over the timed steps, in milliseconds a step. The step is one micro-batch of 25,000 tokens (the step a
-GPU that holds it trains), and, as the control, today's 8 of 3,125; eager, and compiled when asked
-(``--modes``): its warm-up must then outlast its compilations, which on 2 shared cores took minutes a step.
+a GPU, since the target is a GPU's), fp32, its compute on one thread (``TRAINING_THREADS``: a GPU host's training
+process dispatches on one, and the workers keep a core of their own). Each mode trains ``--warmup`` steps, then
+times ``--steps``; a figure is the median over the timed steps, in milliseconds a step. The step is one micro-batch
+of 25,000 tokens (the step a GPU that holds it trains), and, as the control, today's 8 of 3,125; eager, and compiled
+when asked (``--modes``): its warm-up must then outlast its compilations, which on 2 shared cores took minutes a
+step.
 
 The split, on one clock (``time.perf_counter``), by public hooks only:
 
@@ -53,7 +55,8 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -76,6 +79,10 @@ MODES = {  # (micro-batches a step, compiled)
 }
 DEFAULT_MODES = ("eager, 1 micro-batch", "eager, 8 micro-batches")  # compiling on the CPU takes minutes
 PARTS = ("loader_wait_ms", "forward_backward_ms", "optimizer_ms", "trainer_other_ms")  # they add up to step_ms
+# The training process computes on one thread, leaving the other core to the workers, as a GPU's host does (its
+# training process dispatches on one thread; the workers have cores of their own). With both cores computing, a
+# worker collating the next batch pushed the training process off its core: waits of 3-5 ms every other step.
+TRAINING_THREADS = 1
 MOST_LOADER_WAIT_MS = 1.0  # per 25,000-token batch
 MOST_HOST_PYTHON_MS = 2.0  # Trainer, accelerate and the optimizer's Python, a step
 REPEATS = 100  # times each part of the optimizer's Python is timed apart (python_parts_ms)
@@ -260,6 +267,17 @@ def targets(figures: dict) -> dict:
     }
 
 
+@contextmanager
+def computing_threads(count: int) -> Iterator[None]:
+    """torch's CPU threads set to ``count`` (process-wide), and set back afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.host_time", description=__doc__.split("\n\n")[0])
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(DEFAULT_MODES), help="the steps timed")
@@ -278,7 +296,7 @@ def arguments() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict:
     args = arguments().parse_args(argv)
     modes, load = {}, {"before": list(os.getloadavg())}  # whether the machine was alone: other work shows in its load
-    with tempfile.TemporaryDirectory() as corpus:
+    with tempfile.TemporaryDirectory() as corpus, computing_threads(TRAINING_THREADS):
         wmt_like.write_corpus(Path(corpus), args.pairs)
         for name in args.modes:
             modes[name] = measure(Path(corpus), *MODES[name], args.warmup, args.steps, args.tokens_per_step)
@@ -290,6 +308,7 @@ def main(argv: list[str] | None = None) -> dict:
         "what": __doc__.split("\n\n")[0],
         "preset": PRESET,
         "data": f"benchmarks/wmt_like.py: {args.pairs} pairs",
+        "training_threads": TRAINING_THREADS,
         "warmup_steps": args.warmup,
         "targets": {"loader_wait_ms": MOST_LOADER_WAIT_MS, "host_python_ms": MOST_HOST_PYTHON_MS},
         "modes": modes,

@@ -22,7 +22,7 @@ from vanilla_tools.disk import write_guard
 from vanilla_tools.hardware import precision_line
 
 from .arguments import ModelArguments, gradient_accumulation, model_fields, on_cpu, resolve
-from .data.batching import TokenizedPairs, TrainingSet, batch_shapes
+from .data.batching import TokenizedPairs, TrainingSet, batch_shapes, share_batches_by_name
 from .data.bpe_dropout import BPEDropoutPairs
 from .data.corpus import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .data.streaming import StreamingTokenBatches, streaming_pairs
@@ -170,6 +170,7 @@ def build_trainer(
     )
     completion = CompleteCheckpoints(train_set, plan.batches, plan.settings, plan.stop, launches)
     fit_for_compile(training_args)
+    share_batches_by_name(training_args.dataloader_num_workers)
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=HubPush.trainer_args(training_args) if hub is not None else training_args,

@@ -5,6 +5,7 @@ import json
 import statistics
 
 import pytest
+import torch
 
 from benchmarks import host_time
 
@@ -51,8 +52,10 @@ def test_each_timed_step_is_tiled_by_its_parts_and_the_record_is_written(tmp_pat
     pytest.importorskip("wordfreq")
     path = tmp_path / "host-time.json"
     argv = ["--pairs", "300", "--tokens_per_step", "2048", "--warmup", "1", "--steps", "2", "--json", str(path)]
+    threads = torch.get_num_threads()
     record = host_time.main(argv)
-    assert json.loads(path.read_text()) == record
+    assert torch.get_num_threads() == threads  # set back after the training process's one thread
+    assert json.loads(path.read_text()) == record and record["training_threads"] == host_time.TRAINING_THREADS
     assert {"command", "code", "machine"} <= set(record) and record["preset"] == "wmt14"
     assert list(record["modes"]) == list(host_time.DEFAULT_MODES)
     for mode, figures in record["modes"].items():

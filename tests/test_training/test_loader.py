@@ -56,10 +56,22 @@ def assert_same_batches(ours: list[dict], theirs: list[dict]) -> None:
             assert torch.equal(mine[key], other[key]), key
 
 
-def test_two_workers_give_each_epoch_exactly_the_batches_of_the_training_process(tmp_path):
+@pytest.fixture
+def torchs_sharing():
+    """torch's default way of sharing tensors between processes, here and after the test (it is process-wide)."""
+    default = torch.multiprocessing.get_sharing_strategy()
+    yield default
+    torch.multiprocessing.set_sharing_strategy(default)
+
+
+def test_two_workers_give_each_epoch_exactly_the_batches_of_the_training_process(tmp_path, torchs_sharing):
+    """Batches that 2 workers hand over by name (file-system sharing, set only where workers read) are those the
+    training process makes."""
     argv = train_argv(write_corpus(tmp_path / "data", pairs=60), tmp_path / "run", "--max_tokens_per_batch", "200")
-    with_workers = epochs([*argv, "--dataloader_num_workers", "2", "--dataloader_persistent_workers", "true"])
     alone = epochs(argv)
+    assert torch.multiprocessing.get_sharing_strategy() == torchs_sharing != "file_system"
+    with_workers = epochs([*argv, "--dataloader_num_workers", "2", "--dataloader_persistent_workers", "true"])
+    assert torch.multiprocessing.get_sharing_strategy() == "file_system"
     assert len(alone[0]) > 4
     assert any(
         a["input_ids"].shape != b["input_ids"].shape or not torch.equal(a["input_ids"], b["input_ids"])
