@@ -37,8 +37,8 @@ The split, on one clock (``time.perf_counter``), by public hooks only:
   accelerate's wrapper of the same optimizer (its class, groups and settings) over as many parameters of one
   element each, so what is left is Python and one dispatch of each operator, plus zero_grad, which computes
   nothing; the rest of ``optimizer_ms`` is the kernels' work, which on a GPU the device does. ``python_parts_ms``
-  gives its parts, with two more: the torch optimizer's step alone (inside accelerate's
-  wrapper) and ``model.train()``, which Trainer calls before each micro-batch (in ``trainer_other_ms``).
+  gives its parts, with two more: the torch optimizer's step alone (inside accelerate's wrapper) and
+  ``model.train()``, which Trainer calls before each micro-batch (in ``trainer_other_ms``).
 
 The parts of a step add up to its time (the intervals tile the step on one clock; the test checks it). The
 targets (issue 99): a wait of at most 1 ms a 25,000-token batch, and Trainer, accelerate and the optimizer's Python
