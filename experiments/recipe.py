@@ -19,7 +19,9 @@ The choice follows ``RULE``, stated before the candidates ran and printed at the
 preset's own spread over its recorded runs (``Band``, ``chosen``). Candidates come in ``ROUNDS``, data read
 from recipe_rounds.yaml with the reasons for each: a round's choice goes into training/configs/multi30k.yaml and
 the next round's candidates change that preset, read against its own runs; a round whose preset is no longer the
-YAML's trains nothing more.
+YAML's trains nothing more. A round may instead try another preset's recipe whole (a candidate's ``config``), read in
+the score the round names (``score``: round 4 reads lowercased, tokenized BLEU, the text Wu et al.'s recipe writes)
+against its preset's runs of another budget (``budget_apart``: the round says why).
 
 A candidate recorded with the same settings is skipped, so the command goes on where it stopped, over several
 sessions and machines (each run is the preset's whole budget). A candidate stopped while it trained (a signal, a
@@ -57,7 +59,8 @@ from training.api import (
 from vanilla_tools.cli import UsageError, console_script, pyplot
 from vanilla_tools.run_files import read_json
 
-from .comparable import experiment_precision, precision_flags, why_not
+from . import comparable
+from .comparable import BF16, FP32, experiment_precision, precision_flags, why_not
 from .table3 import ROOT, matching_record, shown
 from .verdict import CONFIDENCE, t_quantile
 
@@ -85,6 +88,11 @@ LEARNING_RATE_RULE = (
 REPEATS = ROOT / "results"  # the presets' full runs: summary.json with a role in PRESET_ROLES (results_index)
 PRESET_ROLES = ("canonical", "seed", "earlier", "superseded")
 COMMON = ["--final_splits", "validation", "--translate_examples", "0"]  # validation only; test2016 is not decoded
+SCORE_WORDS = {"bleu": "", "bleu_lc_tok": " in lowercased, tokenized BLEU (the lc-tok column)"}  # a round's score
+NOT_DRAWN = (
+    "No figure of the candidates' validation checks: each run checks itself on its own text (sacreBLEU of greedy "
+    "decoding), which is not the preset's here."
+)
 
 
 @dataclass(frozen=True)
@@ -92,10 +100,11 @@ class Candidate:
     name: str
     change: str  # what differs from the preset, and why it is worth an hour
     flags: tuple[str, ...] = ()
+    config: str | None = None  # another preset's recipe, trained in place of the round's (None: the round's)
 
     def settings(self, preset: str, precision: str) -> list[str]:
         """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
-        return ["--config", preset, *COMMON, *precision_flags(precision), *self.flags]
+        return ["--config", self.config or preset, *COMMON, *precision_flags(precision), *self.flags]
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,14 @@ class Round:
     reference: str
     folder: str
     candidates: tuple[Candidate, ...]
+    score: str = "bleu"  # the validation score the band and the choice read: a key of summary.json's "validation"
+    budget_apart: str | None = (
+        None  # why its candidates' budgets differ from the preset's on purpose; None: they may not
+    )
+
+    def of(self, record: dict) -> float:
+        """A candidate record's validation score as the round reads it."""
+        return record[f"validation_{self.score}"]
 
 
 def read_rounds(path: Path) -> tuple[Round, ...]:
@@ -122,9 +139,11 @@ def read_rounds(path: Path) -> tuple[Round, ...]:
             one["reference"],
             one["folder"],
             tuple(
-                Candidate(c["name"], " ".join(c["change"].split()), tuple(c.get("flags", ())))
+                Candidate(c["name"], " ".join(c["change"].split()), tuple(c.get("flags", ())), c.get("config"))
                 for c in one["candidates"]
             ),
+            one.get("score", "bleu"),
+            " ".join(one["budget_apart"].split()) if "budget_apart" in one else None,
         )
         for one in yaml.safe_load(path.read_text())
     )
@@ -136,8 +155,16 @@ NAMES = [candidate.name for candidate in CANDIDATES]
 
 
 def recorded(candidate: Candidate, preset: str, precision: str, results: Path) -> dict | None:
-    """The candidate's record if it was trained with the settings it has now; else None (trained again)."""
-    return matching_record(results / candidate.name / RECORD, candidate.settings(preset, precision), candidate.name)
+    """The candidate's record if it was trained with the settings it has now; else None (trained again). Once bf16
+    autocast and fp32 are measured to train alike (``comparable.PRECISION_EVIDENCE``), its record in the other
+    precision stands for it: a machine goes on with a round that another began in its own precision."""
+    others = [other for other in (FP32, BF16) if other != precision] if comparable.PRECISION_EVIDENCE else []
+    return matching_record(
+        results / candidate.name / RECORD,
+        candidate.settings(preset, precision),
+        candidate.name,
+        alike=tuple(candidate.settings(preset, other) for other in others),
+    )
 
 
 def train(candidate: Candidate, preset: str, precision: str, runs: Path, results: Path, start_over: bool) -> dict:
@@ -214,12 +241,12 @@ def preset_summaries(round_: Round, summaries: list[dict]) -> list[dict]:
 
 
 def preset_runs(round_: Round, records: dict[int, list[dict]], summaries: list[dict]) -> list[float]:
-    """The validation BLEU of every recorded run of the round's preset: its full runs among ``summaries`` and its
-    reference candidate. Runs of earlier code are among them: their spread is the wider for it, the rule the
-    stricter."""
+    """The validation score (the round's) of every recorded run of the round's preset: its full runs among
+    ``summaries`` and its reference candidate. Runs of earlier code are among them: their spread is the wider for it,
+    the rule the stricter."""
     reference = reference_record(round_, records)
-    full = [s["validation"]["bleu"] for s in preset_summaries(round_, summaries)]
-    return full + ([reference[1]["validation_bleu"]] if reference else [])
+    full = [s["validation"][round_.score] for s in preset_summaries(round_, summaries)]
+    return full + ([round_.of(reference[1])] if reference else [])
 
 
 def preset_run_records(round_: Round, records: dict[int, list[dict]], summaries: list[dict]) -> list[dict]:
@@ -239,10 +266,12 @@ def planned_run(settings: list[str]) -> dict:
 
 def check_comparable(round_: Round, planned: dict, preset_runs_: list[dict]) -> None:
     """Refuses to train a candidate whose run could not be read against its preset's runs (experiments/comparable.py;
-    their code aside: the band holds runs of earlier code on purpose, ``preset_runs``): its one run would be read
-    against a band of runs that trained otherwise."""
+    their code aside: the band holds runs of earlier code on purpose, ``preset_runs``; and their budget where the
+    round compares budgets on purpose, ``budget_apart``): its one run would be read against a band of runs that
+    trained otherwise."""
+    ignoring = ("code", "budget") if round_.budget_apart else ("code",)
     for preset_run in preset_runs_:
-        apart = why_not(planned, preset_run, ignoring=("code",))
+        apart = why_not(planned, preset_run, ignoring=ignoring)
         if apart:
             raise UsageError(
                 f"round {round_.number}: a candidate run here could not be read against its preset's "
@@ -276,8 +305,8 @@ def chosen(round_: Round, records: list[dict], band: Band | None) -> str:
     """The module's rule: the round's best candidate above its preset's band, else its preset (``reference``)."""
     if band is None:
         return round_.reference
-    above = [r for r in records if r["candidate"] != round_.reference and band.place(r["validation_bleu"]) == "above"]
-    return max(above, key=lambda r: r["validation_bleu"])["candidate"] if above else round_.reference
+    above = [r for r in records if r["candidate"] != round_.reference and band.place(round_.of(r)) == "above"]
+    return max(above, key=round_.of)["candidate"] if above else round_.reference
 
 
 def round_section(round_: Round, records: list[dict], runs: list[float], closed_why: str | None) -> list[str]:
@@ -286,8 +315,9 @@ def round_section(round_: Round, records: list[dict], runs: list[float], closed_
     recorded (``closed_why``: why they never will be, where the round is closed)."""
     band = Band.of(runs)
     spread = (
-        f"Over its {band.runs} recorded runs the preset scored {band.mean:.2f} on validation ({min(runs):.2f}-"
-        f"{max(runs):.2f}), so one more run of it falls in **{band.low:.2f}-{band.high:.2f}** (95%)."
+        f"Over its {band.runs} recorded runs the preset scored {band.mean:.2f} on validation"
+        f"{SCORE_WORDS[round_.score]} ({min(runs):.2f}-{max(runs):.2f}), so one more run of it falls in "
+        f"**{band.low:.2f}-{band.high:.2f}** (95%)."
         if band
         else f"The preset has {len(runs)} recorded run{'' if len(runs) == 1 else 's'}, too few for a band: "
         "nothing replaces it yet."
@@ -300,16 +330,18 @@ def round_section(round_: Round, records: list[dict], runs: list[float], closed_
         f"`{round_.reference}`. " + spread,
         "",
     ]
+    if round_.budget_apart:
+        lines += [f"Its candidates' budgets are not the preset's, on purpose: {round_.budget_apart}", ""]
     if records:
         lines += [
             "| candidate | change | validation BLEU | against the preset's band | lc-tok | steps | epochs | "
             "parameters | fp32 GFLOP/s | commit |",
             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |",
         ]
-    for r in sorted(records, key=lambda r: -r["validation_bleu"]):
+    for r in sorted(records, key=lambda r: -round_.of(r)):
         commit = r["run"]["code"]["commit"][:7]
         lc_tok = f"{r['validation_bleu_lc_tok']:.2f}" if r.get("validation_bleu_lc_tok") is not None else ""
-        place = band.place(r["validation_bleu"]) if band else ""
+        place = band.place(round_.of(r)) if band else ""
         if r["candidate"] == round_.reference:
             place = "one of its runs"
         lines.append(
@@ -320,7 +352,9 @@ def round_section(round_: Round, records: list[dict], runs: list[float], closed_
     waiting = [f"{c.name} ({c.change})" for c in round_.candidates if c.name not in done]
     so_far = " so far" if waiting and not closed_why else ""  # final once every candidate ran or the round closed
     lines += ["", f"Chosen in this round{so_far}: **{chosen(round_, records, band)}**."]
-    if records:
+    if records and not drawn(round_):
+        lines += ["", NOT_DRAWN]
+    elif records:
         lines += [
             "",
             "Each candidate's validation check while it trained (greedy decoding of the preset's 200 "
@@ -338,6 +372,12 @@ def round_section(round_: Round, records: list[dict], runs: list[float], closed_
             + ".",
         ]
     return [*lines, ""]
+
+
+def drawn(round_: Round) -> bool:
+    """Whether the round's candidates' curves are drawn beside its preset's: the validation check each epoch is
+    sacreBLEU of the run's own text, comparable only where the round reads that score."""
+    return round_.score == "bleu"
 
 
 def machine_speed(record: dict) -> str:
@@ -371,7 +411,9 @@ def report(records: dict[int, list[dict]], summaries: list[dict], preset: str) -
         "its candidates ran. A candidate trains only where its run could be read against its preset's runs: the "
         "same budget, kind of device and precision (experiments/comparable.py). A round's choice goes into "
         "[training/configs/multi30k.yaml](../training/configs/multi30k.yaml), and the next round's candidates "
-        "change that preset.",
+        "change that preset. A round may instead try another preset's recipe whole (round 4: Wu et al.'s, "
+        "`--config multi30k-tiny`, with its own decoding), read in the score the round names and at the budget it "
+        "states.",
         "",
         f"**The rule**, stated before the candidates ran: {RULE}",
         "",
@@ -432,6 +474,9 @@ def run(argv: list[str] | None = None) -> None:
     precision = experiment_precision()
     trained = False
     for one in [] if args.report else ROUNDS:
+        if not args.candidates and closed(one, args.config):
+            logger.info("round %d is closed: its candidates not recorded train no more", one.number)
+            continue
         todo = [c for c in one.candidates if not args.candidates or c.name in args.candidates]
         for candidate in todo:
             if recorded(candidate, args.config, precision, results / one.folder):
@@ -470,7 +515,7 @@ def write_page(results: Path, repeats: Path, page: Path, preset: str) -> None:
     records = read_records(results)
     page.write_text(report(records, full_runs(repeats), preset))
     for one in ROUNDS:
-        if records[one.number]:
+        if records[one.number] and drawn(one):
             plot_curves(one, records, results, page.parent / curves_file(one))
 
 
@@ -478,7 +523,7 @@ def plot_curves(round_: Round, records: dict[int, list[dict]], results: Path, pa
     """The round's candidates' validation checks (eval_bleu of each learning_curve.csv) against training minutes, in
     the table's order, and its preset's run (the reference record, whichever round made it) in black."""
     plt = pyplot("python -m experiments.recipe")
-    ranked = sorted(records[round_.number], key=lambda r: -r["validation_bleu"])
+    ranked = sorted(records[round_.number], key=lambda r: -round_.of(r))
     curves = [(r["candidate"], results / round_.folder) for r in ranked]
     reference = reference_record(round_, records)
     if reference and reference[0] is not round_:  # made by an earlier round: drawn beside this round's candidates

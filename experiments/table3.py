@@ -276,13 +276,13 @@ def finished_training(output_dir: Path, argv: list[str], code: str) -> float | N
     return record["minutes"] if record.get("argv") == argv and record.get("code") == code else None
 
 
-def matching_record(path: Path, settings: list[str], name: str) -> dict | None:
-    """The record at ``path`` if its run was trained with ``settings``; else None (the run ``name`` is trained
-    again)."""
+def matching_record(path: Path, settings: list[str], name: str, alike: tuple[list[str], ...] = ()) -> dict | None:
+    """The record at ``path`` if its run was trained with ``settings`` (or with one of ``alike``, settings that stand
+    for them); else None (the run ``name`` is trained again)."""
     record = read_json(path, dict, f"delete it and {name} is trained again")
     if record is None:
         return None
-    if record.get("settings") != settings:
+    if record.get("settings") not in (settings, *alike):
         logger.warning("%s was recorded with other settings: training it again", name)
         return None
     return record

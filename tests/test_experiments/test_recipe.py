@@ -22,9 +22,9 @@ SIZE_FLAGS = {"--encoder_layers", "--decoder_layers", "--d_model", "--ffn_dim"} 
 
 def test_every_candidate_is_the_preset_scored_on_validation_only():
     assert recipe.NAMES[0] == "preset" and len(set(recipe.NAMES)) == len(recipe.NAMES)
-    assert [r.number for r in recipe.ROUNDS] == [1, 2, 3] and len({r.folder for r in recipe.ROUNDS}) == 3
+    assert [r.number for r in recipe.ROUNDS] == [1, 2, 3, 4] and len({r.folder for r in recipe.ROUNDS}) == 4
     # a round's preset is the one before with the previous round's choice in it
-    first, second, third = recipe.ROUNDS
+    first, second, third, fourth = recipe.ROUNDS
     chosen = {c.name: c for c in first.candidates}[second.reference]
     assert chosen.flags == ("--warmup_steps", "1200") and second.preset == {
         "warmup_steps": 1200,
@@ -32,12 +32,16 @@ def test_every_candidate_is_the_preset_scored_on_validation_only():
     }
     assert third.preset == {"warmup_steps": 1200, "max_steps": 7200}  # round 2's preset at the budget in steps
     assert {c.name: c.flags for c in third.candidates}[third.reference] == ()  # a run of the preset itself
-    assert [recipe.closed(one, "multi30k") is None for one in recipe.ROUNDS] == [False, False, True]  # the YAML's
+    assert [recipe.closed(one, "multi30k") is None for one in recipe.ROUNDS] == [False, False, True, True]  # the YAML's
+    # round 4: round 3's preset against another recipe whole, at its own hour, in the score both texts share
+    assert fourth.preset == third.preset and fourth.reference == third.reference and fourth.score == "bleu_lc_tok"
+    assert fourth.budget_apart and [c.config for c in fourth.candidates] == ["multi30k-tiny"]
     for candidate in recipe.CANDIDATES:
         model_args, data_args, training_args = parse_args([*candidate.settings("multi30k", FP32), "--output_dir", "x"])
         assert model_args.final_splits == ["validation"] and model_args.translate_examples == 0
         assert model_args.max_train_minutes == 0 and not training_args.bf16  # a budget in steps, the stated precision
-        assert training_args.max_steps == (8000 if candidate.name == "tiny-wu2021" else 7200)
+        steps = {"tiny-wu2021": 8000, "tiny-recipe-hour": 3795}.get(candidate.name, 7200)
+        assert training_args.max_steps == steps and data_args.moses_lowercase_tokenize == bool(candidate.config)
     flags = {c.name: dict(zip(c.flags[::2], c.flags[1::2], strict=True)) for c in recipe.CANDIDATES}
     big = flags["dmodel-384-dropout-0.3"]
     assert int(big["--d_model"]) // int(big["--num_attention_heads"]) == 64  # d_k as the preset's
@@ -91,11 +95,72 @@ def test_a_rounds_preset_runs_are_the_full_runs_with_its_values_and_its_referenc
         1: [{"candidate": "preset", "validation_bleu": 39.0}, {"candidate": "warmup-1200", "validation_bleu": 43.0}],
         3: [{"candidate": "preset-7200-steps", "validation_bleu": 46.0}],
     }
-    first, second, third = recipe.ROUNDS
+    first, second, third = recipe.ROUNDS[:3]
     assert recipe.preset_runs(first, records, summaries) == [40.0, 41.0, 39.0]
     assert recipe.preset_runs(second, records, summaries) == [42.0, 43.0]
     # the runs at earlier code too; not a run of 54 minutes, nor on other hardware
     assert recipe.preset_runs(third, records, summaries) == [44.0, 43.5, 46.0]
+
+
+def test_a_round_of_another_recipe_reads_the_score_both_texts_share():
+    """Round 4 reads lowercased, tokenized BLEU: the band of the preset's runs, the candidate's place and the choice
+    in it; its candidate, another recipe at its own hour, is read against runs of another budget (said on the page),
+    and no figure puts the candidates' checks of their own text beside the preset's."""
+    third, fourth = recipe.ROUNDS[2:]
+    steps = {"warmup_steps": 1200, "max_steps": 7200}
+    summaries = [
+        {"role": "seed", "validation": {"bleu": bleu, "bleu_lc_tok": bleu + 0.5}, "arguments": steps, "run": {}}
+        for bleu in (40.0, 40.5)
+    ]
+    reference = {"candidate": "preset-7200-steps", "validation_bleu": 41.0, "validation_bleu_lc_tok": 41.5}
+    candidate = {"candidate": "tiny-recipe-hour", "validation_bleu": 45.0, "validation_bleu_lc_tok": 43.0}
+    records = {3: [reference], 4: [candidate]}
+    assert recipe.preset_runs(third, records, summaries) == [40.0, 40.5, 41.0]
+    assert recipe.preset_runs(fourth, records, summaries) == [40.5, 41.0, 41.5]
+    band = recipe.Band.of([40.5, 41.0, 41.5])  # 41.0 -+ 4.303 * 0.5 * sqrt(4/3): 38.52-43.48
+    assert band.place(fourth.of(candidate)) == "within" and band.place(third.of(candidate)) == "above"
+    assert recipe.chosen(fourth, [candidate], band) == "preset-7200-steps"
+    assert recipe.chosen(fourth, [{**candidate, "validation_bleu_lc_tok": 43.5}], band) == "tiny-recipe-hour"
+    other_budget = synthetic_run(max_steps=3795, tokens=8192)
+    recipe.check_comparable(fourth, other_budget, [synthetic_run(max_steps=7200)])
+    with pytest.raises(UsageError, match=r"other budgets \(3,795 steps of 8192 tokens; 7,200 steps of 2048 tokens\)"):
+        recipe.check_comparable(third, other_budget, [synthetic_run(max_steps=7200)])
+    with pytest.raises(UsageError, match="other devices"):  # only the budget is set aside
+        recipe.check_comparable(fourth, synthetic_run(device="cuda"), [synthetic_run(max_steps=7200)])
+    record = {**candidate, "change": "c", "steps": 3795, "epochs": 55.0, "parameters": 2.3e6, "fp32_gflops_before": 1}
+    record["run"] = {"code": {"commit": "abc1234"}, "launches": []}
+    text = "\n".join(recipe.round_section(fourth, [record], [40.5, 41.0, 41.5], None))
+    assert "scored 41.00 on validation in lowercased, tokenized BLEU (the lc-tok column) (40.50-41.50)" in text
+    assert f"Its candidates' budgets are not the preset's, on purpose: {fourth.budget_apart}" in text
+    assert "| tiny-recipe-hour | c | 45.00 | within | 43.00 | 3795 |" in text
+    assert recipe.NOT_DRAWN in text and "![" not in text and not recipe.drawn(fourth) and recipe.drawn(third)
+
+
+def test_a_record_in_the_other_precision_stands_for_the_candidate_once_they_train_alike(tmp_path, monkeypatch):
+    candidate = recipe.ROUNDS[2].candidates[0]
+    path = tmp_path / candidate.name / recipe.RECORD
+    path.parent.mkdir()
+    path.write_text(json.dumps({"settings": candidate.settings("multi30k", comparable.BF16)}))
+    assert recipe.recorded(candidate, "multi30k", comparable.BF16, tmp_path)
+    assert recipe.recorded(candidate, "multi30k", FP32, tmp_path)  # PRECISION_EVIDENCE: measured alike
+    monkeypatch.setattr(comparable, "PRECISION_EVIDENCE", None)
+    assert recipe.recorded(candidate, "multi30k", FP32, tmp_path) is None
+    assert recipe.recorded(recipe.ROUNDS[2].candidates[1], "multi30k", comparable.BF16, tmp_path) is None
+
+
+def test_every_candidate_not_yet_recorded_is_that_of_the_open_rounds(tmp_path, monkeypatch):
+    """Without --candidates the command skips the closed rounds (their candidates train no more) and trains the
+    open ones' candidates not recorded, in order."""
+    trained = []
+    monkeypatch.setattr(recipe, "ROUNDS", recipe.ROUNDS[:3])
+    monkeypatch.setattr(recipe, "recorded", lambda candidate, *args: candidate.name != "dropout-0.3")
+    monkeypatch.setattr(recipe, "check_comparable", lambda *args: None)
+    monkeypatch.setattr(recipe, "write_page", lambda *args: None)
+    monkeypatch.setattr(
+        recipe, "train", lambda candidate, *args: trained.append(candidate.name) or {"validation_bleu": 1.0}
+    )
+    recipe.run(["--results", str(tmp_path), "--repeats", str(tmp_path), "--page", str(tmp_path / "page.md")])
+    assert trained == ["dropout-0.3"]
 
 
 def test_each_size_trains_at_the_rate_its_table3_walk_gives_it():
@@ -136,7 +201,7 @@ def test_a_candidate_trains_only_where_its_run_compares_with_its_presets_runs(mo
         1: [{"candidate": "preset", "validation_bleu": 40.0, "run": synthetic_run(minutes=54, max_steps=None)}],
         3: [{"candidate": "preset-7200-steps", "validation_bleu": 43.0, "run": synthetic_run(code="older")}],
     }
-    first, _, third = recipe.ROUNDS
+    first, _, third = recipe.ROUNDS[:3]
     runs = recipe.preset_run_records(third, records, summaries)
     assert [run["code"]["code_tree"] for run in runs] == ["new", "older"]
     recipe.check_comparable(third, synthetic_run(code="newest"), runs)  # other code: read against them all the same
@@ -196,7 +261,7 @@ def test_the_command_trains_records_skips_and_reports(tmp_path, monkeypatch):
     both, best first, against the band of the preset's runs (repeats with role canonical or seed and its values; not
     an ablation, not a run of an earlier round's preset), the figure of their learning curves beside it, and the
     closed round's candidates as closed."""
-    first, second, third = recipe.ROUNDS
+    first, second, third = recipe.ROUNDS[:3]
     tiny_round = replace(third, preset={"warmup_steps": 1200, "max_steps": 3})
     monkeypatch.setattr(recipe, "ROUNDS", (first, second, tiny_round))
     for name, bleu, role, arguments in (
@@ -293,7 +358,7 @@ def test_a_stopped_candidate_goes_on_from_its_checkpoint_and_one_of_other_settin
     """A candidate stopped while it trained (SIGTERM in step 2 of 4) is resumed by the same command, not trained
     again: its record counts both launches' minutes. A folder holding a run of other settings is refused, naming the
     setting and leaving the run there; --start_over trains the candidate from scratch."""
-    first, second, third = recipe.ROUNDS
+    first, second, third = recipe.ROUNDS[:3]
     tiny_round = replace(third, preset={"warmup_steps": 1200, "max_steps": 4})
     monkeypatch.setattr(recipe, "ROUNDS", (first, second, tiny_round))
     monkeypatch.setattr(recipe, "check_comparable", lambda *args: None)  # no preset runs here to compare with
