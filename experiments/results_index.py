@@ -15,6 +15,8 @@ from pathlib import Path
 
 from training.api import check_run_record, run_launches, run_train_minutes
 
+from .verdict import CONFIDENCE, mean_interval
+
 ROOT = Path(__file__).resolve().parent.parent
 INTRO = Path(__file__).with_name("results_intro.md")  # the page's opening: what a record holds, and since when
 ROLES = {
@@ -22,11 +24,18 @@ ROLES = {
     "seed": "Repeats of the canonical recipe",
     "earlier": "The canonical recipe at earlier code, before the runs above",
     "hardware": "The canonical recipe on other hardware (another precision or speed: each note says if it compares)",
+    "reproduction": (
+        "Wu et al.'s Transformer-Tiny recipe, reproduced (`--config multi30k-tiny`: lowercased, tokenized text, so "
+        "its sacreBLEU is of that text)"
+    ),
     "superseded": "The runs of earlier presets, before a recipe candidate replaced them",
     "ablation": "Ablations that chose the preset",
     "history": "History: earlier presets and code",
     None: "Other runs",
 }
+# Wu et al. (ACL 2021)'s text-only Transformer-Tiny on test2016: fairseq's BLEU-4 on lowercased, tokenized text, in
+# README-baseline.md of github.com/LividWo/Revisit-MMT (issue 101's anchor; training/configs/multi30k-tiny.yaml)
+WU_2021_TEST2016 = 41.02
 HEADER = (
     "| run | date | commit | minutes (training / command) | fp32 GFLOP/s (before / after) | precision | steps (budget) "
     "| epochs "
@@ -110,6 +119,24 @@ def mean_row(records: list[dict]) -> str:
     )
 
 
+def against_published(records: list[dict]) -> str:
+    """The reproduction's seeds against Wu et al.'s figure: the mean of their test BLEU, lowercased and tokenized,
+    with its 95% interval (experiments/verdict.py), and where 41.02 lies."""
+    scores = [test_scores(r).get("bleu_lc_tok") for r in records]
+    found = mean_interval([s for s in scores if s is not None]) if None not in scores else None
+    if found is None:
+        return (
+            f"Wu et al. (ACL 2021) print {WU_2021_TEST2016} on test2016 (lowercased, tokenized); {len(records)} "
+            "seed(s) scored in that BLEU here, too few for an interval."
+        )
+    mean, low, high = found
+    place = "inside" if low <= WU_2021_TEST2016 <= high else "above" if WU_2021_TEST2016 > high else "below"
+    return (
+        f"The seeds' mean test2016 BLEU, lowercased and tokenized: **{mean:.2f}**, its {CONFIDENCE:.0%} interval "
+        f"{low:.2f}-{high:.2f} (t, {len(scores)} seeds); Wu et al. (ACL 2021) print {WU_2021_TEST2016}, {place} it."
+    )
+
+
 def index(results: Path, kept: set[Path] | None = None) -> str:
     """The page over every run folder in ``results`` (or those in ``kept``) that holds a summary.json."""
     records = sorted(
@@ -140,6 +167,8 @@ def index(results: Path, kept: set[Path] | None = None) -> str:
             lines.append(mean_row(canonical + [r for _, r in chosen]))
         elif role in ("earlier", "superseded"):
             lines.append(mean_row([r for _, r in chosen]))
+        elif role == "reproduction":
+            lines += [mean_row([r for _, r in chosen]), "", against_published([r for _, r in chosen])]
         lines.append("")
         for folder, record in chosen:
             lines.append(f"- **{folder.name}**: {record.get('note', '')} Command: `{record.get('command', '?')}`.")

@@ -121,6 +121,16 @@ def difference(row: Sequence[float], base: Sequence[float]) -> Difference:
     return Difference(delta, len(row), len(base), math.sqrt(variance), df)
 
 
+def mean_interval(scores: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float] | None:
+    """The mean of seeds' ``scores`` and its t interval, mean -+ t(n - 1) * s / sqrt(n), as (mean, low, high); None
+    with fewer than ``MIN_SEEDS`` seeds."""
+    if len(scores) < MIN_SEEDS:
+        return None
+    mean = statistics.mean(scores)
+    half = t_quantile(0.5 + confidence / 2, len(scores) - 1) * statistics.stdev(scores) / math.sqrt(len(scores))
+    return mean, mean - half, mean + half
+
+
 def paper_direction(paper_delta: float, metric: str) -> int:
     """+1 or -1, the sign of the paper's difference, or 0 where it is within the paper's "no change"."""
     if abs(round(paper_delta, 9)) <= NO_CHANGE[metric]:  # rounded: 26.0 - 25.8 is 0.2000000000000028

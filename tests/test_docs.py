@@ -172,6 +172,30 @@ def test_the_preset_runs_at_earlier_code_have_their_own_mean(tmp_path, monkeypat
     assert "| **mean of 1** |" in earlier and "**30.00**" in earlier
 
 
+def test_the_reproductions_seeds_are_read_against_wu_et_al(tmp_path, monkeypatch):
+    """Wu et al.'s recipe reproduced: its own section, its seeds' mean and the 95% interval of it in the BLEU that
+    matches fairseq's, and where their 41.02 lies; no interval below three seeds."""
+    run = json.loads((ROOT / "results" / "2026-11-30-multi30k-final-seed1" / "summary.json").read_text())
+    monkeypatch.setattr(results_index, "ROOT", tmp_path)
+    for name, role, lc_tok in (("a", "canonical", 40.0), ("t1", "reproduction", 40.0), ("t2", "reproduction", 41.0)):
+        (tmp_path / "results" / name).mkdir(parents=True)
+        record = {**run, "role": role, "test2016": {**run["test2016"], "bleu_lc_tok": lc_tok}}
+        (tmp_path / "results" / name / "summary.json").write_text(json.dumps(record))
+    reproduction = results_index.index(tmp_path / "results").split(f"## {results_index.ROLES['reproduction']}")[1]
+    assert "| **mean of 2** |" in reproduction and "2 seed(s) scored in that BLEU here, too few" in reproduction
+    (tmp_path / "results" / "t3").mkdir()
+    record = {**run, "role": "reproduction", "test2016": {**run["test2016"], "bleu_lc_tok": 42.0}}
+    (tmp_path / "results" / "t3" / "summary.json").write_text(json.dumps(record))
+    reproduction = results_index.index(tmp_path / "results").split(f"## {results_index.ROLES['reproduction']}")[1]
+    assert (
+        "mean test2016 BLEU, lowercased and tokenized: **41.00**, its 95% interval 38.52-43.48 (t, 3 seeds); "
+        "Wu et al. (ACL 2021) print 41.02, inside it." in reproduction
+    )
+    assert results_index.against_published([{"test2016": {"bleu_lc_tok": x}} for x in (37.0, 37.1, 37.2)]).endswith(
+        "print 41.02, above it."
+    )
+
+
 def test_a_run_of_several_launches_counts_their_minutes_together():
     """A summary's own minutes are its last launch's; the page gives the run's training and says whose command."""
     record = {

@@ -10,6 +10,7 @@ from experiments.verdict import (
     NONE_FOUND,
     TOO_FEW,
     difference,
+    mean_interval,
     paper_direction,
     t_quantile,
     t_tail,
@@ -33,6 +34,12 @@ def test_welch_interval_of_a_worked_example():
     assert diff.delta == 1.0 and diff.df == pytest.approx(4.0) and diff.standard_error == pytest.approx(0.8165, 1e-4)
     assert diff.interval() == pytest.approx((-1.2670, 3.2670), abs=1e-4)
     assert not diff.excludes_zero()
+
+
+def test_the_interval_of_a_mean_of_seeds():
+    """40, 41, 42: mean 41, s = 1, t(0.975, 2) = 4.3027: 41 -+ 4.3027 / sqrt(3) = 41 -+ 2.4842."""
+    assert mean_interval([40.0, 41.0, 42.0]) == pytest.approx((41.0, 38.5158, 43.4842), abs=1e-4)
+    assert mean_interval([40.0, 41.0]) is None  # too few seeds
 
 
 def test_excluding_zero_is_the_interval_leaving_zero_out():
