@@ -120,9 +120,8 @@ class Round:
     folder: str
     candidates: tuple[Candidate, ...]
     score: str = "bleu"  # the validation score the band and the choice read: a key of summary.json's "validation"
-    budget_apart: str | None = (
-        None  # why its candidates' budgets differ from the preset's on purpose; None: they may not
-    )
+    # why its candidates' budgets differ from the preset's on purpose; None: they may not
+    budget_apart: str | None = None
 
     def of(self, record: dict) -> float:
         """A candidate record's validation score as the round reads it."""
