@@ -20,7 +20,7 @@ from transformers.utils.deprecation import deprecate_kwarg
 logger = logging.get_logger(__name__)
 
 # The oldest and the newest transformers release the model's tests run on (`make test` and `make compat`, CI).
-TESTED_RELEASES = ("5.17.0", "5.24.0")
+TESTED_RELEASES = ("5.17.0", "5.25.0")
 
 # The name under which the installed release's generate() passes the cache to forward and reads it from the output.
 CACHE_NAME = "cache" if "cache" in Seq2SeqLMOutput.__dataclass_fields__ else "past_key_values"
