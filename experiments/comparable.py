@@ -129,6 +129,12 @@ def single_runs_agree(a: float, b: float, spread: float) -> bool:
     return abs(a - b) < single_run_band(spread)
 
 
+def standing_in(precision: str) -> list[str]:
+    """The other precisions whose run records stand for a run in ``precision``: once bf16 autocast and fp32 are
+    measured to train alike (``PRECISION_EVIDENCE``), the other one; none before."""
+    return [other for other in (FP32, BF16) if other != precision] if PRECISION_EVIDENCE else []
+
+
 def experiment_precision() -> str:
     """The precision an experiment trains in: fp32 everywhere until bf16 autocast is measured to agree with it
     (``PRECISION_EVIDENCE``); then the one this machine runs fast."""

@@ -60,7 +60,7 @@ from vanilla_tools.cli import UsageError, console_script, pyplot
 from vanilla_tools.run_files import read_json
 
 from . import comparable
-from .comparable import BF16, FP32, experiment_precision, precision_flags, why_not
+from .comparable import experiment_precision, precision_flags, why_not
 from .table3 import ROOT, matching_record, shown
 from .verdict import CONFIDENCE, t_quantile
 
@@ -157,12 +157,11 @@ def recorded(candidate: Candidate, preset: str, precision: str, results: Path) -
     """The candidate's record if it was trained with the settings it has now; else None (trained again). Once bf16
     autocast and fp32 are measured to train alike (``comparable.PRECISION_EVIDENCE``), its record in the other
     precision stands for it: a machine goes on with a round that another began in its own precision."""
-    others = [other for other in (FP32, BF16) if other != precision] if comparable.PRECISION_EVIDENCE else []
     return matching_record(
         results / candidate.name / RECORD,
         candidate.settings(preset, precision),
         candidate.name,
-        alike=tuple(candidate.settings(preset, other) for other in others),
+        alike=tuple(candidate.settings(preset, other) for other in comparable.standing_in(precision)),
     )
 
 

@@ -123,7 +123,7 @@ def against_published(records: list[dict]) -> str:
     """The reproduction's seeds against Wu et al.'s figure: the mean of their test BLEU, lowercased and tokenized,
     with its 95% interval (experiments/verdict.py), and where 41.02 lies."""
     scores = [test_scores(r).get("bleu_lc_tok") for r in records]
-    found = mean_interval([s for s in scores if s is not None]) if None not in scores else None
+    found = None if None in scores else mean_interval(scores)
     if found is None:
         return (
             f"Wu et al. (ACL 2021) print {WU_2021_TEST2016} on test2016 (lowercased, tokenized); {len(records)} "

@@ -293,11 +293,7 @@ def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> d
     else None, and it is trained again. Once bf16 autocast and fp32 are measured to train alike
     (``comparable.PRECISION_EVIDENCE``), a record of the same run in the other precision stands for it: a machine
     continues a sweep that another began in its own precision."""
-    twins = [run] + (
-        [replace(run, precision=other) for other in PRECISIONS.values() if other != run.precision]
-        if comparable.PRECISION_EVIDENCE
-        else []
-    )
+    twins = [run] + [replace(run, precision=other) for other in comparable.standing_in(run.precision)]
     record = next(
         (
             found
