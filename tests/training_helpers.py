@@ -2,6 +2,9 @@
 pairs with the padding of their batches."""
 
 import gzip
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import datasets
@@ -11,6 +14,7 @@ from safetensors.torch import load_file
 
 from training.data.batching import TokenizedPairs
 from vanilla_tools.corpora import BUNDLED_DIR
+from vanilla_tools.provenance import ROOT
 
 GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
 ENGLISH = ["A dog runs across the meadow.", "Two men play football.", "A woman reads a book."]
@@ -160,3 +164,22 @@ def pad(features: list[dict]) -> dict[str, torch.Tensor]:
         batch[key] = torch.tensor([f[key] + [value] * (width - len(f[key])) for f in features])
     batch["attention_mask"] = batch["input_ids"].ne(PAD).long()
     return batch
+
+
+def stop_at_step_2(flags: list[str], output_dir, summary_dir) -> None:
+    """vanilla-train with ``flags`` into ``output_dir``, stopped by SIGTERM in its step 2 (checkpoint-2 written)."""
+    command = [
+        sys.executable,
+        str(ROOT / "tests" / "signal_probe.py"),
+        "SIGTERM",
+        "step",
+        "2",
+        *flags,
+        "--output_dir",
+        str(output_dir),
+        "--summary_dir",
+        str(summary_dir),
+    ]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
+    stopped = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert stopped.returncode == 143 and (output_dir / "checkpoint-2").is_dir(), stopped.stderr[-3000:]

@@ -2,14 +2,12 @@
 trained, recorded with their validation score, steps and machine, skipped once recorded, and listed on a page."""
 
 import json
-import os
 import re
 import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
-from training_helpers import synthetic_run, tiny_preset
+from training_helpers import stop_at_step_2, synthetic_run, tiny_preset
 
 from experiments import comparable, lr_walk, recipe, table3
 from experiments.comparable import FP32, experiment_precision
@@ -330,25 +328,6 @@ def test_the_command_trains_records_skips_and_reports(tmp_path, monkeypatch):
     stamp = path.stat().st_mtime_ns
     recipe.run(argv)  # recorded: skipped
     assert path.stat().st_mtime_ns == stamp
-
-
-def stop_at_step_2(flags: list[str], output_dir, summary_dir) -> None:
-    """vanilla-train with ``flags`` into ``output_dir``, stopped by SIGTERM in its step 2 (checkpoint-2 written)."""
-    command = [
-        sys.executable,
-        str(ROOT / "tests" / "signal_probe.py"),
-        "SIGTERM",
-        "step",
-        "2",
-        *flags,
-        "--output_dir",
-        str(output_dir),
-        "--summary_dir",
-        str(summary_dir),
-    ]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])}
-    stopped = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
-    assert stopped.returncode == 143 and (output_dir / "checkpoint-2").is_dir(), stopped.stderr[-3000:]
 
 
 @pytest.mark.slow

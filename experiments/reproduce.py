@@ -1,0 +1,195 @@
+"""`python -m experiments.reproduce`: Wu et al. (ACL 2021)'s Transformer-Tiny recipe on Multi30k, run through this
+package seed by seed, against their 41.02 on test2016 (issue 101; docs/multi30k.md).
+
+    python -m experiments.reproduce                   # seeds 1, 2 and 3 not yet recorded, one after another
+    python -m experiments.reproduce --seeds 2         # one of them
+
+Each seed is ``vanilla-train --config multi30k-tiny --seed N`` in its own process, in the precision vanilla-train
+chooses for the machine (bf16 autocast where it runs fast, else fp32: measured to train alike,
+experiments/comparable.py), which the record states. A seed is a run of 8,000 steps, hours on a 2-core CPU: one
+stopped while it trains (a signal, a session's end) goes on from its newest checkpoint when the command runs again
+(vanilla-train's relaunch, training/run/relaunch.py), and its record lists the launches. A seed recorded with the same
+settings is skipped, so the command goes on where it stopped, over sessions and machines.
+
+Where things go: the model in ``--runs``/seed-N, vanilla-train's summary beside it in seed-N-record, and, once the
+run has finished, the record filed as results/DATE-multi30k-tiny-seedN/ (DATE: the day it is filed): its summary.json
+with role ``reproduction``, the settings, the run's tokens a second and a note written from the record. Then
+docs/results.md is generated again (experiments/results_index.py: the seeds' mean, its 95% interval and where 41.02
+lies)."""
+
+import argparse
+import logging
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from training.api import (
+    lengths,
+    load_parallel_data,
+    parse_args,
+    run_launches,
+    run_train_minutes,
+    stopping_signal,
+    tokenize_splits,
+)
+from vanilla_tools.cli import UsageError, console_script, load_tokenizer
+from vanilla_tools.run_files import read_json, write_json
+
+from . import results_index
+from .results_index import test_scores
+from .table3 import ROOT, shown
+
+logger = logging.getLogger("reproduce")
+CONFIG = "multi30k-tiny"  # Wu et al.'s recipe (training/configs/multi30k-tiny.yaml names their files)
+SEEDS = (1, 2, 3)
+ROLE = "reproduction"  # results_index's section for these records
+SUMMARY = "summary.json"
+REMEDY = "restore it from git, or delete its folder and run again what wrote it"
+
+
+def settings(config: str, seed: int) -> list[str]:
+    """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
+    return ["--config", config, "--seed", str(seed)]
+
+
+def recorded(config: str, seed: int, results: Path) -> Path | None:
+    """The folder under ``results`` that records this seed with these settings; None where none does."""
+    for path in sorted(results.glob(f"*/{SUMMARY}")):
+        record = read_json(path, dict, REMEDY)
+        if record.get("role") == ROLE and record.get("settings") == settings(config, seed):
+            return path.parent
+    return None
+
+
+def train(config: str, seed: int, output_dir: Path) -> None:
+    """vanilla-train in its own process: from scratch, from the newest checkpoint of a stopped run in
+    ``output_dir``, or nothing where the run there has finished."""
+    argv = [
+        *settings(config, seed),
+        "--output_dir",
+        shown(output_dir),
+        "--summary_dir",
+        shown(record_folder(output_dir)),
+    ]
+    logger.info("seed %d: vanilla-train %s", seed, " ".join(argv))
+    done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
+    if (stopped := stopping_signal(done.returncode)) is not None:
+        raise UsageError(
+            f"seed {seed}: stopped by {stopped}, with a complete checkpoint in {shown(output_dir)}; the same "
+            "command goes on from it"
+        )
+    if done.returncode:
+        raise UsageError(f"seed {seed}: vanilla-train exited with status {done.returncode} (its message above)")
+
+
+def record_folder(output_dir: Path) -> Path:
+    """Where vanilla-train writes the summary of the run in ``output_dir``, until it is filed."""
+    return output_dir.with_name(f"{output_dir.name}-record")
+
+
+def throughput(summary: dict, config: str, output_dir: Path) -> dict[str, int]:
+    """Tokens a second over the run's training minutes (every launch's): of its batches (their token slots, padding
+    included, as fairseq's --max-tokens counts them: ``tokens_per_step`` a step) and of the text (the training set's
+    source and target tokens, </s> included, as the run's tokenizer cuts them, times the epochs trained; fairseq's
+    words a second count the target's)."""
+    seconds = run_train_minutes(summary) * 60
+    run = summary["run"]
+    _, data_args, _ = parse_args([*settings(config, run["seed"]), "--output_dir", str(output_dir)])
+    data = tokenize_splits(load_parallel_data(data_args), load_tokenizer(str(output_dir)), data_args)
+    source, target = lengths(data["train"])
+    return {
+        "batch_tokens_per_second": round(run["budget"]["tokens_per_step"] * run["steps"] / seconds),
+        "source_tokens_per_second": round(int(source.sum()) * summary["epochs"] / seconds),
+        "target_tokens_per_second": round(int(target.sum()) * summary["epochs"] / seconds),
+    }
+
+
+def note(config: str, summary: dict, speed: dict[str, int], extra: str | None) -> str:
+    """The record's note, written from the record: what ran where, how long and how fast, and what it scored."""
+    run, test, validation = summary["run"], test_scores(summary), summary["validation"]
+    launches = len(run_launches(summary))
+    machine, gflops = run["machine"], summary.get("machine_speed") or {}
+    text = (
+        f"Seed {run['seed']} of Wu et al.'s recipe (`--config {config}`) at {run['code']['commit'][:7]}, in "
+        f"{run['precision']} on {run['device']['name']} ({machine['cpu_cores']} CPU cores; a 1024^3 fp32 matrix "
+        f"product at {gflops.get('fp32_gflops_before')} GFLOP/s before its last launch, "
+        f"{gflops.get('fp32_gflops_after')} after): {run['steps']:,} steps of {run['budget']['tokens_per_step']:,} "
+        f"tokens ({summary['epochs']} epochs) in {run_train_minutes(summary):.1f} training minutes, "
+        f"{launches} launch{'es' if launches > 1 else ''}; {speed['batch_tokens_per_second']:,} batch tokens a second "
+        f"(padding included), {speed['target_tokens_per_second']:,} target and {speed['source_tokens_per_second']:,} "
+        f"source tokens a second. test2016 {test.get('bleu_lc_tok')} lowercased and tokenized ({test.get('bleu')} "
+        f"sacreBLEU of that text), validation {validation.get('bleu_lc_tok')}."
+    )
+    return f"{text} {extra}" if extra else text
+
+
+def file(config: str, seed: int, output_dir: Path, results: Path, extra: str | None) -> Path:
+    """The finished run's record filed under ``results``, with its role, settings, speed and note; summary.json is
+    written last, so a folder cut short is no record and is filed again."""
+    summary_dir = record_folder(output_dir)
+    summary = read_json(summary_dir / SUMMARY, dict, REMEDY)
+    if summary is None:
+        raise UsageError(
+            f"seed {seed}: {shown(output_dir)} holds the finished run, but {shown(summary_dir)} has no {SUMMARY} "
+            f"to file; delete {shown(output_dir)} and the seed is trained again"
+        )
+    target = results / f"{time.strftime('%Y-%m-%d')}-{Path(config).stem}-seed{seed}"
+    if (target / SUMMARY).exists():
+        raise UsageError(f"seed {seed}: {shown(target)} holds another record; move it and run again")
+    speed = throughput(summary, config, output_dir)
+    target.mkdir(parents=True, exist_ok=True)
+    for path in summary_dir.iterdir():
+        if path.is_file() and path.name != SUMMARY:
+            shutil.copy2(path, target / path.name)
+    record = {
+        **summary,
+        "role": ROLE,
+        "settings": settings(config, seed),
+        "throughput": speed,
+        "note": note(config, summary, speed, extra),
+    }
+    write_json(target / SUMMARY, record)
+    return target
+
+
+def write_page(results: Path, page: Path) -> None:
+    page.write_text(results_index.index(results))
+
+
+def arguments() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.reproduce",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS), help="default: 1 2 3")
+    parser.add_argument("--config", default=CONFIG, help="the recipe (a preset's name or a YAML file)")
+    parser.add_argument("--runs", default=str(ROOT / "runs" / "reproduction"), help="where the seeds' models go")
+    parser.add_argument("--results", default=str(ROOT / "results"), help="where the records are filed")
+    parser.add_argument("--page", default=str(ROOT / "docs" / "results.md"), help="the page generated from them")
+    parser.add_argument("--note", help="said in the note of every seed this call files (what the record cannot say)")
+    return parser
+
+
+def run(argv: list[str] | None = None) -> None:
+    args = arguments().parse_args(argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    results, runs, page = Path(args.results).resolve(), Path(args.runs).resolve(), Path(args.page).resolve()
+    for seed in args.seeds:
+        if (found := recorded(args.config, seed, results)) is not None:
+            logger.info("seed %d: recorded in %s, skipped", seed, shown(found))
+            continue
+        output_dir = runs / f"seed-{seed}"
+        train(args.config, seed, output_dir)
+        folder = file(args.config, seed, output_dir, results, args.note)
+        logger.info("seed %d: filed in %s", seed, shown(folder))
+    write_page(results, page)
+    print(f"wrote {page}")
+
+
+main = console_script(run)
+
+if __name__ == "__main__":
+    main()
