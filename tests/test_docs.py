@@ -31,6 +31,7 @@ from benchmarks import (
 from experiments import comparable, recipe, reproduce, results_index, table3
 from hub_card import card, push
 from inference import attention, bench, ct2, demo, onnx_runtime, translate
+from training.api import run_launches, run_train_minutes
 from training.arguments import parse_args
 from training.finish import clock
 from training.run import plot_curve
@@ -545,6 +546,27 @@ def test_multi30k_page_compares_the_precisions_by_the_rule_stated_before_the_run
         assert [shows(run[column], records[run[1]][metric]["bleu"]) for run in runs] == [True, True]
         assert differences[column] == f"{fp32 - bf16:+.2f} (inside {comparable.single_run_band(spread):.2f})"
         assert comparable.single_runs_agree(fp32, bf16, spread)
+
+
+def test_multi30k_page_gives_each_reproduction_seed_as_its_record():
+    """docs/multi30k.md's table of Wu et al.'s seeds is the committed reproduction records, seed by seed, each row
+    linking its own: precision, training minutes and launches, tokens a second, validation and test2016 BLEU
+    (lowercased and tokenized) and sacreBLEU of that text."""
+    found = [json.loads(path.read_text()) for path in tracked("results/*/summary.json")]
+    records = {record["run"]["seed"]: record for record in found if record.get("role") == reproduce.ROLE}
+    rows = page_table("docs/multi30k.md", "| seed | record | machine, precision |")
+    assert records and sorted(int(row[0]) for row in rows) == sorted(records)
+    for seed, link, machine, minutes, speed, validation, test, sacrebleu in rows:
+        record = records[int(seed)]
+        linked = ROOT / "results" / re.search(r"\[([\w-]+)\]", link)[1] / "summary.json"
+        assert json.loads(linked.read_text()) == record and machine.endswith(record["run"]["precision"])
+        assert minutes == f"{run_train_minutes(record):.1f} ({len(run_launches(record))})"
+        batches, target = speed.split(" / ")
+        throughput = record["throughput"]
+        assert shows(batches, throughput["batch_tokens_per_second"])
+        assert shows(target, throughput["target_tokens_per_second"])
+        assert shows(validation, record["validation"]["bleu_lc_tok"]) and shows(test, record["test2016"]["bleu_lc_tok"])
+        assert shows(sacrebleu, record["test2016"]["bleu"])
 
 
 def test_paper_page_ranks_the_wide_model_among_every_3000_step_run():
