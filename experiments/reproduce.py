@@ -3,6 +3,7 @@ package seed by seed, against their 41.02 on test2016 (issue 101; docs/multi30k.
 
     python -m experiments.reproduce                   # seeds 1, 2 and 3 not yet recorded, one after another
     python -m experiments.reproduce --seeds 2         # one of them
+    python -m experiments.reproduce --seeds 1 --tokenizer DIR   # a control: the recipe with another tokenizer
 
 Each seed is ``vanilla-train --config multi30k-tiny --seed N`` in its own process, in the precision vanilla-train
 chooses for the machine (bf16 autocast where it runs fast, else fp32: measured to train alike,
@@ -15,7 +16,9 @@ Where things go: the model in ``--runs``/seed-N, vanilla-train's summary beside 
 run has finished, the record filed as results/DATE-multi30k-tiny-seedN/ (DATE: the day it is filed): its summary.json
 with role ``reproduction``, the settings, the run's tokens a second and a note written from the record. Then
 docs/results.md is generated again (experiments/results_index.py: the seeds' mean, its 95% interval and where 41.02
-lies)."""
+lies). A control (``--tokenizer``: the recipe cutting its text with another tokenizer, such as Wu et al.'s own BPE,
+experiments/subword_nmt.py) trains in seed-N-NAME (NAME: the tokenizer's folder) and is filed with role ``control``,
+outside the seeds' mean."""
 
 import argparse
 import logging
@@ -23,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from training.api import (
@@ -45,43 +49,65 @@ logger = logging.getLogger("reproduce")
 CONFIG = "multi30k-tiny"  # Wu et al.'s recipe (training/configs/multi30k-tiny.yaml names their files)
 SEEDS = (1, 2, 3)
 ROLE = "reproduction"  # results_index's section for these records
+CONTROL_ROLE = "control"  # and for a seed trained with another tokenizer
 SUMMARY = "summary.json"
 REMEDY = "restore it from git, or delete its folder and run again what wrote it"
 
 
-def settings(config: str, seed: int) -> list[str]:
-    """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
-    return ["--config", config, "--seed", str(seed)]
+@dataclass(frozen=True)
+class Seed:
+    """One run of the recipe: its preset, its seed and, for a control, the tokenizer it cuts the text with."""
+
+    config: str
+    seed: int
+    tokenizer: str | None = None  # a folder, as given (relative to the repository or absolute)
+
+    def settings(self) -> list[str]:
+        """vanilla-train's arguments but the output folders: what a record must match to be skipped."""
+        control = ["--tokenizer", self.tokenizer] if self.tokenizer else []
+        return ["--config", self.config, "--seed", str(self.seed), *control]
+
+    @property
+    def role(self) -> str:
+        return CONTROL_ROLE if self.tokenizer else ROLE
+
+    @property
+    def name(self) -> str:
+        """seed-N, or seed-N-NAME for a control with the tokenizer of folder NAME."""
+        return f"seed-{self.seed}" + (f"-{Path(self.tokenizer).name}" if self.tokenizer else "")
+
+    def __str__(self) -> str:
+        return f"seed {self.seed}" + (f" with the tokenizer of {self.tokenizer}" if self.tokenizer else "")
 
 
-def recorded(config: str, seed: int, results: Path) -> Path | None:
-    """The folder under ``results`` that records this seed with these settings; None where none does."""
+def recorded(run: Seed, results: Path) -> Path | None:
+    """The folder under ``results`` that records this run with these settings; None where none does."""
     for path in sorted(results.glob(f"*/{SUMMARY}")):
         record = read_json(path, dict, REMEDY)
-        if record.get("role") == ROLE and record.get("settings") == settings(config, seed):
+        if record.get("role") == run.role and record.get("settings") == run.settings():
             return path.parent
     return None
 
 
-def train(config: str, seed: int, output_dir: Path) -> None:
+def train(run: Seed, output_dir: Path) -> None:
     """vanilla-train in its own process: from scratch, from the newest checkpoint of a stopped run in
     ``output_dir``, or nothing where the run there has finished."""
     argv = [
-        *settings(config, seed),
+        *run.settings(),
         "--output_dir",
         shown(output_dir),
         "--summary_dir",
         shown(record_folder(output_dir)),
     ]
-    logger.info("seed %d: vanilla-train %s", seed, " ".join(argv))
+    logger.info("%s: vanilla-train %s", run, " ".join(argv))
     done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
     if (stopped := stopping_signal(done.returncode)) is not None:
         raise UsageError(
-            f"seed {seed}: stopped by {stopped}, with a complete checkpoint in {shown(output_dir)}; the same "
+            f"{run}: stopped by {stopped}, with a complete checkpoint in {shown(output_dir)}; the same "
             "command goes on from it"
         )
     if done.returncode:
-        raise UsageError(f"seed {seed}: vanilla-train exited with status {done.returncode} (its message above)")
+        raise UsageError(f"{run}: vanilla-train exited with status {done.returncode} (its message above)")
 
 
 def record_folder(output_dir: Path) -> Path:
@@ -89,30 +115,32 @@ def record_folder(output_dir: Path) -> Path:
     return output_dir.with_name(f"{output_dir.name}-record")
 
 
-def throughput(summary: dict, config: str, output_dir: Path) -> dict[str, int]:
+def throughput(summary: dict, run: Seed, output_dir: Path) -> dict[str, int]:
     """Tokens a second over the run's training minutes (every launch's): of its batches (their token slots, padding
     included, as fairseq's --max-tokens counts them: ``tokens_per_step`` a step) and of the text (the training set's
     source and target tokens, </s> included, as the run's tokenizer cuts them, times the epochs trained; fairseq's
     words a second count the target's)."""
     seconds = run_train_minutes(summary) * 60
-    run = summary["run"]
-    _, data_args, _ = parse_args([*settings(config, run["seed"]), "--output_dir", str(output_dir)])
+    record = summary["run"]
+    _, data_args, _ = parse_args([*run.settings(), "--output_dir", str(output_dir)])
     data = tokenize_splits(load_parallel_data(data_args), load_tokenizer(str(output_dir)), data_args)
     source, target = lengths(data["train"])
     return {
-        "batch_tokens_per_second": round(run["budget"]["tokens_per_step"] * run["steps"] / seconds),
+        "batch_tokens_per_second": round(record["budget"]["tokens_per_step"] * record["steps"] / seconds),
         "source_tokens_per_second": round(int(source.sum()) * summary["epochs"] / seconds),
         "target_tokens_per_second": round(int(target.sum()) * summary["epochs"] / seconds),
     }
 
 
-def note(config: str, summary: dict, speed: dict[str, int], extra: str | None) -> str:
+def note(seed: Seed, summary: dict, speed: dict[str, int], extra: str | None) -> str:
     """The record's note, written from the record: what ran where, how long and how fast, and what it scored."""
     run, test, validation = summary["run"], test_scores(summary), summary["validation"]
+    control = f", with the tokenizer of {seed.tokenizer} (a control)" if seed.tokenizer else ""
     launches = len(run_launches(summary))
     machine, gflops = run["machine"], summary.get("machine_speed") or {}
     text = (
-        f"Seed {run['seed']} of Wu et al.'s recipe (`--config {config}`) at {run['code']['commit'][:7]}, in "
+        f"Seed {run['seed']} of Wu et al.'s recipe (`--config {seed.config}`{control}) at "
+        f"{run['code']['commit'][:7]}, in "
         f"{run['precision']} on {run['device']['name']} ({machine['cpu_cores']} CPU cores; a 1024^3 fp32 matrix "
         f"product at {gflops.get('fp32_gflops_before')} GFLOP/s before its last launch, "
         f"{gflops.get('fp32_gflops_after')} after): {run['steps']:,} steps of {run['budget']['tokens_per_step']:,} "
@@ -125,30 +153,30 @@ def note(config: str, summary: dict, speed: dict[str, int], extra: str | None) -
     return f"{text} {extra}" if extra else text
 
 
-def file(config: str, seed: int, output_dir: Path, results: Path, extra: str | None) -> Path:
+def file(run: Seed, output_dir: Path, results: Path, extra: str | None) -> Path:
     """The finished run's record filed under ``results``, with its role, settings, speed and note; summary.json is
     written last, so a folder cut short is no record and is filed again."""
     summary_dir = record_folder(output_dir)
     summary = read_json(summary_dir / SUMMARY, dict, REMEDY)
     if summary is None:
         raise UsageError(
-            f"seed {seed}: {shown(output_dir)} holds the finished run, but {shown(summary_dir)} has no {SUMMARY} "
+            f"{run}: {shown(output_dir)} holds the finished run, but {shown(summary_dir)} has no {SUMMARY} "
             f"to file; delete {shown(output_dir)} and the seed is trained again"
         )
-    target = results / f"{time.strftime('%Y-%m-%d')}-{Path(config).stem}-seed{seed}"
+    target = results / f"{time.strftime('%Y-%m-%d')}-{Path(run.config).stem}-{run.name.replace('-', '', 1)}"
     if (target / SUMMARY).exists():
-        raise UsageError(f"seed {seed}: {shown(target)} holds another record; move it and run again")
-    speed = throughput(summary, config, output_dir)
+        raise UsageError(f"{run}: {shown(target)} holds another record; move it and run again")
+    speed = throughput(summary, run, output_dir)
     target.mkdir(parents=True, exist_ok=True)
     for path in summary_dir.iterdir():
         if path.is_file() and path.name != SUMMARY:
             shutil.copy2(path, target / path.name)
     record = {
         **summary,
-        "role": ROLE,
-        "settings": settings(config, seed),
+        "role": run.role,
+        "settings": run.settings(),
         "throughput": speed,
-        "note": note(config, summary, speed, extra),
+        "note": note(run, summary, speed, extra),
     }
     write_json(target / SUMMARY, record)
     return target
@@ -170,6 +198,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--results", default=str(ROOT / "results"), help="where the records are filed")
     parser.add_argument("--page", default=str(ROOT / "docs" / "results.md"), help="the page generated from them")
     parser.add_argument("--note", help="said in the note of every seed this call files (what the record cannot say)")
+    parser.add_argument(
+        "--tokenizer", help="a control: cut the text with the tokenizer of this folder (experiments/subword_nmt.py)"
+    )
     return parser
 
 
@@ -177,14 +208,19 @@ def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     results, runs, page = Path(args.results).resolve(), Path(args.runs).resolve(), Path(args.page).resolve()
-    for seed in args.seeds:
-        if (found := recorded(args.config, seed, results)) is not None:
-            logger.info("seed %d: recorded in %s, skipped", seed, shown(found))
+    tokenizer = args.tokenizer and Path(args.tokenizer).resolve()
+    if tokenizer and not (tokenizer / "tokenizer.json").is_file():
+        raise UsageError(
+            f"--tokenizer {args.tokenizer}: no tokenizer.json there (experiments/subword_nmt.py writes one)"
+        )
+    for seed in (Seed(args.config, n, tokenizer and shown(tokenizer)) for n in args.seeds):
+        if (found := recorded(seed, results)) is not None:
+            logger.info("%s: recorded in %s, skipped", seed, shown(found))
             continue
-        output_dir = runs / f"seed-{seed}"
-        train(args.config, seed, output_dir)
-        folder = file(args.config, seed, output_dir, results, args.note)
-        logger.info("seed %d: filed in %s", seed, shown(folder))
+        output_dir = runs / seed.name
+        train(seed, output_dir)
+        folder = file(seed, output_dir, results, args.note)
+        logger.info("%s: filed in %s", seed, shown(folder))
     write_page(results, page)
     print(f"wrote {page}")
 

@@ -6,7 +6,8 @@ A record's ``role`` says what the run is for: the canonical run of the preset, i
 preset's runs at earlier code (earlier: read into its band, experiments/recipe.py, but not its headline), its
 runs on other hardware (a CPU without bf16: fp32, fewer steps in the hour; kept out of the repeats' mean), the
 canonical run and repeats of a preset since replaced (superseded: still the band its replacement was chosen against,
-experiments/recipe.py), the ablations that chose the preset, or history (runs of earlier presets and code)."""
+experiments/recipe.py), the ablations that chose the preset, Wu et al.'s recipe reproduced (reproduction) and its
+controls (control: one thing changed), or history (runs of earlier presets and code)."""
 
 import argparse
 import json
@@ -27,6 +28,10 @@ ROLES = {
     "reproduction": (
         "Wu et al.'s Transformer-Tiny recipe, reproduced (`--config multi30k-tiny`: lowercased, tokenized text, so "
         "its sacreBLEU is of that text)"
+    ),
+    "control": (
+        "Controls of the reproduction: its recipe with one thing changed, which each note names (kept out of its "
+        "seeds' mean)"
     ),
     "superseded": "The runs of earlier presets, before a recipe candidate replaced them",
     "ablation": "Ablations that chose the preset",

@@ -28,7 +28,7 @@ from benchmarks import (
     translate_memory,
     wmt14_step,
 )
-from experiments import comparable, recipe, reproduce, results_index, table3
+from experiments import comparable, recipe, reproduce, results_index, subword_nmt, table3
 from hub_card import card, push
 from inference import attention, bench, ct2, demo, onnx_runtime, translate
 from training.api import run_launches, run_train_minutes
@@ -58,6 +58,7 @@ TOOLS = {  # console script or module -> its argument parser
     "benchmarks.training_step": training_step.arguments,
     "experiments.recipe": recipe.arguments,
     "experiments.reproduce": reproduce.arguments,
+    "experiments.subword_nmt": subword_nmt.arguments,
     "benchmarks.load_check": load_check.arguments,
     "benchmarks.wmt14_step": wmt14_step.arguments,
     "benchmarks.epoch_shapes": epoch_shapes.arguments,

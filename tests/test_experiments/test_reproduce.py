@@ -23,21 +23,41 @@ def filed(results, name: str, **fields) -> None:
 def test_a_seed_is_recorded_only_by_a_reproduction_of_its_settings(tmp_path):
     """A record stands for a seed where its role is reproduction and its settings are the seed's: not a preset run
     of the same seed, not another seed, not the seed of another recipe."""
-    filed(tmp_path, "2026-12-01-multi30k-seed2", role="seed", settings=reproduce.settings("multi30k-tiny", 2))
-    filed(tmp_path, "2026-12-02-other-seed2", role="reproduction", settings=reproduce.settings("other.yaml", 2))
+    filed(tmp_path, "2026-12-01-multi30k-seed2", role="seed", settings=reproduce.Seed("multi30k-tiny", 2).settings())
+    filed(tmp_path, "2026-12-02-other-seed2", role="reproduction", settings=reproduce.Seed("other.yaml", 2).settings())
     filed(
-        tmp_path, "2026-12-03-multi30k-tiny-seed1", role="reproduction", settings=reproduce.settings("multi30k-tiny", 1)
+        tmp_path,
+        "2026-12-03-multi30k-tiny-seed1",
+        role="reproduction",
+        settings=reproduce.Seed("multi30k-tiny", 1).settings(),
     )
-    assert reproduce.recorded("multi30k-tiny", 2, tmp_path) is None
-    assert reproduce.recorded("multi30k-tiny", 1, tmp_path) == tmp_path / "2026-12-03-multi30k-tiny-seed1"
-    assert reproduce.settings("multi30k-tiny", 3) == ["--config", "multi30k-tiny", "--seed", "3"]
+    assert reproduce.recorded(reproduce.Seed("multi30k-tiny", 2), tmp_path) is None
+    assert (
+        reproduce.recorded(reproduce.Seed("multi30k-tiny", 1), tmp_path) == tmp_path / "2026-12-03-multi30k-tiny-seed1"
+    )
+    assert reproduce.Seed("multi30k-tiny", 3).settings() == ["--config", "multi30k-tiny", "--seed", "3"]
+
+
+def test_a_control_is_recorded_apart_from_the_seed_it_repeats(tmp_path):
+    """Seed 2 with another tokenizer is a control: its own role, settings, folder and name, so neither record
+    stands for the other."""
+    control = reproduce.Seed("multi30k-tiny", 2, "runs/their-bpe")
+    assert control.settings() == ["--config", "multi30k-tiny", "--seed", "2", "--tokenizer", "runs/their-bpe"]
+    assert (control.role, control.name, str(control)) == (
+        "control",
+        "seed-2-their-bpe",
+        "seed 2 with the tokenizer of runs/their-bpe",
+    )
+    filed(tmp_path, "2026-12-04-multi30k-tiny-seed2-their-bpe", role="control", settings=control.settings())
+    assert reproduce.recorded(reproduce.Seed("multi30k-tiny", 2), tmp_path) is None
+    assert reproduce.recorded(control, tmp_path) == tmp_path / "2026-12-04-multi30k-tiny-seed2-their-bpe"
 
 
 def test_a_damaged_record_is_named_with_what_to_do(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "summary.json").write_text('{"role": ')  # cut off while written
     with pytest.raises(UsageError, match=r"run/summary.json is not valid JSON .*: restore it from git"):
-        reproduce.recorded("multi30k-tiny", 1, tmp_path)
+        reproduce.recorded(reproduce.Seed("multi30k-tiny", 1), tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -59,7 +79,7 @@ def test_a_stopped_seed_is_said_to_go_on_and_nothing_is_filed(tmp_path, monkeypa
 
 def test_a_finished_run_without_its_summary_is_named(tmp_path):
     with pytest.raises(UsageError, match=r"seed-1-record has no summary.json to file; delete .*seed-1 and the seed"):
-        reproduce.file("multi30k-tiny", 1, tmp_path / "seed-1", tmp_path / "results", None)
+        reproduce.file(reproduce.Seed("multi30k-tiny", 1), tmp_path / "seed-1", tmp_path / "results", None)
 
 
 def test_the_note_says_what_ran_where_how_fast_and_what_it_scored():
@@ -78,7 +98,7 @@ def test_the_note_says_what_ran_where_how_fast_and_what_it_scored():
         "validation": {"bleu_lc_tok": 41.43},
     }
     speed = {"batch_tokens_per_second": 8177, "target_tokens_per_second": 6859, "source_tokens_per_second": 6687}
-    assert reproduce.note("multi30k-tiny", summary, speed, "Paused once.") == (
+    assert reproduce.note(reproduce.Seed("multi30k-tiny", 2), summary, speed, "Paused once.") == (
         "Seed 2 of Wu et al.'s recipe (`--config multi30k-tiny`) at abcdef1, in fp32 on Some CPU (x86_64) (2 CPU "
         "cores; a 1024^3 fp32 matrix product at 300.1 GFLOP/s before its last launch, 290.0 after): 8,000 steps of "
         "8,192 tokens (115.95 epochs) in 133.5 training minutes, 2 launches; 8,177 batch tokens a second (padding "
@@ -103,7 +123,7 @@ def test_the_command_resumes_a_stopped_seed_files_it_and_then_skips_it(tmp_path,
         test_files=[str(data / "test.en"), str(data / "test.de")],
     )
     runs, results, page = tmp_path / "runs", tmp_path / "results", tmp_path / "results.md"
-    stop_at_step_2(reproduce.settings(str(preset), 1), runs / "seed-1", runs / "seed-1-record")
+    stop_at_step_2(reproduce.Seed(str(preset), 1).settings(), runs / "seed-1", runs / "seed-1-record")
     argv = ["--config", str(preset), "--seeds", "1", "--runs", str(runs), "--results", str(results)]
     reproduce.run([*argv, "--page", str(page), "--note", "A test run."])
     assert f"resuming from {runs / 'seed-1' / 'checkpoint-2'}" in capfd.readouterr().err

@@ -224,7 +224,8 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model, 
         recipe={
             "data": f"{data_args.dataset} {data_args.source_lang}->{data_args.target_lang}"
             + (f", {text}" if (text := text_form(data_args)) else ""),
-            "vocabulary": f"shared BPE, {data_args.vocab_size} tokens"
+            "vocabulary": f"shared BPE, {model.config.vocab_size} tokens"
+            + (f" (the tokenizer of {data_args.tokenizer})" if data_args.tokenizer else "")
             + (f", BPE-dropout {data_args.bpe_dropout} in training" if data_args.bpe_dropout else ""),
             "batches": f"{data_args.max_tokens_per_batch} tokens per side per device, x{training_args.world_size} "
             f"devices, x{training_args.gradient_accumulation_steps} accumulation",
