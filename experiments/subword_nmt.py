@@ -2,8 +2,8 @@
 train on another pipeline's subwords (issue 101's preprocessing control: Wu et al.'s own BPE, their repository's
 data/multi30k-en-de/code, in place of this package's).
 
-    python -m experiments.subword_nmt PATH/code --out runs/their-bpe-tokenizer --check PATH/multi30k-en-de
-    python -m experiments.reproduce --seeds 1 --tokenizer runs/their-bpe-tokenizer --runs runs/their-bpe
+    python -m experiments.subword_nmt PATH/code --out runs/their-bpe --check PATH/multi30k-en-de
+    python -m experiments.reproduce --seeds 1 --tokenizer runs/their-bpe   # in runs/reproduction/seed-1-their-bpe
 
 subword-nmt (version 0.2 codes) splits each whitespace-separated word into characters, marks the last with ``</w>``
 and applies the merges in the order of the file, lowest rank first; the tokenizers library's BPE model with
@@ -24,13 +24,13 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
-from training.api import load_parallel_data, parse_args
+from training.api import SPECIAL_TOKENS, load_parallel_data, parse_args
 from vanilla_tools.cli import UsageError, console_script
 
 from .reproduce import CONFIG
 
 END_OF_WORD = "</w>"
-PAD, UNK, EOS = "<pad>", "<unk>", "</s>"  # as training/data/tokenizer.py's, ids 0, 1, 2
+PAD, UNK, EOS = SPECIAL_TOKENS  # ids 0, 1, 2, as the package's own tokenizer has them
 # tokenizer.perl's escaping (sacremoses' MosesTokenizer.escape_xml), "&" first so no entity is escaped twice
 ESCAPES = (
     ("&", "&amp;"),
@@ -80,7 +80,7 @@ def subword_nmt_tokenizer(merges: list[tuple[str, str]], texts: Iterable[str]) -
     covers the characters of ``texts`` (the training text, as the package preprocesses it)."""
     words = (word for text in texts for word in escape(text).split())
     symbols = initial_symbols(words) | {part for pair in merges for part in pair}
-    vocab = {token: n for n, token in enumerate([PAD, UNK, EOS])}
+    vocab = {token: n for n, token in enumerate(SPECIAL_TOKENS)}
     for token in [*sorted(symbols - {a + b for a, b in merges}), *(a + b for a, b in merges)]:
         vocab.setdefault(token, len(vocab))
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=UNK, end_of_word_suffix=END_OF_WORD))

@@ -5,7 +5,7 @@ from .arguments import LOADER_ON_CUDA, load_preset, on_cpu, parse_args
 from .build import build_trainer
 from .data.batching import TokenBatchSampler
 from .data.corpus import lengths, load_parallel_data, tokenize_splits
-from .data.tokenizer import train_tokenizer
+from .data.tokenizer import SPECIAL_TOKENS, train_tokenizer
 from .run.checkpoints import checkpoint_step, complete_checkpoints
 from .run.plot_curve import curve_columns
 from .run.record import check_run_record, resolved_arguments, run_launches, run_record, run_train_minutes
@@ -15,6 +15,7 @@ from .step.compiled import compile_counts, configure_inductor, mark_dynamic
 
 __all__ = [
     "LOADER_ON_CUDA",
+    "SPECIAL_TOKENS",
     "TokenBatchSampler",
     "build_trainer",
     "check_run_record",
