@@ -28,7 +28,7 @@ from benchmarks import (
     translate_memory,
     wmt14_step,
 )
-from experiments import comparable, recipe, reproduce, results_index, subword_nmt, table3
+from experiments import comparable, recipe, reproduce, results_index, subword_nmt, table3, verdict
 from hub_card import card, push
 from inference import attention, bench, ct2, demo, onnx_runtime, translate
 from training.api import run_launches, run_train_minutes
@@ -568,6 +568,27 @@ def test_multi30k_page_gives_each_reproduction_seed_as_its_record():
         assert shows(target, throughput["target_tokens_per_second"])
         assert shows(validation, record["validation"]["bleu_lc_tok"]) and shows(test, record["test2016"]["bleu_lc_tok"])
         assert shows(sacrebleu, record["test2016"]["bleu"])
+
+
+def test_multi30k_page_gives_the_reproductions_verdict_and_its_averaging_controls_as_the_records_do():
+    """docs/multi30k.md's verdict on Wu et al.'s 41.02 (the seeds' mean test2016 BLEU, lowercased and tokenized, and
+    its 95% interval, experiments/verdict.py) and its averaging controls on seed 3 (results/controls: their window,
+    the last checkpoint alone) are the committed records' figures."""
+    found = [json.loads(path.read_text()) for path in tracked("results/*/summary.json")]
+    scores = [r["test2016"]["bleu_lc_tok"] for r in found if r.get("role") == reproduce.ROLE]
+    mean, low, high = verdict.mean_interval(scores)
+    page = flat("docs/multi30k.md")
+    assert f"mean **{mean:.2f}**, its 95% interval {low:.2f}-{high:.2f} (t, {len(scores)} seeds;" in page
+    assert low <= results_index.WU_2021_TEST2016 <= high and mean >= 40.5 and "**The target is met.**" in page
+
+    def control(name: str) -> float:
+        record = json.loads((ROOT / "results" / "controls" / name / "summary.json").read_text())
+        assert record["run"]["seed"] == 3 and tracked(f"results/controls/{name}/summary.json")
+        return record["validation"]["bleu_lc_tok"]
+
+    window, last = control("seed3-epochs-106-115"), control("seed3-last-checkpoint")
+    assert f"fairseq's window, as `--num-epoch-checkpoints 10` takes them), scores **{window:.2f}**;" in page
+    assert f"the last checkpoint alone, {last:.2f}." in page
 
 
 def test_paper_page_ranks_the_wide_model_among_every_3000_step_run():
