@@ -58,7 +58,7 @@ def device_args(tmp_path, device: str = "cuda", processes: int = 1) -> SimpleNam
         world_size=processes,
         resume_from_checkpoint=None,
         output_dir=str(tmp_path),
-        bf16=True,
+        mixed_precision="bf16",
         gradient_accumulation_steps=1,
     )
 
@@ -234,6 +234,23 @@ def test_the_probe_trains_one_step_of_the_largest_bucket_with_the_optimizers_sta
     assert shapes == [(4, 16)]
     assert all(p.grad is None for p in model.parameters())
     assert any(not torch.equal(a, p) for a, p in zip(before, model.parameters(), strict=True))  # the update ran
+
+
+@pytest.mark.parametrize(
+    ("flags", "computes_in"),
+    [({}, torch.float32), ({"bf16": True}, torch.bfloat16), ({"fp16": True}, torch.float16)],
+    ids=["fp32", "bf16", "fp16"],
+)
+def test_the_probe_trains_in_the_precision_of_the_run(tmp_path, flags, computes_in):
+    """The probe's step computes in the dtype the run's autocast will (its ``mixed_precision``, from --bf16 or
+    --fp16): an fp16 run is sized by an fp16 step, not an fp32 one. Read off the model's first linear layer."""
+    args = Seq2SeqTrainingArguments(tmp_path, use_cpu=True, optim="adamw_torch", report_to=[], **flags)
+    model = tiny_model().train()
+    computed = []
+    first_linear = next(module for module in model.modules() if isinstance(module, torch.nn.Linear))
+    first_linear.register_forward_hook(lambda module, inputs, output: computed.append(output.dtype))
+    ProbeStep(model, args, 16)(32)
+    assert computed == [computes_in]
 
 
 def test_one_micro_batch_or_several_is_the_same_loss_per_token(tmp_path):

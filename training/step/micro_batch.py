@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 SIZED_TO_DEVICE = 0  # --max_tokens_per_batch 0
 PAPER_GPUS = 8  # §5.2: the paper's batch was shared by 8 P100s; a device that is not probed takes one GPU's part
+# The dtype the run's autocast computes in, by accelerate's name of its precision (``mixed_precision``, as
+# arguments.autocast_precision decided it); "no" (fp32) has none: the probe autocasts nothing
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -146,13 +149,15 @@ def largest_that_fits(step: Callable[[int], None], share: int, longest: int) -> 
 class ProbeStep:
     """One training step of ``model`` (the run's architecture, on the run's device) at a candidate number of
     tokens: a batch of the largest bucket shape (tokens // ``longest`` pairs of ``longest`` tokens on each side: the
-    most a batch of the sampler holds, at the longest attention), forward and backward under the run's precision,
-    then the optimizer's update. The run's optimizer (Trainer's choice from the arguments) has its state allocated
-    first, as in every step after the first, and on several processes a gradient-sized reserve stands for DDP's
-    gradient buckets. Eager: a compiled step (--torch_compile) needs less memory, not more."""
+    most a batch of the sampler holds, at the longest attention), forward and backward in the precision that will
+    train (``mixed_precision``: bf16 or fp16 autocast, or fp32; the activations' memory depends on it), then the
+    optimizer's update. The run's optimizer (Trainer's choice from the arguments) has its state allocated first, as
+    in every step after the first, and on several processes a gradient-sized reserve stands for DDP's gradient
+    buckets. Eager: a compiled step (--torch_compile) needs less memory, not more."""
 
     def __init__(self, model: torch.nn.Module, training_args, longest: int):
-        self.device, self.bf16, self.longest = training_args.device, training_args.bf16, longest
+        self.device, self.longest = training_args.device, longest
+        self.dtype = AUTOCAST_DTYPES.get(training_args.mixed_precision)
         self.model = model.to(self.device).train()
         optimizer_class, kwargs = Trainer.get_optimizer_cls_and_kwargs(training_args, self.model)
         self.optimizer = optimizer_class(self.model.parameters(), **kwargs)
@@ -166,7 +171,7 @@ class ProbeStep:
     def __call__(self, tokens: int) -> None:
         ids = torch.full((max(1, tokens // self.longest), self.longest), 5, device=self.device)
         try:
-            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
                 loss = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids).loss
             loss.backward()
             self.optimizer.step()
