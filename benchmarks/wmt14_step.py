@@ -9,7 +9,8 @@ long tail) and the preset's 37k vocabulary learned on them. A step does the same
 batch shapes; the shapes of every batch are recorded and the FLOPs counted from them.
 
 For each of the ``MODES`` asked for (eager, ``--torch_compile``, compiled with the step's tokens in one batch, and so
-with CUDA graphs): the preset's trainer (``vanilla-train``'s, through ``build_trainer``) trains until every batch
+with CUDA graphs): the preset's trainer (``vanilla-train``'s, through ``build_trainer``, its loader's worker
+processes on as on CUDA) trains until every batch
 shape it will meet in the measured steps has been trained once, twice with CUDA graphs (``warm_steps``, from its
 sampler's plan; ``--warmup`` sets the count instead), then ``--steps`` timed ones (the GPU synchronised only at
 the two ends), then ``--sync_steps`` with CUDA's sync debug mode on, which names every call that makes the host wait
@@ -17,7 +18,8 @@ for the GPU, then ``--launch_steps`` under the profiler, which counts the kernel
 time of those the GPU ran (GPU-busy milliseconds a step: the record says whether the host bound the step), beside
 the step the model of benchmarks/gpu_model.py predicted (``--host_other_ms`` or ``--host_time_mode`` gives the input
 no record gives yet; without either the record says why there is no prediction). MFU is the timed steps'
-matrix-product FLOPs (``inference.bench.train_flops`` on each padded batch) over their time and the bf16
+matrix-product FLOPs (``inference.bench.train_flops`` on each padded batch, as the training process took it:
+``TakenBatches``) over their time and the bf16
 matrix-product peak measured in the same run (and, beside it, the datasheet's dense bf16 rate where the GPU is
 known). The record is rewritten after each mode, so a call cut short keeps what it measured; a mode that fails is
 recorded with its error, and the next one measured.
@@ -35,6 +37,7 @@ import traceback
 import warnings
 from collections import Counter
 from collections.abc import Callable
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +47,7 @@ from torch.profiler import ProfilerActivity
 from transformers import TrainerCallback
 
 from benchmarks import gpu_model, wmt_like, write_record
-from benchmarks.training_step import StepClock, TokenCount, preset_trainer
+from benchmarks.training_step import StepClock, preset_trainer
 from inference.bench import train_flops
 from training.api import (
     compile_counts,
@@ -138,13 +141,38 @@ def data_flags(folder: Path) -> list[str]:
     ]
 
 
+class TakenBatches:
+    """Wraps the trainer's ``get_batch_samples``, where its loop takes each step's batches in the training process:
+    the shape (pairs, source length, target length) and the real (unpadded) source + target tokens of each batch, in
+    the order the steps train them. Not the collator's: on CUDA it runs in the loader's worker processes, and a count
+    kept there never reaches this one (the H200's call at 6585233 saw no batch, and divided by 0). The real tokens are
+    counted on the batch's device and read after training (a step waits for no count), until ``counting`` is turned
+    off: the steps after the timed ones, watched for syncs and launches, run no counting kernels."""
+
+    def __init__(self, take: Callable):
+        self.take, self.shapes, self.counted, self.counting = take, [], [], True
+
+    def __call__(self, epoch_iterator, num_batches: int, device: torch.device):
+        batches, items = self.take(epoch_iterator, num_batches, device)
+        for batch in batches:
+            self.shapes.append((*batch["input_ids"].shape, batch["labels"].shape[1]))
+            if self.counting:
+                self.counted.append(batch["attention_mask"].sum() + batch["labels"].ne(-100).sum())
+        return batches, items
+
+    @cached_property
+    def tokens(self) -> list[int]:
+        """The real tokens of each batch counted, once training is done."""
+        return torch.stack(self.counted).tolist() if self.counted else []
+
+
 class SyncWatch(TrainerCallback):
     """Times the steps after ``warmup`` up to ``timed`` (GPU synchronised at both ends only) and marks the batches
-    they took (the loader's one batch of lookahead is the same at both marks), then, for the steps up to ``last``,
+    they took (counting their tokens up to the second mark only), then, for the steps up to ``last``,
     counts CUDA's synchronising calls by the innermost frame outside torch and ``warnings`` that made them (a call on
     the autograd engine's thread has no Python frame: it is counted as such)."""
 
-    def __init__(self, warmup: int, timed: int, last: int, batches: TokenCount):
+    def __init__(self, warmup: int, timed: int, last: int, batches: TakenBatches):
         self.warmup, self.timed, self.last, self.batches = warmup, timed, last, batches
         self.events, self.marks, self.graphs = [], [], []
         self.syncs: Counter = Counter()
@@ -170,6 +198,7 @@ class SyncWatch(TrainerCallback):
         if state.global_step == self.warmup:
             self.warm_s = time.perf_counter() - self.start
         if state.global_step == self.timed:
+            self.batches.counting = False
             self.filters = warnings.filters[:]
             warnings.simplefilter("always")
             warnings.showwarning = self.count
@@ -225,21 +254,26 @@ def warm_steps(trainer, measured: int, times: int = 1) -> dict:
 
 
 def train(
-    data: Path, mode: str, warmup: int | None, measured: int, watch: Callable[[TokenCount, int], list[TrainerCallback]]
+    data: Path,
+    mode: str,
+    warmup: int | None,
+    measured: int,
+    watch: Callable[[TakenBatches, int], list[TrainerCallback]],
 ):
     """The preset trained on the prepared data, without evaluation or checkpoints, for ``warmup`` steps (None:
-    ``warm_steps``) and ``measured`` more, its batches counted, watched by the callbacks of ``watch(the count, the
-    warm-up's steps)``; returns the trainer, the callbacks and the warm-up (``warm_steps``'s fields)."""
+    ``warm_steps``) and ``measured`` more, the batches it takes counted (``TakenBatches``), watched by the callbacks
+    of ``watch(the count, the warm-up's steps)``; returns the trainer, the count, the callbacks and the warm-up
+    (``warm_steps``'s fields)."""
     with tempfile.TemporaryDirectory() as out:
         trainer, _ = preset_trainer(1, out, [*data_flags(data), "--logging_steps", "1000", *MODES[mode]], preset=PRESET)
         warm = warm_steps(trainer, measured, WARM_RUNS.get(mode, 1)) if warmup is None else {"steps": warmup}
         trainer.args.max_steps = warm["steps"] + measured  # the warm-up is known once the sampler has planned
-        trainer.data_collator = batches = TokenCount(trainer.data_collator)
+        trainer.get_batch_samples = batches = TakenBatches(trainer.get_batch_samples)
         callbacks = watch(batches, warm["steps"])
         for callback in callbacks:
             trainer.add_callback(callback)
         trainer.train()
-    return trainer, callbacks, warm
+    return trainer, batches, callbacks, warm
 
 
 def kernel_launches(clock: StepClock, steps: int) -> dict:
@@ -275,13 +309,12 @@ def measure(
     torch._dynamo.utils.counters.clear()
     torch.cuda.reset_peak_memory_stats()
 
-    def watch(batches: TokenCount, warm: int) -> list[TrainerCallback]:
+    def watch(batches: TakenBatches, warm: int) -> list[TrainerCallback]:
         last = warm + steps + sync_steps
         activities = (ProfilerActivity.CPU, ProfilerActivity.CUDA)
         return [SyncWatch(warm, warm + steps, last, batches), StepClock(last, launch_steps, activities, False)]
 
-    trainer, (watch, clock), warm = train(data, mode, warmup, measured, watch)
-    batches = trainer.data_collator
+    trainer, batches, (watch, clock), warm = train(data, mode, warmup, measured, watch)
     accumulated = trainer.args.gradient_accumulation_steps
     timed = watch.timed_batches()
     config = trainer.model.config
@@ -324,7 +357,7 @@ def measure(
 def profile_steps(data: Path, warmup: int | None, steps: int) -> None:
     """Prints the operators of ``steps`` eager steps by their own CUDA time, then by their own CPU time."""
     activities = (ProfilerActivity.CPU, ProfilerActivity.CUDA)
-    _, (clock,), _ = train(
+    _, _, (clock,), _ = train(
         data, "eager", warmup, steps, lambda _, warm: [StepClock(warm, steps, activities, with_flops=False)]
     )
     averages = clock.profiler.key_averages()

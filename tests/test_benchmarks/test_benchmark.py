@@ -190,12 +190,12 @@ def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_b
     for validation and test) and the preset's vocabulary learned on the training pairs; the wmt14 preset's trainer
     built from them (made tiny here, bucketed as on CUDA), every batch's shape and real tokens recorded; without
     --warmup the measured steps start once every batch shape they meet has been trained (warm_steps plans it from
-    the sampler; the batches counted as training took them show it). The record is docs/performance.md's GPU
-    section."""
+    the sampler; the batches counted as the training loop took them show it). The record is docs/performance.md's
+    GPU section."""
     from transformers import AutoTokenizer
 
     from benchmarks import wmt14_step
-    from benchmarks.training_step import TokenCount
+    from benchmarks.wmt14_step import TakenBatches
 
     wmt14_step.prepare(tmp_path, 60)
     lines = {
@@ -207,36 +207,14 @@ def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_b
     lengths = np.load(tmp_path / wmt14_step.LENGTHS)  # the training pairs' token lengths (test_batch_shapes' fixture)
     assert len(lengths["source"]) == len(lengths["target"]) == 60 and lengths["source"].min() >= 2
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tokenizer")
-    tiny = [
-        "--d_model",
-        "16",
-        "--ffn_dim",
-        "32",
-        "--encoder_layers",
-        "1",
-        "--decoder_layers",
-        "1",
-        "--num_attention_heads",
-        "2",
-        "--max_tokens_per_batch",
-        "200",
-        "--tokens_per_step",
-        "400",
-        "--required_batch_size_multiple",
-        "2",
-        "--required_seq_len_multiple",
-        "4",
-        "--num_batch_buckets",
-        "4",
-    ]
-    monkeypatch.setattr(wmt14_step, "data_flags", lambda data, flags=wmt14_step.data_flags: [*flags(data), *tiny])
-    # the eager mode's own budget (8 batches of the preset's step) would come after the tiny one and replace it
-    monkeypatch.setitem(wmt14_step.MODES, "eager", ["--torch_compile", "false"])
-    trainer, (watch,), warm = wmt14_step.train(tmp_path, "eager", None, 6, lambda counted, warm: [TrainerCallback()])
-    batches = trainer.data_collator
-    assert isinstance(batches, TokenCount) and watch in trainer.callback_handler.callbacks
+    tiny_wmt14_step(monkeypatch, tmp_path)
+    trainer, batches, (watch,), warm = wmt14_step.train(
+        tmp_path, "eager", None, 6, lambda counted, warm: [TrainerCallback()]
+    )
+    assert isinstance(batches, TakenBatches) and watch in trainer.callback_handler.callbacks
     assert trainer.args.gradient_accumulation_steps == 2 and trainer.state.global_step == warm["steps"] + 6
-    trained = batches.shapes[: (warm["steps"] + 6) * 2]  # the loader takes one batch ahead
+    trained = batches.shapes  # as the steps took them: no loader's lookahead
+    assert len(trained) == (warm["steps"] + 6) * 2
     warmed = warm["steps"] * 2
     print("warm-up:", warm, "batches:", len(trained), "shapes:", len(set(trained)))
     assert 0 < warm["steps"] and warm["shapes"] == len(set(trained[:warmed]))
@@ -247,6 +225,93 @@ def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_b
         assert pairs * max(source, target) <= 200 and 0 < tokens <= pairs * (source + target)
     assert trainer.processing_class.get_vocab() == tokenizer.get_vocab()  # the prepared one, not learned again
     assert trainer.model.config.encoder_layers == 1 and trainer.model.config.vocab_size == len(tokenizer)
+
+
+# The wmt14 preset made tiny for a CPU, bucketed as on CUDA: 200 tokens a side a batch, 2 a step
+TINY_WMT14 = [
+    *("--d_model", "16", "--ffn_dim", "32", "--encoder_layers", "1", "--decoder_layers", "1"),
+    *("--num_attention_heads", "2", "--max_tokens_per_batch", "200", "--tokens_per_step", "400"),
+    *("--required_batch_size_multiple", "2", "--required_seq_len_multiple", "4", "--num_batch_buckets", "4"),
+]
+
+
+def tiny_wmt14_step(monkeypatch, data: Path, *flags: str) -> None:
+    """benchmarks.wmt14_step's trainer made ``TINY_WMT14``, with ``flags``; its eager and compiled modes without their
+    own budgets (8 batches of the preset's step), which would come after the tiny one and replace it, the compiled
+    one with the aot_eager backend (dynamo's and AOTAutograd's part of a compilation, in seconds on a CPU)."""
+    from benchmarks import wmt14_step
+
+    monkeypatch.setattr(
+        wmt14_step, "data_flags", lambda data, own=wmt14_step.data_flags: [*own(data), *TINY_WMT14, *flags]
+    )
+    monkeypatch.setitem(wmt14_step.MODES, "eager", ["--torch_compile", "false"])
+    monkeypatch.setitem(
+        wmt14_step.MODES, "compiled", ["--torch_compile", "true", "--torch_compile_backend", "aot_eager"]
+    )
+
+
+class CpuEvent:
+    """``torch.cuda.Event`` for a CPU: the time it was recorded."""
+
+    def __init__(self, enable_timing: bool = False):
+        self.at = 0.0
+
+    def record(self) -> None:
+        import time
+
+        self.at = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: "CpuEvent") -> float:
+        return (end.at - self.at) * 1e3
+
+
+def test_the_gpu_step_measurement_rehearsed_on_the_cpu_with_loader_workers(tmp_path, monkeypatch):
+    """benchmarks.wmt14_step's measurement (``run``: every mode's training, shapes, padding, FLOPs, clock, compile
+    count and record) on the CPU, its loader's worker processes on as on CUDA (training.arguments.LOADER_ON_CUDA),
+    only the CUDA calls left out: CUDA's events are the host's clock, its sync debug mode, memory statistics and
+    synchronisation do nothing, and the bf16 peak is stated. On the code of 6585233 this failed as the H200's call
+    did: the batches were counted by the collator, which ran in the workers, so the record's padding divided by 0.
+    Here the record holds each mode's timed batches (3 steps of 2), the warm-up's shapes counted as the loop took
+    its batches and as the sampler planned them, and the compiled graphs, counted with the workers on."""
+    import json
+
+    from benchmarks import wmt14_step
+    from training.arguments import LOADER_ON_CUDA
+
+    wmt14_step.prepare(tmp_path, 60)
+    workers = [flag for name, value in LOADER_ON_CUDA.items() for flag in (f"--{name}", str(value))]
+    tiny_wmt14_step(monkeypatch, tmp_path, *workers)
+    for name, stand_in in {
+        "Event": CpuEvent,
+        "set_sync_debug_mode": lambda mode: None,
+        "reset_peak_memory_stats": lambda: None,
+        "max_memory_allocated": lambda: 0,
+        "synchronize": lambda: None,
+        "get_device_name": lambda: "a CPU rehearsing",
+    }.items():
+        monkeypatch.setattr(torch.cuda, name, stand_in)
+    monkeypatch.setattr(wmt14_step, "matmul_peak", lambda *args, **kwargs: 1e12)
+    path = tmp_path / "wmt14-step.json"
+    record = wmt14_step.run(tmp_path, None, 3, 1, 1, ["eager", "compiled"], str(path), "not predicted here")
+    assert json.loads(path.read_text()) == json.loads(json.dumps(record))
+    assert [run.get("error") for run in record["runs"]] == [None, None], record["runs"]
+    for run in record["runs"]:
+        assert run["batches_per_step"] == 2 and run["batches_timed"] == 6 and run["new_shapes_in_timed_steps"] == 0
+        assert run["warmup"]["shapes_met"] == run["warmup"]["shapes"] > 1  # taken as the sampler planned them
+        assert 0 < run["padding"] < 1 and run["tokens_per_s"] > 0
+        assert run["padded_tokens_per_s"] == pytest.approx(run["tokens_per_s"] / (1 - run["padding"]))
+        assert run["mfu"] == run["train_flops_per_s"] / 1e12 > 0 and run["mfu_datasheet"] is None
+        assert run["gpu_busy_ms"] is None and run["host_bound"] is None  # the profiler saw no CUDA kernel
+    compiled = record["runs"][1]
+    assert compiled["prediction"] == "not predicted here"  # the model of the step covers the compiled modes
+    # the first compilation serves every shape but one of the first batch's: its single pair (200 tokens a side
+    # hold one pair of the 128 bucket) is a size of 1, which dynamo specialises whatever the marks; the next
+    # batch's 2 pairs compile again, dynamic in that size too (at most 2 graphs: the H200's call compiled 3)
+    assert [graphs for _, graphs, _ in compiled["warmup"]["compiled_at"]] == [1, 2]
+    assert compiled["compilation"]["graphs"] == 2 and compiled["graphs_compiled_in_timed_steps"] == 0
 
 
 def test_the_warm_up_trains_each_shape_the_measured_steps_meet_once_and_twice_for_cuda_graphs():
