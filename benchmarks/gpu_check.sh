@@ -27,12 +27,14 @@ data=.device/wmt-like
 if [ -n "${HOST_OTHER_MS:-}" ]; then model=(--host_other_ms "$HOST_OTHER_MS"); else
     model=(--host_time_mode "${HOST_TIME_MODE:-eager, 1 micro-batch}"); fi
 # shellcheck disable=SC2086  # STEP_MODES: several words
-# TORCH_LOGS=cudagraphs: inductor says why it leaves a graph without CUDA graphs (cudagraphs mode)
-PYTHONUNBUFFERED=1 TORCH_LOGS=cudagraphs timeout "${STEP_S:-330}" python3 -m benchmarks.wmt14_step --data $data \
-    --modes ${STEP_MODES:-cudagraphs compiled} "${model[@]}" --json "$out/wmt14-step.json" > "$out/step.log" 2>&1
+# TORCH_LOGS: inductor says why it leaves a graph without CUDA graphs (cudagraphs mode), and dynamo which guard
+# failed when it compiles a graph again (the H200's call at 6585233 compiled 3 in its first 3 steps, and said no more)
+PYTHONUNBUFFERED=1 TORCH_LOGS=cudagraphs,recompiles timeout "${STEP_S:-330}" \
+    python3 -m benchmarks.wmt14_step --data $data --modes ${STEP_MODES:-cudagraphs compiled} "${model[@]}" \
+    --json "$out/wmt14-step.json" > "$out/step.log" 2>&1
 echo "wmt14_step exit $?; c10 sync warnings (other threads): $(grep -c 'synchronizing CUDA' "$out/step.log")"
 grep -A4 '^| step' "$out/step.log"; grep ' syncs:' "$out/step.log"; grep -E "Error|error:" "$out/step.log" | tail -3
-grep -m3 "skipping cudagraphs" "$out/step.log"
+grep -m3 "skipping cudagraphs" "$out/step.log"; grep -m6 "__recompiles\]  *- " "$out/step.log"
 if [ "${CHECK_FSDP:-1}" = 0 ]; then echo "FSDP: not checked (CHECK_FSDP=0)"; exit 0; fi
 files=(--dataset files --tokenizer $data/tokenizer --train_files $data/train.en $data/train.de
        --validation_files $data/valid.en $data/valid.de --final_splits validation)

@@ -314,6 +314,29 @@ def test_the_gpu_step_measurement_rehearsed_on_the_cpu_with_loader_workers(tmp_p
     assert compiled["compilation"]["graphs"] == 2 and compiled["graphs_compiled_in_timed_steps"] == 0
 
 
+def test_a_mode_cut_short_keeps_the_record_of_the_mode_before_it(tmp_path, monkeypatch):
+    """Each mode's record is written as soon as it is measured: a second mode stopped in its training (here by an
+    interrupt, which ``run`` does not catch, as a call's timeout stops it) leaves the first one's on disk."""
+    import json
+
+    from benchmarks import wmt14_step
+
+    def measure(data, mode, *args):
+        if mode == "compiled":
+            raise KeyboardInterrupt
+        return {"mode": mode, "train_flops_per_s": 5e11}
+
+    monkeypatch.setattr(wmt14_step, "measure", measure)
+    monkeypatch.setattr(wmt14_step, "matmul_peak", lambda *args, **kwargs: 1e12)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "NVIDIA H200")
+    path = tmp_path / "wmt14-step.json"
+    with pytest.raises(KeyboardInterrupt):
+        wmt14_step.run(tmp_path, None, 3, 1, 1, ["eager", "compiled"], str(path), "not predicted here")
+    assert json.loads(path.read_text())["runs"] == [
+        {"mode": "eager", "train_flops_per_s": 5e11, "mfu": 0.5, "mfu_datasheet": 5e11 / 989e12}
+    ]
+
+
 def test_the_warm_up_trains_each_shape_the_measured_steps_meet_once_and_twice_for_cuda_graphs():
     """warm_steps on a sampler's plan (a stand-in: the same 6 batches an epoch, one a step): the measured steps meet
     no shape for the first time, or with CUDA graphs (a warm-up run, then the recording) for the first or second."""
