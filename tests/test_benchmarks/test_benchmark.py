@@ -298,6 +298,8 @@ def test_the_gpu_step_measurement_rehearsed_on_the_cpu_with_loader_workers(tmp_p
     record = wmt14_step.run(tmp_path, None, 3, 1, 1, ["eager", "compiled"], str(path), "not predicted here")
     assert json.loads(path.read_text()) == json.loads(json.dumps(record))
     assert [run.get("error") for run in record["runs"]] == [None, None], record["runs"]
+    rows = wmt14_step.table(record).splitlines()[2:]  # what main prints, after the header
+    assert [row.split(" | ")[0] for row in rows] == ["| eager", "| compiled"] and "0 in 1 steps" in rows[1]
     for run in record["runs"]:
         assert run["batches_per_step"] == 2 and run["batches_timed"] == 6 and run["new_shapes_in_timed_steps"] == 0
         assert run["warmup"]["shapes_met"] == run["warmup"]["shapes"] > 1  # taken as the sampler planned them
