@@ -9,20 +9,18 @@ long tail) and the preset's 37k vocabulary learned on them. A step does the same
 batch shapes; the shapes of every batch are recorded and the FLOPs counted from them.
 
 For each of the ``MODES`` asked for (eager, ``--torch_compile``, compiled with the step's tokens in one batch, and so
-with CUDA graphs): the preset's trainer (``vanilla-train``'s, through ``build_trainer``, its loader's worker
-processes on as on CUDA) trains until every batch
-shape it will meet in the measured steps has been trained once, twice with CUDA graphs (``warm_steps``, from its
-sampler's plan; ``--warmup`` sets the count instead), then ``--steps`` timed ones (the GPU synchronised only at
-the two ends), then ``--sync_steps`` with CUDA's sync debug mode on, which names every call that makes the host wait
-for the GPU, then ``--launch_steps`` under the profiler, which counts the kernels the host launched and sums the
-time of those the GPU ran (GPU-busy milliseconds a step: the record says whether the host bound the step), beside
-the step the model of benchmarks/gpu_model.py predicted (``--host_other_ms`` or ``--host_time_mode`` gives the input
-no record gives yet; without either the record says why there is no prediction). MFU is the timed steps'
+with CUDA graphs): the preset's trainer (``vanilla-train``'s, through ``build_trainer``, its loader's worker processes
+on as on CUDA) trains until every batch shape it will meet in the measured steps has been trained once, twice with CUDA
+graphs (``warm_steps``, from its sampler's plan; ``--warmup`` sets the count instead), then ``--steps`` timed ones (the
+GPU synchronised only at the two ends), then ``--sync_steps`` with CUDA's sync debug mode on, which names every call
+that makes the host wait for the GPU, then ``--launch_steps`` under the profiler, which counts the kernels the host
+launched and sums the time of those the GPU ran (GPU-busy milliseconds a step: the record says whether the host bound
+the step), beside the step the model of benchmarks/gpu_model.py predicted (``--host_other_ms`` or ``--host_time_mode``
+gives the input no record gives yet; without either the record says why there is no prediction). MFU is the timed steps'
 matrix-product FLOPs (``inference.bench.train_flops`` on each padded batch, as the training process took it:
-``TakenBatches``) over their time and the bf16
-matrix-product peak measured in the same run (and, beside it, the datasheet's dense bf16 rate where the GPU is
-known). The record is rewritten after each mode, so a call cut short keeps what it measured; a mode that fails is
-recorded with its error, and the next one measured.
+``TakenBatches``) over their time and the bf16 matrix-product peak measured in the same run (and, beside it, the
+datasheet's dense bf16 rate where the GPU is known). The record is rewritten after each mode, so a call cut short keeps
+what it measured; a mode that fails is recorded with its error, and the next one measured.
 
     python -m benchmarks.wmt14_step --prepare .device/wmt-like           # here: corpus and tokenizer
     python -m benchmarks.wmt14_step --data .device/wmt-like --json results/benchmarks/wmt14-step.json   # on a GPU
@@ -167,10 +165,10 @@ class TakenBatches:
 
 
 class SyncWatch(TrainerCallback):
-    """Times the steps after ``warmup`` up to ``timed`` (GPU synchronised at both ends only) and marks the batches
-    they took (counting their tokens up to the second mark only), then, for the steps up to ``last``,
-    counts CUDA's synchronising calls by the innermost frame outside torch and ``warnings`` that made them (a call on
-    the autograd engine's thread has no Python frame: it is counted as such)."""
+    """Times the steps after ``warmup`` up to ``timed`` (GPU synchronised at both ends only) and marks the batches they
+    took (counting their tokens up to the second mark only), then, for the steps up to ``last``, counts CUDA's
+    synchronising calls by the innermost frame outside torch and ``warnings`` that made them (a call on the autograd
+    engine's thread has no Python frame: it is counted as such)."""
 
     def __init__(self, warmup: int, timed: int, last: int, batches: TakenBatches):
         self.warmup, self.timed, self.last, self.batches = warmup, timed, last, batches
