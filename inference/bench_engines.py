@@ -85,6 +85,8 @@ def make_engine(name: str, model_dir: str, num_beams: int, device: str = "cpu", 
         compile_config = CompileConfig(dynamic=True, mode="default")
         compile_config._compile_all_devices = True
         model.generation_config.compile_config = compile_config
+        if num_beams > 1:  # transformers' beam search calls the model uncompiled: its step is compiled here
+            model.forward = torch.compile(model.forward, dynamic=True)
         return GenerateEngine(model, tokenizer, decoding, cache_implementation="static")
     if name in ("generate", "onnx"):
         return create_engine(name, model_dir, model, tokenizer, decoding)
@@ -101,10 +103,19 @@ def gpu_memory_mib(device: str) -> float:
 
 
 def worker(
-    name: str, model_dir: str, source: str, num_beams: int, batch_size: int, output: str, device: str, dtype: str
+    name: str,
+    model_dir: str,
+    source: str,
+    num_beams: int,
+    batch_size: int,
+    output: str,
+    device: str,
+    dtype: str,
+    warmup: bool,
 ) -> None:
     """One measurement: translate ``source`` and write the figures and the translations to ``output`` (JSON).
-    ``dtype`` "default": the device's default."""
+    ``dtype`` "default": the device's default. ``warmup``: the first batch translated once before the clock starts
+    (compilation, a GPU's first kernels), its seconds given apart."""
     from inference.translate import translate_stream
 
     torch.set_num_threads(os.cpu_count() or 1)
@@ -112,6 +123,10 @@ def worker(
     counted = Counted(make_engine(name, model_dir, num_beams, device, None if dtype == "default" else dtype))
     sentences = read(Path(source))
     start = time.perf_counter()
+    if warmup:
+        list(translate_stream(counted.engine, sentences[:batch_size], batch_size))
+        warmup_s = time.perf_counter() - start
+        start = time.perf_counter()
     translations = list(translate_stream(counted, sentences, batch_size))
     seconds = time.perf_counter() - start
     figures = {
@@ -123,13 +138,14 @@ def worker(
         # both engines' allocators keep what they took at the peak: what the process holds at the end, beyond the
         # CUDA context PyTorch made before the engine (CTranslate2's own context included)
         **({"gpu_mib": round(gpu_memory_mib(device) - before, 1)} if device.startswith("cuda") else {}),
+        **({"warmup_s": round(warmup_s, 2)} if warmup else {}),
         "translations": translations,
     }
     Path(output).write_text(json.dumps(figures))
 
 
 def measure(
-    name, model_dir, source, num_beams, batch_size, folder: Path, timeout: int, device="cpu", dtype=None
+    name, model_dir, source, num_beams, batch_size, folder: Path, timeout: int, device="cpu", dtype=None, warmup=False
 ) -> dict:
     """``worker``'s figures, measured in a process of its own (so its peak memory is its own)."""
     output = folder / f"{name}-{device}-{dtype}-beam{num_beams}-batch{batch_size}.json"
@@ -146,6 +162,7 @@ def measure(
         str(output),
         device,
         dtype or "default",
+        "warm" if warmup else "cold",
     ]
     try:
         subprocess.run(command, check=True, capture_output=True, text=True, timeout=timeout)
@@ -242,5 +259,5 @@ def default_engines(device: str) -> list[str]:
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
-    name, model_dir, source, beams, batch, output, device, dtype = sys.argv[2:10]
-    worker(name, model_dir, source, int(beams), int(batch), output, device, dtype)
+    name, model_dir, source, beams, batch, output, device, dtype, warmup = sys.argv[2:11]
+    worker(name, model_dir, source, int(beams), int(batch), output, device, dtype, warmup == "warm")
