@@ -26,7 +26,7 @@ def build_demo(
     engine: str = "auto",
     nbest: int = 4,
     trust_remote_code: bool = False,
-    device: str = "cpu",
+    device: str = "auto",
     dtype: str | None = None,
 ):
     """The page (a ``gradio.Blocks``) for the model in ``model_dir``: its engine built once on ``device`` (a
