@@ -195,6 +195,11 @@ def run_script(name: str, *args: str) -> subprocess.CompletedProcess:
         ),
         (
             "vanilla-bench",
+            ["--device", "cuda"],
+            "vanilla-bench: error: --device cuda measures --translate MODEL_DIR only: the comparison runs on the CPU",
+        ),
+        (
+            "vanilla-bench",
             ["--translate", "MODEL", "--device", "cuda:1"],
             f"vanilla-bench: error: --device cuda:1: no CUDA device here (torch {torch.__version__} sees none)",
         ),
