@@ -11,9 +11,10 @@
 # twice; then 35 measured steps each (30 timed, 3 watched for syncs, 2 profiled), and the process' start and the
 # peak's measurement: about 280 s, so 330 leaves a margin, and the record, rewritten after each mode, keeps the
 # first if the second runs out.
-# What comes back (a call brings back at most 8 files, 2 folders down): the step's record wmt14-step.json, the new
-# Table 3 records (table3-records.tgz, new-records.txt), and logs.tgz: every log, and machine.txt (the GPU, the host
-# CPU, and the commit the machine's copy of git holds, with the files that differ from it).
+# What comes back (a call brings back at most 8 files, 2 folders down): the step's record wmt14-step.json, the
+# translation's gpu-translate.json, the new Table 3 records (table3-records.tgz, new-records.txt), and logs.tgz:
+# every log, and machine.txt (the GPU, the host CPU, and the commit the machine's copy of git holds, with the files
+# that differ from it).
 set -uo pipefail
 out=${OUT:-/tmp/gpu-call}
 mkdir -p "$out"
@@ -24,6 +25,19 @@ deadline=${DEADLINE_S:-540}
     git log -1 --format="commit %H" && git status --short
 } > "$out/machine.txt" 2>&1
 OUT=$out STEP_S=${STEP_S:-330} bash benchmarks/gpu_check.sh
+# Translation (issue 110, item 4): benchmarks/gpu_translate.py on the model in TRANSLATE_MODEL (default
+# .device/translate-model, prepared as docs/performance.md says), for TRANSLATE_S seconds (default 150) or what is
+# left before the deadline; its record, rewritten after each mode, is gpu-translate.json.
+model=${TRANSLATE_MODEL:-.device/translate-model}
+left=$((deadline - SECONDS - 10))
+budget=$((left < ${TRANSLATE_S:-150} ? left : ${TRANSLATE_S:-150}))
+if [ -d "$model" ] && [ "$budget" -ge 60 ]; then
+    PYTHONPATH=$PWD timeout "$budget" python3 -m benchmarks.gpu_translate "$model" --json "$out/gpu-translate.json" \
+        > "$out/translate.log" 2>&1
+    echo "gpu_translate exit $? after at most $budget s"; grep -E "^(generate|ct2)" "$out/translate.log" | cut -c1-300
+else
+    echo "gpu_translate: not run (model folder $model; $budget s left)"
+fi
 left=$((deadline - SECONDS))
 if [ "$left" -ge 60 ]; then
     OUT=$out BUDGET_S=$left bash benchmarks/gpu_experiments.sh "$@"

@@ -50,9 +50,10 @@ def attention_maps(model, tokenizer, sentence: str, num_beams: int = PAPER_NUM_B
         source_tokens=tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist()),
         target_tokens=tokenizer.convert_ids_to_tokens(target_ids),
         translation=tokenizer.decode(target_ids, skip_special_tokens=True).strip(),
-        cross=torch.stack(out.cross_attentions)[:, 0].float(),
-        encoder=torch.stack(out.encoder_attentions)[:, 0].float(),
-        decoder=torch.stack(out.decoder_attentions)[:, 0].float(),
+        # in float32 on the CPU, whatever the model runs in (vanilla-demo --device, --dtype): figures read them there
+        cross=torch.stack(out.cross_attentions)[:, 0].float().cpu(),
+        encoder=torch.stack(out.encoder_attentions)[:, 0].float().cpu(),
+        decoder=torch.stack(out.decoder_attentions)[:, 0].float().cpu(),
         decoder_input_tokens=tokenizer.convert_ids_to_tokens(generated[0, :-1].tolist()),
     )
 

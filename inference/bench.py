@@ -4,7 +4,7 @@ says.
 
 One seeded random MarianMTModel is converted with ``from_marian``; both must give the same logits and greedy
 tokens before anything is timed. Measurements alternate between the two models (A B A B ...) after a warm-up, and
-the median of the repetitions is reported.
+the median of the repetitions is reported, on the CPU. ``--device`` places the engines of ``--translate``.
 
     vanilla-bench --config small base --json results/benchmarks/training.json
     vanilla-bench --translate runs/multi30k --json results/benchmarks/translation.json   (inference/bench_engines.py)
@@ -22,6 +22,7 @@ from transformers import MarianConfig, MarianMTModel
 from modeling_vanilla import from_marian
 from vanilla_tools.cli import UsageError, console_script, positive_int
 from vanilla_tools.decoding import PAPER_LENGTH_PENALTY
+from vanilla_tools.device import add_device_arguments, resolve_placement
 from vanilla_tools.hardware import cpu_bf16, interleaved, matmul_peak
 from vanilla_tools.provenance import provenance
 
@@ -228,6 +229,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument("--json", help="write the figures here")
     bench_engines.add_arguments(parser)
+    add_device_arguments(parser)
     return parser
 
 
@@ -245,16 +247,27 @@ def bench(argv: list[str] | None = None) -> dict:
     if args.json:
         check_json_path(Path(args.json))
     if args.translate:
+        device = str(resolve_placement(args.device, args.dtype)[0])
+        engines = args.engines or bench_engines.default_engines(device)
         results = {
             **provenance(ctranslate2=bench_engines.package_version("ctranslate2")),
             **bench_engines.run(
-                args.translate, Path(args.source), Path(args.references), args.batch_sizes, args.engines, args.timeout
+                args.translate,
+                Path(args.source),
+                Path(args.references),
+                args.batch_sizes,
+                engines,
+                args.timeout,
+                device,
+                args.dtype,
             ),
         }
         print(bench_engines.table(results))
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
         return results
+    if args.device not in ("auto", "cpu"):
+        raise UsageError(f"--device {args.device} measures --translate MODEL_DIR only: the comparison runs on the CPU")
     results = {
         **provenance(threads=torch.get_num_threads()),
         "configs": {name: run(name, args.repeats) for name in args.config},

@@ -26,6 +26,7 @@ from vanilla_tools.cli import positive_int
 from vanilla_tools.corpora import BUNDLED_DIR
 
 ENGINES = ("generate", "marian", "generate-static-compiled", "ct2-float32", "ct2-int8", "onnx")
+GPU_ENGINES = ("ct2-float16", "ct2-int8_float16")  # CTranslate2's GPU compute types: measured by default on CUDA
 STATIC_BEAMS = (1,)  # transformers compiles the decoding step of greedy search; beam search is not measured so
 
 
@@ -58,20 +59,24 @@ class Counted:
         return done
 
 
-def make_engine(name: str, model_dir: str, num_beams: int):
+def make_engine(name: str, model_dir: str, num_beams: int, device: str = "cpu", dtype: str | None = None):
     """The engine ``name`` for the model in ``model_dir``, decoding as the model does with ``num_beams`` beams (one
-    ``Decoding`` for every engine, MarianMTModel's included)."""
+    ``Decoding`` for every engine, MarianMTModel's included), on ``device`` (a ``--device`` value; ``dtype``:
+    generate()'s ``--dtype``)."""
     from inference.engine import GenerateEngine
     from inference.engines import create_engine
     from modeling_vanilla import VanillaTransformerForSeq2Seq, to_marian
     from vanilla_tools.cli import load_tokenizer
     from vanilla_tools.decoding import Decoding
+    from vanilla_tools.device import place, resolve_placement
 
+    placement = resolve_placement(device, dtype)
     tokenizer = load_tokenizer(model_dir)
     model = VanillaTransformerForSeq2Seq.from_pretrained(model_dir).eval()
     decoding = Decoding.resolve(model.generation_config, num_beams)
     if name == "marian":
-        return GenerateEngine(to_marian(model), tokenizer, decoding)
+        return GenerateEngine(place(to_marian(model), *placement), tokenizer, decoding)
+    model = place(model, *placement)
     if name == "generate-static-compiled":
         from transformers import CompileConfig
 
@@ -80,20 +85,48 @@ def make_engine(name: str, model_dir: str, num_beams: int):
         compile_config = CompileConfig(dynamic=True, mode="default")
         compile_config._compile_all_devices = True
         model.generation_config.compile_config = compile_config
+        if num_beams > 1:  # transformers' beam search calls the model uncompiled: its step is compiled here
+            model.forward = torch.compile(model.forward, dynamic=True)
         return GenerateEngine(model, tokenizer, decoding, cache_implementation="static")
     if name in ("generate", "onnx"):
         return create_engine(name, model_dir, model, tokenizer, decoding)
     return create_engine("ctranslate2", model_dir, model, tokenizer, decoding, quantization=name.removeprefix("ct2-"))
 
 
-def worker(name: str, model_dir: str, source: str, num_beams: int, batch_size: int, output: str) -> None:
-    """One measurement: translate ``source`` and write the figures and the translations to ``output`` (JSON)."""
+def gpu_memory_mib(device: str) -> float:
+    """MiB in use on ``device``'s GPU now (0 on a CPU): what the CUDA driver counts, so CTranslate2's allocations
+    too, which PyTorch's counters do not see."""
+    if not device.startswith("cuda"):
+        return 0.0
+    free, total = torch.cuda.mem_get_info(torch.device(device))
+    return (total - free) / 2**20
+
+
+def worker(
+    name: str,
+    model_dir: str,
+    source: str,
+    num_beams: int,
+    batch_size: int,
+    output: str,
+    device: str,
+    dtype: str,
+    warmup: bool,
+) -> None:
+    """One measurement: translate ``source`` and write the figures and the translations to ``output`` (JSON).
+    ``dtype`` "default": the device's default. ``warmup``: the first batch translated once before the clock starts
+    (compilation, a GPU's first kernels), its seconds given apart."""
     from inference.translate import translate_stream
 
     torch.set_num_threads(os.cpu_count() or 1)
-    counted = Counted(make_engine(name, model_dir, num_beams))
+    before = gpu_memory_mib(device)
+    counted = Counted(make_engine(name, model_dir, num_beams, device, None if dtype == "default" else dtype))
     sentences = read(Path(source))
     start = time.perf_counter()
+    if warmup:
+        list(translate_stream(counted.engine, sentences[:batch_size], batch_size))
+        warmup_s = time.perf_counter() - start
+        start = time.perf_counter()
     translations = list(translate_stream(counted, sentences, batch_size))
     seconds = time.perf_counter() - start
     figures = {
@@ -102,13 +135,20 @@ def worker(name: str, model_dir: str, source: str, num_beams: int, batch_size: i
         "output_tokens_per_s": round(counted.tokens / seconds, 1),
         "output_tokens": counted.tokens,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        # both engines' allocators keep what they took at the peak: what the process holds at the end, beyond the
+        # CUDA context PyTorch made before the engine (CTranslate2's own context included)
+        **({"gpu_mib": round(gpu_memory_mib(device) - before, 1)} if device.startswith("cuda") else {}),
+        **({"warmup_s": round(warmup_s, 2)} if warmup else {}),
         "translations": translations,
     }
     Path(output).write_text(json.dumps(figures))
 
 
-def measure(name, model_dir, source, num_beams, batch_size, folder: Path, timeout: int) -> dict:
-    output = folder / f"{name}-beam{num_beams}-batch{batch_size}.json"
+def measure(
+    name, model_dir, source, num_beams, batch_size, folder: Path, timeout: int, device="cpu", dtype=None, warmup=False
+) -> dict:
+    """``worker``'s figures, measured in a process of its own (so its peak memory is its own)."""
+    output = folder / f"{name}-{device}-{dtype}-beam{num_beams}-batch{batch_size}.json"
     command = [
         sys.executable,
         "-m",
@@ -120,6 +160,9 @@ def measure(name, model_dir, source, num_beams, batch_size, folder: Path, timeou
         str(num_beams),
         str(batch_size),
         str(output),
+        device,
+        dtype or "default",
+        "warm" if warmup else "cold",
     ]
     try:
         subprocess.run(command, check=True, capture_output=True, text=True, timeout=timeout)
@@ -130,15 +173,25 @@ def measure(name, model_dir, source, num_beams, batch_size, folder: Path, timeou
     return json.loads(output.read_text())
 
 
-def run(model_dir: str, source: Path, references: Path, batches, engines, timeout: int) -> dict:
-    """Every engine at every batch size, greedy and beam 4, each in a fresh process."""
+def run(
+    model_dir: str, source: Path, references: Path, batches, engines, timeout: int, device="cpu", dtype=None
+) -> dict:
+    """Every engine at every batch size, greedy and beam 4, each in a fresh process, on ``device`` (a resolved
+    ``--device``; ``dtype``: generate()'s)."""
     import tempfile
 
     from vanilla_tools.metrics import score_translations
 
     refs = read(references)
     check_inputs(model_dir, read(source), refs, references)
-    results = {"model": str(model_dir), "source": str(source), "sentences": len(refs), "runs": []}
+    results = {
+        "model": str(model_dir),
+        "source": str(source),
+        "sentences": len(refs),
+        "device": device,
+        "dtype": dtype,
+        "runs": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for num_beams in (1, 4):
             reference_outputs = None
@@ -146,7 +199,7 @@ def run(model_dir: str, source: Path, references: Path, batches, engines, timeou
                 for name in engines:
                     if name == "generate-static-compiled" and num_beams not in STATIC_BEAMS:
                         continue
-                    figures = measure(name, model_dir, source, num_beams, batch_size, Path(tmp), timeout)
+                    figures = measure(name, model_dir, source, num_beams, batch_size, Path(tmp), timeout, device, dtype)
                     translations = figures.pop("translations", None)
                     row = {"engine": name, "num_beams": num_beams, "batch_size": batch_size, **figures}
                     if translations is not None:
@@ -194,10 +247,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", default=str(BUNDLED_DIR / "test_2016_flickr.en.gz"))
     parser.add_argument("--references", default=str(BUNDLED_DIR / "test_2016_flickr.de.gz"))
     parser.add_argument("--batch_sizes", type=positive_int, nargs="+", default=[1, 64])
-    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
+    parser.add_argument(
+        "--engines", nargs="+", choices=ENGINES + GPU_ENGINES, help="default: all (on CUDA, and float16 CTranslate2)"
+    )
     parser.add_argument("--timeout", type=positive_int, default=900, help="seconds for one measurement")
 
 
+def default_engines(device: str) -> list[str]:
+    """The engines measured where ``--engines`` is not given: CTranslate2's GPU compute types on CUDA only."""
+    return list(ENGINES + GPU_ENGINES) if device.startswith("cuda") else list(ENGINES)
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
-    name, model_dir, source, beams, batch, output = sys.argv[2:8]
-    worker(name, model_dir, source, int(beams), int(batch), output)
+    name, model_dir, source, beams, batch, output, device, dtype, warmup = sys.argv[2:11]
+    worker(name, model_dir, source, int(beams), int(batch), output, device, dtype, warmup == "warm")

@@ -17,6 +17,8 @@ import argparse
 import os
 from pathlib import Path
 
+import torch
+
 from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS, export_ctranslate2, import_ctranslate2
 from modeling_vanilla.export_checks import check_export_folder
 from vanilla_tools.cli import UsageError, console_script
@@ -24,6 +26,26 @@ from vanilla_tools.decoding import Decoding
 from vanilla_tools.exports import export_write_guard, record_source
 
 from .engine import BatchTranslation
+
+CPU = torch.device("cpu")
+
+
+def device_refusal(device: torch.device) -> str | None:
+    """Why CTranslate2 cannot run on ``device`` (None if it can): a CUDA device its build does not see."""
+    if device.type != "cuda":
+        return None
+    count = import_ctranslate2().get_cuda_device_count()
+    if (device.index or 0) < count:
+        return None
+    return f"CTranslate2 sees {count} CUDA device(s), not {device} (a build without CUDA, or another CUDA runtime)"
+
+
+def check_compute_type(quantization: str, device: torch.device) -> None:
+    """Refused in one line naming both: a compute type that CTranslate2 does not run on ``device``."""
+    supported = import_ctranslate2().get_supported_compute_types(device.type, device.index or 0)
+    if quantization not in supported:
+        runs = ", ".join(sorted(supported))
+        raise UsageError(f"--quantization {quantization} does not run on {device}: CTranslate2 runs {runs} there")
 
 
 def export(model_dir: str | Path, output_dir: str | Path, quantization: str = "int8", force: bool = False) -> Path:
@@ -36,17 +58,31 @@ class CTranslate2Engine:
     """Translate batches of sentences with a CTranslate2 model, searching as ``decoding`` says (the same
     ``Decoding`` that ``GenerateEngine`` takes: the model's generation config with a command's overrides)."""
 
-    def __init__(self, ct2_dir: str | Path, tokenizer, decoding: Decoding, threads: int | None = None):
+    def __init__(
+        self,
+        ct2_dir: str | Path,
+        tokenizer,
+        decoding: Decoding,
+        threads: int | None = None,
+        device: torch.device = CPU,
+        compute_type: str = "default",
+    ):
         refusal = decoding.ctranslate2_refusal()
         if refusal:
             raise UsageError(f"{refusal}; use --engine generate")
         ctranslate2 = import_ctranslate2()
-        # One worker per core, each decoding its part of a batch on one thread: threads sharing one batch wait on
-        # each other at every layer of every step, which costs more than they bring at these sizes (several times
-        # over at batch 1; `vanilla-bench --translate` measures both, docs/performance.md).
-        self.workers = threads or os.cpu_count() or 1
+        # On a CPU, one worker per core, each decoding its part of a batch on one thread: threads sharing one batch
+        # wait on each other at every layer of every step, which costs more than they bring at these sizes (several
+        # times over at batch 1; `vanilla-bench --translate` measures both, docs/performance.md). On a GPU one
+        # worker takes the batch whole.
+        self.workers = 1 if device.type == "cuda" else threads or os.cpu_count() or 1
         self.translator = ctranslate2.Translator(
-            str(ct2_dir), device="cpu", inter_threads=self.workers, intra_threads=1
+            str(ct2_dir),
+            device=device.type,
+            device_index=device.index or 0,
+            compute_type=compute_type,
+            inter_threads=self.workers,
+            intra_threads=1,
         )
         self.tokenizer, self.decoding = tokenizer, decoding
 

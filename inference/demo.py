@@ -12,6 +12,7 @@ import logging
 
 from vanilla_tools.cli import console_script, load_model, load_tokenizer, positive_int, require
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.device import add_device_arguments, place, resolve_placement
 
 from .attention import AttentionMaps, attention_figure, attention_maps, check_layer_and_head
 from .engines import ENGINES, create_engine
@@ -20,12 +21,20 @@ logger = logging.getLogger(__name__)
 MEAN = "mean"
 
 
-def build_demo(model_dir: str, engine: str = "auto", nbest: int = 4, trust_remote_code: bool = False):
-    """The page (a ``gradio.Blocks``) for the model in ``model_dir``: its engine built once, an n-best list of
-    ``nbest`` (at most the model's beams)."""
+def build_demo(
+    model_dir: str,
+    engine: str = "auto",
+    nbest: int = 4,
+    trust_remote_code: bool = False,
+    device: str = "auto",
+    dtype: str | None = None,
+):
+    """The page (a ``gradio.Blocks``) for the model in ``model_dir``: its engine built once on ``device`` (a
+    ``--device`` value; ``dtype``: generate()'s ``--dtype``), an n-best list of ``nbest`` (at most the model's
+    beams)."""
     gr = require("gradio", "ecosystem", "vanilla-demo")
 
-    model = load_model(model_dir, trust_remote_code).eval()
+    model = place(load_model(model_dir, trust_remote_code), *resolve_placement(device, dtype))
     tokenizer = load_tokenizer(model_dir, trust_remote_code)
     decoding = Decoding.resolve(model.generation_config)
     decoding = Decoding.resolve(model.generation_config, nbest=min(nbest, decoding.num_beams))
@@ -84,13 +93,14 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to serve other machines")
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--trust_remote_code", action="store_true")
+    add_device_arguments(parser)
     return parser
 
 
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    demo = build_demo(args.model, args.engine, args.nbest, args.trust_remote_code)
+    demo = build_demo(args.model, args.engine, args.nbest, args.trust_remote_code, args.device, args.dtype)
     demo.launch(server_name=args.host, server_port=args.port, share=False)
 
 

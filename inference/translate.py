@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS
 from vanilla_tools.cli import UsageError, console_script, load_model, load_tokenizer, positive_int, whole_gzip
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.device import add_device_arguments, place, resolve_placement
 from vanilla_tools.metrics import score_translations
 from vanilla_tools.run_files import TrainingRecipe
 
@@ -195,8 +196,10 @@ def arguments() -> argparse.ArgumentParser:
         "--quantization",
         choices=QUANTIZATIONS,
         default="float32",
-        help="of the CTranslate2 export: float32 translates as generate() does, int8 is smaller and faster",
+        help="of the CTranslate2 export: float32 translates as generate() does, int8 is smaller and faster; "
+        "float16, bfloat16 and int8_float16 run on a GPU",
     )
+    add_device_arguments(parser)
     parser.add_argument("--trust_remote_code", action="store_true")
     return parser
 
@@ -229,8 +232,9 @@ def run(argv: list[str] | None = None) -> None:
     references = list(read_lines(args.references)) if args.references else None
     if references is not None and args.input != "-":  # (stdin is counted as it is translated)
         check_line_counts(args.input, args.references, len(references))
+    device, dtype = resolve_placement(args.device, args.dtype)
     tokenizer = load_tokenizer(args.model, args.trust_remote_code)
-    model = load_model(args.model, args.trust_remote_code)
+    model = place(load_model(args.model, args.trust_remote_code), device, dtype)
     decoding = Decoding.resolve(model.generation_config, args.num_beams, args.length_penalty, args.nbest)
     engine = create_engine(args.engine, args.model, model, tokenizer, decoding, args.quantization)
     report = LengthReport()

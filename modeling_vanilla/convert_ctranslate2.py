@@ -32,7 +32,10 @@ ACTIVATIONS = {  # config.activation_function -> the name of CTranslate2's Activ
     "silu": "SWISH",
     "swish": "SWISH",
 }
-QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16")  # what CTranslate2 runs on a CPU
+# CTranslate2's compute types: the first four run on a CPU, the last three on a GPU only (which a device runs,
+# ctranslate2.get_supported_compute_types(device) says; a CPU may lack int16, a GPU before compute capability 8.0
+# bfloat16)
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16")
 DEFAULT_MAX_POSITIONS = 1024
 
 

@@ -87,10 +87,11 @@ def train_copy_model(steps: int = 300) -> VanillaTransformerForSeq2Seq:
     return model.eval()
 
 
-def saved_model_with_tokenizer(folder, tokenizer, seed: int = 0, end_bias: float | None = None):
+def saved_model_with_tokenizer(folder, tokenizer, seed: int = 0, end_bias: float | None = None, **overrides):
     """A tiny random model over ``tokenizer``'s vocabulary, its embeddings scaled x4 so its logits are peaked (beams
     differ), saved with the tokenizer as vanilla-train saves a model: the folder. ``end_bias``: a logit bias on
-    </s>, so that outputs end at different lengths instead of running to the length limit."""
+    </s>, so that outputs end at different lengths instead of running to the length limit; ``overrides``: of its
+    config."""
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
     model = tiny_model(
         seed,
@@ -99,6 +100,7 @@ def saved_model_with_tokenizer(folder, tokenizer, seed: int = 0, end_bias: float
         eos_token_id=eos,
         decoder_start_token_id=pad,
         final_logits_bias=end_bias is not None,
+        **overrides,
     )
     with torch.no_grad():
         model.model.shared.weight.mul_(4.0)
