@@ -1,7 +1,7 @@
 """vanilla-train's arguments: the model's (generated from VanillaTransformerConfig's own fields, so a field added
 to the config is a flag at once), the recipe's that are not Trainer flags (``RecipeArguments``), the data's
 (``data.DataArguments``) and every Seq2SeqTrainingArguments flag; a ``--config`` preset gives their defaults.
-``resolve`` is the one step that changes the parsed Seq2SeqTrainingArguments."""
+The values derived from them are resolved once (``resolved.ResolvedRun``)."""
 
 import logging
 import os
@@ -14,7 +14,6 @@ from typing import Literal
 import torch
 import yaml
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
-from transformers.trainer_utils import IntervalStrategy
 
 from modeling_vanilla import VanillaTransformerConfig
 from vanilla_tools.cli import UsageError
@@ -188,14 +187,6 @@ def load_preset(name: str, seen: tuple[str, ...] = ()) -> dict:
     return {**load_preset(base, (*seen, str(path.resolve()))), **settings}
 
 
-def gradient_accumulation(data_args: DataArguments, training_args) -> int:
-    """The batches accumulated into a step: --gradient_accumulation_steps, or with --tokens_per_step the number that
-    comes closest to it (§5.1 counts the batch per optimizer step) with --max_tokens_per_batch on every process."""
-    if not data_args.tokens_per_step:
-        return training_args.gradient_accumulation_steps
-    return max(1, round(data_args.tokens_per_step / (data_args.max_tokens_per_batch * training_args.world_size)))
-
-
 # On a GPU a step makes the host wait for nothing: batches are copied from pinned memory (Trainer pins them)
 # without waiting for the copy (accelerate's non_blocking), and Trainer does not read each batch's loss on the host
 # to leave a NaN or infinite one out of the logged mean (such a loss shows in the log). Each made the host wait for
@@ -281,44 +272,6 @@ def check_lengths(model_args, training_args: Seq2SeqTrainingArguments) -> None:
             "--lr_schedule inverse_sqrt needs --warmup_steps and --learning_rate above 0, got "
             f"{training_args.warmup_steps:g} and {training_args.learning_rate:g}"
         )
-
-
-def resolve(
-    model_args,
-    data_args: DataArguments,
-    training_args: Seq2SeqTrainingArguments,
-    *,
-    d_model: int,
-    validation: bool,
-    compile_mode: str | None,
-    compiles: bool,
-) -> None:
-    """Every change vanilla-train makes to the parsed ``training_args``, made here at once and in place (the run's
-    record reads them back), once the run's plan (its micro-batch: ``micro_batch``), data and model exist and before
-    the Trainer is built. The values decided elsewhere come in: ``d_model``: the model's; ``validation``: whether the
-    corpus has a validation split; ``compile_mode``: the ``--torch_compile_mode`` the step runs
-    (``compiled.settle_cuda_graphs``); ``compiles``: whether inductor can compile here (``compiled.compiles``).
-
-    - the gradient accumulation of --tokens_per_step (``gradient_accumulation``);
-    - a resumed stream (--streaming) reads on from its saved position itself: Trainer skips no data;
-    - a corpus without a validation split trains without evaluating (Trainer would refuse the run with a ValueError
-      rather than fail the command the user typed; the presets evaluate during training), logged;
-    - §5.3's base rate, ``lr_scale * d_model^-0.5`` (--lr_schedule paper);
-    - --torch_compile_mode as decided, and --torch_compile off where inductor cannot compile."""
-    training_args.gradient_accumulation_steps = gradient_accumulation(data_args, training_args)
-    if data_args.streaming:
-        training_args.ignore_data_skip = True
-    if not validation and training_args.eval_strategy != IntervalStrategy.NO:
-        logger.warning(
-            "no validation set (--validation_files): --eval_strategy %s is off, the run trains without evaluating",
-            training_args.eval_strategy.value,
-        )
-        training_args.eval_strategy = IntervalStrategy.NO
-    if model_args.lr_schedule == "paper":
-        training_args.learning_rate = model_args.lr_scale * d_model**-0.5
-    training_args.torch_compile_mode = compile_mode
-    if training_args.torch_compile and not compiles:
-        training_args.torch_compile, training_args.torch_compile_backend = False, None
 
 
 def on_cpu(training_args: Seq2SeqTrainingArguments) -> bool:

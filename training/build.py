@@ -1,4 +1,4 @@
-"""What vanilla-train builds before it trains (``train`` conducts): the launch's plan (``RunPlan``), the tokenizer,
+"""What vanilla-train builds before it trains (``train`` conducts): the resolved run (``resolve_run``), the tokenizer,
 the model, the training set and the trainer with its callbacks (``build_trainer``), and the process's own settling
 (``prepare_process``, ``holding_output_dir``). benchmarks/ and the tests build their trainers here too."""
 
@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -16,23 +16,24 @@ import psutil
 from transformers import PreTrainedTokenizerBase, Seq2SeqTrainingArguments, TrainerCallback, set_seed
 
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
-from vanilla_tools.batch_shapes import BatchShapes, PairBatches
+from vanilla_tools.batch_shapes import PairBatches
 from vanilla_tools.cli import UsageError, load_tokenizer
 from vanilla_tools.disk import write_guard
 from vanilla_tools.hardware import precision_line
 
-from .arguments import ModelArguments, gradient_accumulation, model_fields, on_cpu, resolve
+from .arguments import ModelArguments, autocast_precision, model_fields, on_cpu
 from .data.batching import TokenizedPairs, TrainingSet, batch_shapes, share_batches_by_name
 from .data.bpe_dropout import BPEDropoutPairs
 from .data.corpus import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .data.streaming import StreamingTokenBatches, streaming_pairs
 from .data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
+from .resolved import ResolvedRun, RunDecoding, accumulation_steps
 from .run.checkpoints import CompleteCheckpoints, output_guard
 from .run.curve import LearningCurveCallback
 from .run.hub_push import HubPush
 from .run.launches import Launches
 from .run.run_lock import OutputDirLock
-from .run.run_settings import batch_plan, run_settings
+from .run.run_settings import run_settings
 from .run.stopping import SaveOnSignal, TimeBudget
 from .schedules import lr_multiplier
 from .step.allocator import keep_freed_memory
@@ -40,38 +41,76 @@ from .step.compiled import CompileReport, compiles, fit_for_compile, settle_cuda
 from .step.evaluation import BleuMetric, shortest_first, spread_sample
 from .step.micro_batch import Vocabulary, size_micro_batch
 from .step.ties import hold_ties_once, load_ties_whole
-from .step.trainer import PaperSeq2SeqTrainer, RunDecoding
+from .step.trainer import PaperSeq2SeqTrainer
 
 logger = logging.getLogger("vanilla_train")
 
 
-@dataclass(frozen=True)
-class RunPlan:
-    """What a launch decides from its arguments before its trainer is built, decided once and carried: the run's
-    settings (``run_settings``: what a relaunch and the checkpoints' rotation compare), its batch plan
-    (``batch_plan``: what a resumed run must keep), its signal stop (--save_on_signal) and its micro-batch
-    (``micro_batch``: how many tokens a device takes at once, and how that was decided, for the run's record)."""
+def resolve_run(
+    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
+) -> ResolvedRun:
+    """The run resolved (``resolved.ResolvedRun``), the one place each value derived from the command and the machine
+    is decided: the batch shapes on the device, the precision, the micro-batch (``micro_batch.size_micro_batch``,
+    which may probe the device with the run's model), the accumulation, the compile mode, the learning rate, the
+    decodings, and the settings a relaunch compares. Logs the step's size."""
+    device, processes = training_args.device.type, training_args.world_size
+    shapes = batch_shapes(data_args, device)
+    precision = autocast_precision(training_args)
+    model = partial(build_model, model_args, Vocabulary(data_args.vocab_size))
+    overwrite = model_args.overwrite_output_dir
+    micro_batch, sized_by = size_micro_batch(data_args, training_args, shapes, overwrite, model, precision)
+    accumulation = accumulation_steps(
+        data_args.tokens_per_step, micro_batch, processes, training_args.gradient_accumulation_steps
+    )
+    run = ResolvedRun(
+        micro_batch=micro_batch,
+        sized_by=sized_by,
+        accumulation=accumulation,
+        processes=processes,
+        device=device,
+        shapes=shapes,
+        learning_rate=base_learning_rate(model_args, training_args),
+        precision=precision,
+        compile_mode=settle_cuda_graphs(training_args, accumulation),
+        compiles=compiles(training_args),
+        decoding=RunDecoding.of(model_args, training_args),
+        streaming=data_args.streaming,
+        save_on_signal=model_args.save_on_signal,
+        max_train_minutes=model_args.max_train_minutes,
+    )
+    logger.info("precision: %s", precision_line(precision, on_cpu(training_args)))
+    log_step_size(run, data_args.tokens_per_step)
+    return replace(run, settings=run_settings(model_args, data_args, training_args, run))
 
-    settings: dict
-    batches: dict
-    stop: SaveOnSignal | None
-    micro_batch: dict
 
-    @classmethod
-    def of(
-        cls, model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
-    ) -> "RunPlan":
-        shapes = batch_shapes(data_args, training_args.device.type)
-        model = partial(build_model, model_args, Vocabulary(data_args.vocab_size))
-        sized_by = size_micro_batch(data_args, training_args, shapes, model_args.overwrite_output_dir, model)
-        batches = batch_plan(data_args, training_args)
-        micro_batch = {
-            "tokens_per_side": data_args.max_tokens_per_batch,
-            "per_step": batches["gradient_accumulation_steps"],
-            "sized_by": sized_by,
-        }
-        stop = SaveOnSignal() if model_args.save_on_signal else None
-        return cls(run_settings(model_args, data_args, training_args), batches, stop, micro_batch)
+def base_learning_rate(model_args: ModelArguments, training_args: Seq2SeqTrainingArguments) -> float:
+    """The schedule's base rate: §5.3's ``lr_scale * d_model^-0.5`` (--lr_schedule paper; d_model the start
+    model's where there is one), else --learning_rate."""
+    if model_args.lr_schedule != "paper":
+        return training_args.learning_rate
+    if model_args.model_name_or_path:
+        d_model = VanillaTransformerConfig.from_pretrained(model_args.model_name_or_path).d_model
+    else:
+        d_model = model_args.d_model
+    return model_args.lr_scale * d_model**-0.5
+
+
+def log_step_size(run: ResolvedRun, asked: int | None) -> None:
+    """§5.1's batch is counted per optimizer step: the per-device micro-batch x devices x gradient accumulation.
+    With --tokens_per_step (``asked``), the accumulation comes closest to it; a step far from it is warned of."""
+    total = run.tokens_per_step
+    logger.info(
+        "tokens per step per side: %d per device x %d devices x %d accumulation = %d%s",
+        run.micro_batch,
+        run.processes,
+        run.accumulation,
+        total,
+        f" (asked: {asked})" if asked else "",
+    )
+    if asked and abs(total - asked) > 0.25 * asked:
+        logger.warning(
+            "a step holds %d tokens per side, far from the %d asked: adjust --max_tokens_per_batch", total, asked
+        )
 
 
 def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> VanillaTransformerForSeq2Seq:
@@ -122,19 +161,17 @@ def build_trainer(
     training_args: Seq2SeqTrainingArguments,
     hub: HubPush | None = None,
     launches: Launches | None = None,
-    plan: RunPlan | None = None,
+    run: ResolvedRun | None = None,
 ) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
     """Data, tokenizer (trained on the training text unless the run or the start model has one), model, trainer;
     with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's; with ``launches``, each
-    checkpoint holds the run's launches; ``plan``: the launch's (vanilla-train's), else decided here."""
-    plan = plan or RunPlan.of(model_args, data_args, training_args)
+    checkpoint holds the run's launches; ``run``: the resolved run (vanilla-train's), else resolved here."""
+    run = run or resolve_run(model_args, data_args, training_args)
     set_seed(training_args.seed)
     output_dir = Path(training_args.output_dir)
 
     if data_args.streaming:
         check_streaming(data_args, training_args)
-    step_size(data_args, training_args)
-    compile_mode = settle_cuda_graphs(training_args, gradient_accumulation(data_args, training_args))
     cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
     with write_guard(cache, "datasets' cache", "rerun, or pass --cache_dir on another disk"):
         with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
@@ -154,21 +191,12 @@ def build_trainer(
 
     model = build_model(model_args, tokenizer)
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
-    resolve(
-        model_args,
-        data_args,
-        training_args,
-        d_model=model.config.d_model,
-        validation=validation is not None,
-        compile_mode=compile_mode,
-        compiles=compiles(training_args),
-    )
-    shapes = batch_shapes(data_args, training_args.device.type)  # training's and evaluation's batches alike
-    logger.info("batch shapes on %s: %s", training_args.device.type, shapes.describe())
-    train_set = training_set(
-        data_args, training_args, train if data_args.streaming else data["train"], tokenizer, shapes
-    )
-    completion = CompleteCheckpoints(train_set, plan.batches, plan.settings, plan.stop, launches)
+    run.write(training_args, validation=validation is not None)
+    shapes = run.shapes  # training's and evaluation's batches alike
+    logger.info("batch shapes on %s: %s", run.device, shapes.describe())
+    train_set = training_set(data_args, training_args, train if data_args.streaming else data["train"], tokenizer, run)
+    stop = SaveOnSignal() if run.save_on_signal else None
+    completion = CompleteCheckpoints(train_set, run.batch_plan, run.settings, stop, launches)
     fit_for_compile(training_args)
     share_batches_by_name(training_args.dataloader_num_workers)
     trainer = PaperSeq2SeqTrainer(
@@ -179,11 +207,11 @@ def build_trainer(
         processing_class=tokenizer,
         data_collator=PairBatches(shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels),
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
-        max_tokens_per_batch=data_args.max_tokens_per_batch,
+        max_tokens_per_batch=run.micro_batch,
         shapes=shapes,
         lr_multiplier=lr_multiplier(model_args, training_args),
-        decoding=RunDecoding.of(model_args, training_args),
-        stop=plan.stop,
+        decoding=run.decoding,
+        stop=stop,
         callbacks=[
             LearningCurveCallback(training_args.output_dir),
             CompileReport(),
@@ -196,10 +224,10 @@ def build_trainer(
         hold_ties_once(trainer.model)
     else:  # a resume loads model.safetensors, which holds the tied weight under one name
         load_ties_whole(trainer.model)
-    if model_args.max_train_minutes:
-        trainer.add_callback(TimeBudget(model_args.max_train_minutes))
-    if plan.stop is not None:  # after the time budget: a signal's checkpoint and stop win over its decision at a step
-        trainer.add_callback(plan.stop)
+    if run.max_train_minutes:
+        trainer.add_callback(TimeBudget(run.max_train_minutes))
+    if stop is not None:  # after the time budget: a signal's checkpoint and stop win over its decision at a step
+        trainer.add_callback(stop)
     if hub is not None:  # after CompleteCheckpoints: a checkpoint is pushed once it is complete
         trainer.add_callback(hub)
     sampler = trainer.token_batches()  # the very sampler training uses
@@ -225,7 +253,7 @@ def check_fsdp_state_dict(trainer: PaperSeq2SeqTrainer) -> None:
 
 
 def training_set(
-    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer, shapes: BatchShapes
+    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer, run: ResolvedRun
 ) -> TrainingSet:
     """The kind of training set the arguments ask for, decided here once: the stream of --streaming, the pairs
     re-segmented each epoch of --bpe_dropout, or the tokenized pairs."""
@@ -234,10 +262,11 @@ def training_set(
             train,
             tokenizer,
             data_args,
+            run.micro_batch,
             training_args.process_index,
-            training_args.world_size,
+            run.processes,
             training_args.seed,
-            shapes,
+            run.shapes,
         )
     if data_args.bpe_dropout:
         if training_args.dataloader_num_workers and training_args.dataloader_persistent_workers:
@@ -249,31 +278,6 @@ def training_set(
             train, tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length
         )
     return TokenizedPairs(train)
-
-
-def step_size(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> int:
-    """§5.1's batch is counted per optimizer step: the per-device budget x devices x gradient accumulation. With
-    --tokens_per_step, the accumulation comes closest to it (``arguments.gradient_accumulation``, which
-    ``arguments.resolve`` sets). Logs (and returns) the tokens per side."""
-    per_device, devices = data_args.max_tokens_per_batch, training_args.world_size
-    accumulation = gradient_accumulation(data_args, training_args)
-    total = per_device * devices * accumulation
-    asked = f" (asked: {data_args.tokens_per_step})" if data_args.tokens_per_step else ""
-    logger.info(
-        "tokens per step per side: %d per device x %d devices x %d accumulation = %d%s",
-        per_device,
-        devices,
-        accumulation,
-        total,
-        asked,
-    )
-    if data_args.tokens_per_step and abs(total - data_args.tokens_per_step) > 0.25 * data_args.tokens_per_step:
-        logger.warning(
-            "a step holds %d tokens per side, far from the %d asked: adjust --max_tokens_per_batch",
-            total,
-            data_args.tokens_per_step,
-        )
-    return total
 
 
 def check_streaming(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> None:
@@ -322,7 +326,7 @@ def launcher_processes() -> int | None:
 
 def prepare_process(training_args: Seq2SeqTrainingArguments) -> None:
     """What a vanilla-train process settles before its run: a launcher that asked for more processes than run is
-    named (``launcher_processes``), the precision logged, the allocator told to keep freed memory."""
+    named (``launcher_processes``), the allocator told to keep freed memory."""
     asked = launcher_processes()
     if asked and asked > training_args.world_size:
         logger.warning(
@@ -332,7 +336,6 @@ def prepare_process(training_args: Seq2SeqTrainingArguments) -> None:
             training_args.world_size,
             asked,
         )
-    logger.info("precision: %s", precision_line(training_args.mixed_precision, on_cpu(training_args)))
     keep_freed_memory()
 
 

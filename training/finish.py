@@ -12,6 +12,7 @@ from vanilla_tools.decoding import Decoding
 from vanilla_tools.exports import cached_ctranslate2
 from vanilla_tools.run_files import EvalResults, FinishedRun
 
+from .resolved import ResolvedRun
 from .run.checkpoints import output_guard
 from .run.record import write_recipe, write_summary
 from .step.trainer import PaperSeq2SeqTrainer
@@ -37,19 +38,19 @@ def write_run_files(
     minutes: tuple[float, float],
     speed: dict,
     launches: list[dict],
-    micro_batch: dict | None = None,
+    run: ResolvedRun,
 ) -> None:
     """The first process's files of a trained run: the CTranslate2 export, eval_results.json, training_recipe.json,
     the model card, and with --summary_dir the run's summary (``decoding``: the final evaluation's, the saved
     model's; ``minutes``: of this launch's training, of the whole command; ``speed``: the machine's fp32 GFLOP/s
-    before and after training; ``launches``: the run's; ``micro_batch``: its ``RunPlan.micro_batch``)."""
+    before and after training; ``launches``: the run's; ``run``: as resolved)."""
     model_args, data_args, training_args = arguments
     output_dir = Path(training_args.output_dir)
     if model_args.export_ct2:
         logger.info("exported for CTranslate2 to %s", cached_ctranslate2(output_dir, model_args.export_ct2))
     with output_guard(output_dir, "the run's files (eval_results.json, training_recipe.json, README.md)"):
         EvalResults(**results).write(output_dir)
-        write_recipe(output_dir, model_args, data_args, training_args, trainer.model, decoding)
+        write_recipe(output_dir, model_args, data_args, training_args, trainer.model, decoding, run)
         write_model_card(output_dir, training_args.hub_model_id)
     record = ""
     if model_args.summary_dir:
@@ -66,7 +67,7 @@ def write_run_files(
                 arguments,
                 speed,
                 launches,
-                micro_batch,
+                run,
             )
         record = f"; the record: {folder / 'summary.json'}"
     state = trainer.state

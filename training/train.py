@@ -8,11 +8,11 @@ Every Seq2SeqTrainingArguments flag works; ``--config NAME`` loads ``training/co
 any flag on the command line overrides. The same command run again resumes from the newest complete checkpoint of
 the run, and does nothing once the run has finished (``relaunch``); ``--overwrite_output_dir`` starts over.
 
-This module conducts (parse, build, train, evaluate, save, record); the arguments are in ``arguments`` (changed in
-one step, ``resolve``), what is built before training in ``build``, what a relaunch does in ``relaunch``, the final
-evaluation in ``evaluation``, what a trained run leaves in ``finish``; the Trainer subclass (``trainer``) keeps what
-must be an override, its ``train()`` the resume checks and the signal stop. Every write names its failure in one line
-(vanilla_tools.disk).
+This module conducts (parse, resolve, build, train, evaluate, save, record); the arguments are in ``arguments``,
+every value derived from them and the machine in ``resolved`` (decided once by ``build.resolve_run``), what is built
+before training in ``build``, what a relaunch does in ``relaunch``, the final evaluation in ``evaluation``, what a
+trained run leaves in ``finish``; the Trainer subclass (``trainer``) keeps what must be an override, its ``train()``
+the resume checks and the signal stop. Every write names its failure in one line (vanilla_tools.disk).
 """
 
 import logging
@@ -27,7 +27,7 @@ from vanilla_tools.hardware import fp32_gflops
 from vanilla_tools.run_files import EvalResults
 
 from .arguments import DataArguments, ModelArguments, parse_args
-from .build import FirstStepLog, RunPlan, build_trainer, holding_output_dir, prepare_process
+from .build import FirstStepLog, build_trainer, holding_output_dir, prepare_process, resolve_run
 from .finish import mark_finished, save_final_model, write_run_files
 from .run.hub_push import HubPush
 from .run.launches import Launches
@@ -63,11 +63,11 @@ def train_and_evaluate(
     """The run after its arguments: how it begins in its output directory (``relaunch``), then train, average,
     evaluate, save, push, and record it finished."""
     output_dir = Path(training_args.output_dir)
-    plan = RunPlan.of(model_args, data_args, training_args)
+    resolved = resolve_run(model_args, data_args, training_args)
     with training_args.main_process_first(local=False, desc="reading the output directory"):  # the first deletes
         begin = plan_start(
             output_dir,
-            plan.settings,
+            resolved.settings,
             training_args.resume_from_checkpoint,
             model_args.overwrite_output_dir,
             training_args.should_save,
@@ -77,11 +77,11 @@ def train_and_evaluate(
     if begin.finished:
         return (EvalResults.read(output_dir) or EvalResults()).as_dict()
     hub = HubPush(training_args) if training_args.push_to_hub else None  # a wrong repo or token fails here
-    launches = Launches(training_args)
-    trainer, data = build_trainer(model_args, data_args, training_args, hub, launches, plan)
+    launches = Launches(resolved)
+    trainer, data = build_trainer(model_args, data_args, training_args, hub, launches, resolved)
     trainer.add_callback(FirstStepLog())
     if begin.checkpoint:
-        begin.check_batches(plan.batches)
+        begin.check_batches(resolved.batch_plan)
         trainer.training_set.resume(begin.checkpoint)
         launches.resume(begin.checkpoint)
     # a record keeps the machine's speed around training: a time-bounded run's steps depend on it, and a drop
@@ -126,12 +126,12 @@ def train_and_evaluate(
             (train_minutes, (time.monotonic() - run_start) / 60),
             speed,
             launches.history(trainer.state.global_step, train_minutes),
-            plan.micro_batch,
+            resolved,
         )
     if hub is not None:
         hub.push_final(training_args)
     if trainer.is_world_process_zero():  # last: a rerun of the same command now has nothing to do
-        mark_finished(trainer, plan.settings)
+        mark_finished(trainer, resolved.settings)
     return results
 
 

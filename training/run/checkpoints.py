@@ -193,7 +193,7 @@ class CompleteCheckpoints(TrainerCallback):
         launches: Launches | None = None,
     ):
         self.training_set = training_set
-        self.plan = plan  # run_settings.batch_plan(): what a resumed run must keep (relaunch.check_resume)
+        self.plan = plan  # resolved.ResolvedRun.batch_plan: what a resumed run must keep (relaunch.check_resume)
         self.settings = settings  # run_settings(): what a relaunch and rotation compare
         self.stop = stop
         self.launches = launches  # the run's launches so far, for its record after a relaunch

@@ -20,18 +20,25 @@ from vanilla_tools.run_files import TrainingRecipe, write_json
 
 from ..arguments import ModelArguments
 from ..data.corpus import DataArguments
+from ..resolved import ResolvedRun
 from ..schedules import describe as describe_schedule
 
 
-def resolved_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> dict:
+def resolved_arguments(
+    model_args: ModelArguments, data_args: DataArguments, training_args, run: ResolvedRun | None = None
+) -> dict:
     """Every argument of the run after the preset and the command line (tokens masked by to_dict), and the precision
-    autocast ran (``mixed_precision``: arguments.autocast_precision's, which to_dict leaves out)."""
-    return {
+    autocast ran (``mixed_precision``, which to_dict leaves out); with the ``run`` resolved, its micro-batch (a
+    --max_tokens_per_batch 0 sized to the device) and precision, else the arguments' own."""
+    arguments = {
         **asdict(model_args),
         **asdict(data_args),
         **training_args.to_dict(),
         "mixed_precision": training_args.mixed_precision,
     }
+    if run is not None:
+        arguments.update(max_tokens_per_batch=run.micro_batch, mixed_precision=run.precision)
+    return arguments
 
 
 def recorded_precision(arguments: dict) -> str | None:
@@ -90,8 +97,8 @@ def run_record(
     """The run as every reader sees it (RUN_FIELDS): ``arguments`` resolved (``resolved_arguments``), ``steps``
     reached; ``code`` and ``host`` measured now unless given (the last launch's); with ``launches``
     (``launches.Launches.history``), each launch's steps, minutes and what it ran on; with ``micro_batch``
-    (``build.RunPlan.micro_batch``), the tokens a device took at once, the micro-batches a step, and what sized them
-    (not part of the budget: the same tokens a step in fewer micro-batches is the same recipe)."""
+    (``resolved.ResolvedRun.micro_batch_record``), the tokens a device took at once, the micro-batches a step, and
+    what sized them (not part of the budget: the same tokens a step in fewer micro-batches is the same recipe)."""
     host = machine() if host is None else host
     return {
         "schema": RUN_SCHEMA,
@@ -135,15 +142,16 @@ def write_summary(
     arguments: tuple,
     speed: dict,
     launches: list[dict] | None = None,
-    micro_batch: dict | None = None,
+    run: ResolvedRun | None = None,
 ) -> None:
     """summary.json, the record of the run: its test and validation scores, its beam (``decoding``: the final
     evaluation's), minutes (of this launch), parameters, the command and every argument it resolved to, the run
-    (``run_record``: code, machine, device, precision, budget, seed, steps, its ``launches`` and ``micro_batch``) and
-    the machine's speed (``speed``: fp32 GFLOP/s before and after this launch's training); and the learning curve."""
+    (``run_record``: code, machine, device, precision, budget, seed, steps, its ``launches`` and ``run``'s
+    micro-batch) and the machine's speed (``speed``: fp32 GFLOP/s before and after this launch's training); and the
+    learning curve."""
     folder.mkdir(parents=True, exist_ok=True)
     model_args, data_args, training_args = arguments
-    resolved = resolved_arguments(model_args, data_args, training_args)
+    resolved = resolved_arguments(model_args, data_args, training_args, run)
 
     def scores(split: str) -> dict:
         metrics = results.get(split, {})
@@ -176,7 +184,7 @@ def write_summary(
             training_args.device.type,
             training_args.world_size,
             **this_launch(launches),
-            micro_batch=micro_batch,
+            micro_batch=run.micro_batch_record if run is not None else None,
         ),
         "machine_speed": speed,
         **({"text": text} if (text := text_form(data_args)) else {}),
@@ -208,9 +216,11 @@ def run_train_minutes(summary: dict) -> float:
     return round(sum(launch["train_minutes"] for launch in launches), 2) if launches else summary["train_minutes"]
 
 
-def write_recipe(output_dir: Path, model_args, data_args, training_args, model, decoding: Decoding) -> None:
-    """training_recipe.json: the recipe actually used, as the model card reports it, and ``decoding``, the one the
-    model was evaluated and saved with (its alpha the length penalty search's)."""
+def write_recipe(
+    output_dir: Path, model_args, data_args, training_args, model, decoding: Decoding, run: ResolvedRun
+) -> None:
+    """training_recipe.json: the recipe actually used (``run``: as resolved), as the model card reports it, and
+    ``decoding``, the one the model was evaluated and saved with (its alpha the length penalty search's)."""
     schedule = describe_schedule(model_args, training_args)
     TrainingRecipe(
         source_lang=data_args.source_lang,
@@ -227,8 +237,8 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model, 
             "vocabulary": f"shared BPE, {model.config.vocab_size} tokens"
             + (f" (the tokenizer of {data_args.tokenizer})" if data_args.tokenizer else "")
             + (f", BPE-dropout {data_args.bpe_dropout} in training" if data_args.bpe_dropout else ""),
-            "batches": f"{data_args.max_tokens_per_batch} tokens per side per device, x{training_args.world_size} "
-            f"devices, x{training_args.gradient_accumulation_steps} accumulation",
+            "batches": f"{run.micro_batch} tokens per side per device, x{run.processes} devices, "
+            f"x{run.accumulation} accumulation",
             "optimizer": f"Adam(beta1={training_args.adam_beta1}, beta2={training_args.adam_beta2}, "
             f"eps={training_args.adam_epsilon}), weight decay {training_args.weight_decay}",
             "learning rate": schedule,
@@ -240,7 +250,7 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model, 
                 else f"{training_args.num_train_epochs} epochs"
             )
             + (f", at most {model_args.max_train_minutes} minutes" if model_args.max_train_minutes else ""),
-            "precision": precision(training_args.mixed_precision),
+            "precision": precision(run.precision),
             "seed": training_args.seed,
         },
     ).write(output_dir)

@@ -7,22 +7,21 @@ callbacks and modules of their own: how it stops (``stopping``), how its checkpo
 import copy
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from functools import cached_property, partial
 from pathlib import Path
 
 import torch
 import transformers
 from packaging import version
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerState
+from transformers import Seq2SeqTrainer, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import TrainOutput
 
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.decoding import Decoding
 
-from ..arguments import RecipeArguments
 from ..data.batching import Placement, TokenBatchSampler, TrainingSet
+from ..resolved import RunDecoding
 from ..run import checkpoints
 from ..run.stopping import SaveOnSignal, stopped_by_signal, train_until_stopped
 from .average import load_average
@@ -86,29 +85,6 @@ PRIVATE_TRAINER_HOOKS = {
         "list of them"
     ),
 }
-
-
-@dataclass(frozen=True)
-class RunDecoding:
-    """How a run decodes (§6.1), built once from its arguments (``of``): ``during`` training, in its evaluations,
-    and ``final``: the final evaluation's (its alpha chosen on validation there), which the model is saved with."""
-
-    during: Decoding
-    final: Decoding
-
-    @classmethod
-    def of(cls, model_args: RecipeArguments, training_args: Seq2SeqTrainingArguments) -> "RunDecoding":
-        """``final``: --num_beams and --length_penalty; ``during``: the same with Seq2SeqTrainer's
-        --generation_num_beams where given (the presets decode greedily there: no alpha, no early stopping). Both
-        stop at Seq2SeqTrainer's --generation_max_length where given, else at §6.1's input length + 50."""
-        final = Decoding.paper(model_args.num_beams, model_args.length_penalty)
-        during = Decoding.paper(training_args.generation_num_beams or final.num_beams, model_args.length_penalty)
-        length = training_args.generation_max_length
-        return cls(during=replace(during, max_length=length), final=replace(final, max_length=length))
-
-    def chosen(self, final: Decoding) -> "RunDecoding":
-        """This run's decoding with the ``final`` one its final evaluation chose."""
-        return replace(self, final=final)
 
 
 class PaperSeq2SeqTrainer(Seq2SeqTrainer):
