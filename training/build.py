@@ -28,7 +28,7 @@ from .data.corpus import DataArguments, load_parallel_data, source_key, tokenize
 from .data.streaming import StreamingTokenBatches, streaming_pairs
 from .data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 from .resolved import ResolvedRun, RunDecoding, accumulation_steps
-from .run.checkpoints import CompleteCheckpoints, output_guard
+from .run.checkpoints import CompleteCheckpoints, output_guard, trainer_arguments
 from .run.curve import LearningCurveCallback
 from .run.hub_push import HubPush
 from .run.launches import Launches
@@ -196,12 +196,14 @@ def build_trainer(
     logger.info("batch shapes on %s: %s", run.device, shapes.describe())
     train_set = training_set(data_args, training_args, train if data_args.streaming else data["train"], tokenizer, run)
     stop = SaveOnSignal() if run.save_on_signal else None
-    completion = CompleteCheckpoints(train_set, run.batch_plan, run.settings, stop, launches)
+    completion = CompleteCheckpoints(
+        train_set, run.batch_plan, run.settings, stop, launches, training_args.save_total_limit
+    )
     fit_for_compile(training_args)
     share_batches_by_name(training_args.dataloader_num_workers)
     trainer = PaperSeq2SeqTrainer(
         model=model,
-        args=HubPush.trainer_args(training_args) if hub is not None else training_args,
+        args=trainer_arguments(HubPush.trainer_args(training_args) if hub is not None else training_args),
         training_set=train_set,
         eval_dataset=validation,
         processing_class=tokenizer,

@@ -41,8 +41,9 @@ PRIVATE_TRAINER_HOOKS = {
         "its batch sampler and keeps Accelerate from sharding it again; get_train_dataloader would repeat that work"
     ),
     "_save_checkpoint": (
-        "overridden, to hold Trainer's rotation off until the on_save callbacks have completed the checkpoint (a "
-        "failed write removes the unmarked folder); called by save_checkpoint: no public method writes a resumable one"
+        "overridden, so that a failed write removes the unmarked folder and keeps the previous complete checkpoint "
+        "(no callback runs before or around Trainer's writes); called by save_checkpoint: no public method writes a "
+        "resumable one"
     ),
     "gather_function": (
         "set by evaluation_loop to accelerator.gather_for_metrics: Seq2SeqTrainer's evaluate and predict set "
@@ -71,7 +72,7 @@ PRIVATE_TRAINER_HOOKS = {
     "TRAINER_STATE_NAME": "the file of a checkpoint's TrainerState, whose step a relaunch and the record read",
     "TRAINING_ARGS_NAME": (
         "the file of a checkpoint's TrainingArguments, written again by CompleteCheckpoints with the run's "
-        "save_total_limit (Trainer wrote it while _save_checkpoint held the rotation off)"
+        "save_total_limit (Trainer wrote its own arguments, which rotate nothing: checkpoints.trainer_arguments)"
     ),
     "TrainOutput": "Trainer.train()'s result: made for a run with nothing left to train, and with a launch's metrics",
     "HubStrategy": "--hub_strategy's values, which HubPush acts on in Trainer's stead",
@@ -117,7 +118,10 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         # how this run decodes (§6.1), built once from its arguments; the model's generation config is given its
         # final decoding when the model is saved (save_model), the one place it is written
         self.decoding = decoding
-        self.search = decoding.during  # the search of the evaluation in progress (evaluate, predict)
+        # the search of the evaluation in progress (evaluate, predict): Trainer's evaluation_loop calls prediction_step
+        # with a batch alone, so an evaluation's search reaches it only through the trainer, as Seq2SeqTrainer's own
+        # generate arguments do (its evaluate(**gen_kwargs) keeps them on the trainer for prediction_step)
+        self.search = decoding.during
         self.stop = stop
         self.loader_wait = LoaderWait()  # the time the loop waits for its batches, reported in the logs (log)
 
@@ -264,17 +268,11 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         self.control = self.callback_handler.on_save(self.args, self.state, self.control)
 
     def _save_checkpoint(self, model, trial) -> None:
-        """Trainer's checkpoint files, with its rotation (``save_total_limit``) held off: Trainer rotates as soon as
-        the files are written, before the on_save callbacks mark the checkpoint complete
-        (checkpoints.CompleteCheckpoints, which rotates after), and a crash in between left no complete checkpoint.
-        A failed write is named in one line; the unmarked folder is removed, the previous complete checkpoint kept."""
+        """Trainer's checkpoint files (without its rotation: ``checkpoints.trainer_arguments``). A failed write is
+        named in one line; the unmarked folder is removed, the previous complete checkpoint kept."""
         run_dir, folder = checkpoints.checkpoint_folder(self.args, self.state.global_step)
-        keep, self.args.save_total_limit = self.args.save_total_limit, None
-        try:
-            with checkpoints.checkpoint_write_guard(run_dir, folder):
-                super()._save_checkpoint(model, trial)
-        finally:
-            self.args.save_total_limit = keep
+        with checkpoints.checkpoint_write_guard(run_dir, folder):
+            super()._save_checkpoint(model, trial)
 
 
 def launch_metrics(
