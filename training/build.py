@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -155,21 +155,24 @@ def run_tokenizer(
     return learned_tokenizer(sentences, key, data_args.vocab_size, data_args.cache_dir, count)
 
 
-def build_trainer(
-    model_args: ModelArguments,
-    data_args: DataArguments,
-    training_args: Seq2SeqTrainingArguments,
-    hub: HubPush | None = None,
-    launches: Launches | None = None,
-    run: ResolvedRun | None = None,
-) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
-    """Data, tokenizer (trained on the training text unless the run or the start model has one), model, trainer;
-    with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's; with ``launches``, each
-    checkpoint holds the run's launches; ``run``: the resolved run (vanilla-train's), else resolved here."""
-    run = run or resolve_run(model_args, data_args, training_args)
-    set_seed(training_args.seed)
-    output_dir = Path(training_args.output_dir)
+@dataclass(frozen=True)
+class RunData:
+    """What the run trains and evaluates on: the tokenized splits (``splits``), the training pairs as the training set
+    reads them (``train``: tokenized, or --streaming's stream of raw pairs), the validation pairs evaluated during
+    training (None without a validation split) and the tokenizer."""
 
+    splits: datasets.DatasetDict
+    train: object
+    validation: datasets.Dataset | None
+    tokenizer: PreTrainedTokenizerBase
+
+
+def build_data(
+    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
+) -> RunData:
+    """The data and the tokenizer (trained on the training text unless the run or the start model has one, and
+    saved into the run's directory), the first process filling datasets' cache for the others."""
+    output_dir = Path(training_args.output_dir)
     if data_args.streaming:
         check_streaming(data_args, training_args)
     cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
@@ -184,58 +187,105 @@ def build_trainer(
                 with output_guard(output_dir, "the tokenizer", (output_dir / "tokenizer.json").unlink):
                     tokenizer.save_pretrained(output_dir)
         with training_args.main_process_first(desc="tokenize"):
-            data = tokenize_splits(raw, tokenizer, data_args)
-    validation = shortest_first(data["validation"]) if "validation" in data else None
+            splits = tokenize_splits(raw, tokenizer, data_args)
+    validation = shortest_first(splits["validation"]) if "validation" in splits else None
     if validation is not None and data_args.max_eval_samples:
         validation = spread_sample(validation, data_args.max_eval_samples)
+    return RunData(splits, train if data_args.streaming else splits["train"], validation, tokenizer)
 
-    model = build_model(model_args, tokenizer)
+
+def build_trainer(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: Seq2SeqTrainingArguments,
+    hub: HubPush | None = None,
+    launches: Launches | None = None,
+    run: ResolvedRun | None = None,
+) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
+    """The data and tokenizer (``build_data``), the model (``build_model``), then the trainer (``assemble_trainer``);
+    with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's; with ``launches``, each
+    checkpoint holds the run's launches; ``run``: the resolved run (vanilla-train's), else resolved here."""
+    run = run or resolve_run(model_args, data_args, training_args)
+    set_seed(training_args.seed)
+    data = build_data(model_args, data_args, training_args)
+    model = build_model(model_args, data.tokenizer)
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
-    run.write(training_args, validation=validation is not None)
-    shapes = run.shapes  # training's and evaluation's batches alike
-    logger.info("batch shapes on %s: %s", run.device, shapes.describe())
-    train_set = training_set(data_args, training_args, train if data_args.streaming else data["train"], tokenizer, run)
+    run.write(training_args, validation=data.validation is not None)
+    trainer = assemble_trainer(model_args, data_args, training_args, run, data, model, hub, launches)
+    sampler = trainer.token_batches()  # the very sampler training uses
+    if sampler is not None:  # (a stream plans its batches as it reads)
+        logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
+    return trainer, data.splits
+
+
+def assemble_trainer(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: Seq2SeqTrainingArguments,
+    run: ResolvedRun,
+    data: RunData,
+    model: VanillaTransformerForSeq2Seq,
+    hub: HubPush | None,
+    launches: Launches | None,
+) -> PaperSeq2SeqTrainer:
+    """The trainer of ``model`` on ``data``, as the resolved ``run`` says, with its callbacks (``run_callbacks``)."""
+    logger.info("batch shapes on %s: %s", run.device, run.shapes.describe())  # training's and evaluation's batches
+    train_set = training_set(data_args, training_args, data.train, data.tokenizer, run)
     stop = SaveOnSignal() if run.save_on_signal else None
-    completion = CompleteCheckpoints(
-        train_set, run.batch_plan, run.settings, stop, launches, training_args.save_total_limit
-    )
     fit_for_compile(training_args)
     share_batches_by_name(training_args.dataloader_num_workers)
+    tokenizer, validation = data.tokenizer, data.validation
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=trainer_arguments(HubPush.trainer_args(training_args) if hub is not None else training_args),
         training_set=train_set,
         eval_dataset=validation,
         processing_class=tokenizer,
-        data_collator=PairBatches(shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels),
+        data_collator=PairBatches(run.shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels),
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
         max_tokens_per_batch=run.micro_batch,
-        shapes=shapes,
+        shapes=run.shapes,
         lr_multiplier=lr_multiplier(model_args, training_args),
         decoding=run.decoding,
         stop=stop,
-        callbacks=[
-            LearningCurveCallback(training_args.output_dir),
-            CompileReport(),
-            completion,
-            *([launches] if launches is not None else []),
-        ],
+        callbacks=run_callbacks(run, training_args, train_set, stop, hub, launches),
     )
     check_fsdp_state_dict(trainer)
     if trainer.is_fsdp_enabled:  # a checkpoint's full state dict loads into the shards when resuming
         hold_ties_once(trainer.model)
     else:  # a resume loads model.safetensors, which holds the tied weight under one name
         load_ties_whole(trainer.model)
-    if run.max_train_minutes:
-        trainer.add_callback(TimeBudget(run.max_train_minutes))
-    if stop is not None:  # after the time budget: a signal's checkpoint and stop win over its decision at a step
-        trainer.add_callback(stop)
-    if hub is not None:  # after CompleteCheckpoints: a checkpoint is pushed once it is complete
-        trainer.add_callback(hub)
-    sampler = trainer.token_batches()  # the very sampler training uses
-    if sampler is not None:  # (a stream plans its batches as it reads)
-        logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
-    return trainer, data
+    return trainer
+
+
+def run_callbacks(
+    run: ResolvedRun,
+    training_args: Seq2SeqTrainingArguments,
+    train_set: TrainingSet,
+    stop: SaveOnSignal | None,
+    hub: HubPush | None,
+    launches: Launches | None,
+) -> list[TrainerCallback]:
+    """The run's callbacks, in the order they act at each event (after Trainer's own): the learning curve, the
+    compile report, the checkpoints' completion, the launches, the time budget, the signal stop (after the time
+    budget: a signal's checkpoint and stop win over its decision at a step), the Hub (after the completion: a
+    checkpoint is pushed once it is complete) and the first step's log."""
+    completion = CompleteCheckpoints(
+        train_set, run.batch_plan, run.settings, stop, launches, training_args.save_total_limit
+    )
+    optional = (
+        launches,
+        TimeBudget(run.max_train_minutes) if run.max_train_minutes else None,
+        stop,
+        hub,
+    )
+    return [
+        LearningCurveCallback(training_args.output_dir),
+        CompileReport(),
+        completion,
+        *(callback for callback in optional if callback is not None),
+        FirstStepLog(),
+    ]
 
 
 def check_fsdp_state_dict(trainer: PaperSeq2SeqTrainer) -> None:

@@ -24,7 +24,7 @@ from ..data.batching import Placement, TokenBatchSampler, TrainingSet
 from ..resolved import RunDecoding
 from ..run import checkpoints
 from ..run.stopping import SaveOnSignal, stopped_by_signal, train_until_stopped
-from .average import load_average
+from .average import average_newest_into, load_average
 from .compiled import mark_dynamic
 from .loader_wait import LoaderWait
 
@@ -247,6 +247,13 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         mask = inputs["attention_mask"]
         longest = int(mask.sum(dim=1).max()) if self.shapes.pads() else mask.shape[1]
         return self.search.generate_kwargs(longest)
+
+    def average_newest(self, count: int) -> list[Path]:
+        """§6.1: the model becomes the mean of the run's ``count`` newest complete checkpoints
+        (``average.average_newest_into``), which are returned. Under FSDP 1 its wrapper is averaged, not its inner
+        module of flat parameters (FSDP 2 shards the model itself)."""
+        model = self.model_wrapped if self.is_fsdp_enabled else self.accelerator.unwrap_model(self.model)
+        return average_newest_into(model, self.args.output_dir, count)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """Trainer's save of the model (a checkpoint's, or the final model), its generation config holding the run's
