@@ -52,7 +52,7 @@ def resolve_run(
     """The run resolved (``resolved.ResolvedRun``), the one place each value derived from the command and the machine
     is decided: the batch shapes on the device, the precision, the micro-batch (``micro_batch.size_micro_batch``,
     which may probe the device with the run's model), the accumulation, the compile mode, the learning rate, the
-    decodings, and the settings a relaunch compares. Logs the step's size."""
+    decodings, and the settings a relaunch compares."""
     device, processes = training_args.device.type, training_args.world_size
     shapes = batch_shapes(data_args, device)
     precision = autocast_precision(training_args)
@@ -66,6 +66,7 @@ def resolve_run(
         micro_batch=micro_batch,
         sized_by=sized_by,
         accumulation=accumulation,
+        asked_tokens_per_step=data_args.tokens_per_step,
         processes=processes,
         device=device,
         shapes=shapes,
@@ -79,7 +80,6 @@ def resolve_run(
         max_train_minutes=model_args.max_train_minutes,
     )
     logger.info("precision: %s", precision_line(precision, on_cpu(training_args)))
-    log_step_size(run, data_args.tokens_per_step)
     return replace(run, settings=run_settings(model_args, data_args, training_args, run))
 
 
@@ -95,10 +95,10 @@ def base_learning_rate(model_args: ModelArguments, training_args: Seq2SeqTrainin
     return model_args.lr_scale * d_model**-0.5
 
 
-def log_step_size(run: ResolvedRun, asked: int | None) -> None:
+def log_step_size(run: ResolvedRun) -> None:
     """§5.1's batch is counted per optimizer step: the per-device micro-batch x devices x gradient accumulation.
-    With --tokens_per_step (``asked``), the accumulation comes closest to it; a step far from it is warned of."""
-    total = run.tokens_per_step
+    With --tokens_per_step, the accumulation comes closest to it; a step far from it is warned of."""
+    total, asked = run.tokens_per_step, run.asked_tokens_per_step
     logger.info(
         "tokens per step per side: %d per device x %d devices x %d accumulation = %d%s",
         run.micro_batch,
@@ -132,7 +132,11 @@ def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> Van
 
 
 def run_tokenizer(
-    model_args: ModelArguments, data_args: DataArguments, train, output_dir: Path, seed: int
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    train: datasets.Dataset | datasets.IterableDataset,
+    output_dir: Path,
+    seed: int,
 ) -> PreTrainedTokenizerBase:
     """The start model's tokenizer, the one --tokenizer names, the run's own (a run being resumed, or the first
     process's), else one learned from a sample of ``train`` (a Dataset, or the stream of --streaming), or taken
@@ -206,6 +210,7 @@ def build_trainer(
     with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's; with ``launches``, each
     checkpoint holds the run's launches; ``run``: the resolved run (vanilla-train's), else resolved here."""
     run = run or resolve_run(model_args, data_args, training_args)
+    log_step_size(run)
     set_seed(training_args.seed)
     data = build_data(model_args, data_args, training_args)
     model = build_model(model_args, data.tokenizer)

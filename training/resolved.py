@@ -57,7 +57,8 @@ class ResolvedRun:
 
     - ``micro_batch``: the tokens a side one device takes at once (--max_tokens_per_batch, or sized to the device:
       ``step.micro_batch``), ``sized_by``: how that was decided; ``accumulation``: the micro-batches a step;
-      ``processes``: the data-parallel processes; together the step's tokens (``tokens_per_step``);
+      ``processes``: the data-parallel processes; together the step's tokens (``tokens_per_step``), which come
+      closest to --tokens_per_step (``asked_tokens_per_step``) where given;
     - ``shapes``: the batches' shapes on ``device`` (a device type), training's and evaluation's alike;
     - ``learning_rate``: the base rate (§5.3's ``lr_scale * d_model^-0.5`` under --lr_schedule paper);
     - ``precision``: what autocast runs, by accelerate's name ("no", "bf16", "fp16");
@@ -69,6 +70,7 @@ class ResolvedRun:
     micro_batch: int
     sized_by: str
     accumulation: int
+    asked_tokens_per_step: int | None
     processes: int
     device: str
     shapes: BatchShapes

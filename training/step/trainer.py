@@ -30,63 +30,6 @@ from .loader_wait import LoaderWait
 
 logger = logging.getLogger(__name__)
 
-# transformers' internals that the package touches, each with why no public way serves (docs/architecture.md):
-# Trainer's private methods overridden or called, Trainer's own state read or set, and names of its modules that
-# transformers does not export. tests/test_training/test_trainer_hooks.py finds them in the code and fails on one
-# used and not listed here, on one listed and no longer used (or no longer transformers'), and on an overridden
-# method whose parameters a release changed.
-PRIVATE_TRAINER_HOOKS = {
-    "_get_train_sampler": (
-        "overridden: Trainer's _get_dataloader hands the token sampler, a BatchRebalanceSampler, to the DataLoader as "
-        "its batch sampler and keeps Accelerate from sharding it again; get_train_dataloader would repeat that work"
-    ),
-    "_save_checkpoint": (
-        "overridden, so that a failed write removes the unmarked folder and keeps the previous complete checkpoint "
-        "(no callback runs before or around Trainer's writes); called by save_checkpoint: no public method writes a "
-        "resumable one"
-    ),
-    "gather_function": (
-        "set by evaluation_loop to accelerator.gather_for_metrics: Seq2SeqTrainer's evaluate and predict set "
-        "accelerator.gather, which keeps the pairs the ranks' last batches repeat (BLEU failed on 2 processes)"
-    ),
-    "callback_handler": "save_checkpoint runs the on_save callbacks after Trainer's save, as Trainer's loop does",
-    "control": "save_checkpoint keeps what the on_save callbacks return, as Trainer's loop does",
-    "label_smoother": (
-        "set to None: the model computes §5.4's label-smoothed loss in one fused cross_entropy, where Trainer's would "
-        "take the log-probabilities of the whole vocabulary a second time"
-    ),
-    "lr_scheduler": "create_scheduler leaves §5.3's schedule where Trainer's loop steps it and its checkpoints save it",
-    "state": "train() takes the TrainerState of a checkpoint of the run's last step as the trained run's",
-    "accelerator": (
-        "Trainer's Accelerate object, for what Trainer has no public method for: gather_for_metrics, unwrap_model (the "
-        "model averaged, the one its generation config is saved into) and the FSDP plugin's state dict type"
-    ),
-    "is_fsdp_enabled": (
-        "whether Accelerate shards the model (the tied embedding's loading, the state dict check, the model averaged); "
-        "Trainer has no public flag"
-    ),
-    "BatchRebalanceSampler": (
-        "TokenBatchSampler derives from it only because Trainer hands a sampler of this class (an isinstance check) to "
-        "the DataLoader as its batch sampler without sharding it again; none of its methods is used"
-    ),
-    "TRAINER_STATE_NAME": "the file of a checkpoint's TrainerState, whose step a relaunch and the record read",
-    "TRAINING_ARGS_NAME": (
-        "the file of a checkpoint's TrainingArguments, written again by CompleteCheckpoints with the run's "
-        "save_total_limit (Trainer wrote its own arguments, which rotate nothing: checkpoints.trainer_arguments)"
-    ),
-    "TrainOutput": "Trainer.train()'s result: made for a run with nothing left to train, and with a launch's metrics",
-    "HubStrategy": "--hub_strategy's values, which HubPush acts on in Trainer's stead",
-    "SAFE_WEIGHTS_NAME": "the file of the final model's weights, removed when writing it fails",
-    "clear_device_cache": (
-        "accelerate's own release of device memory between find_executable_batch_size's tries (accelerate.utils does "
-        "not export it): micro_batch frees the probe's model and optimizer with it before the run's are built"
-    ),
-    "_actions": (
-        "HfArgumentParser's (argparse's) flags, whose destinations a preset's fields are checked against: no public "
-        "list of them"
-    ),
-}
-
 
 class PaperSeq2SeqTrainer(Seq2SeqTrainer):
     """Seq2SeqTrainer plus token-count batching, the run's schedule (``schedules``) and §6.1's output length.
