@@ -1,8 +1,10 @@
 """vanilla-train's arguments: model flags generated from the config's fields, presets layered with `base:`."""
 
+import argparse
 import dataclasses
 
 import pytest
+import torch
 import yaml
 
 from modeling_vanilla import VanillaTransformerConfig
@@ -158,3 +160,26 @@ def test_fp16_on_a_cpu_is_refused_rather_than_trained_in_fp32_under_its_name(mon
     refusal = r"^--fp16 true: accelerate runs no fp16 autocast on a CPU, so the run would train in fp32; train with "
     with pytest.raises(UsageError, match=refusal):
         parse_args(["--output_dir", "x", "--use_cpu", "true", "--bf16", "false", "--fp16", "true"])
+
+
+@pytest.mark.parametrize("cuda", [False, True])
+def test_the_command_line_is_parsed_once(monkeypatch, cuda):
+    """The preset and the device's defaults are known before the parser is built; the loader's settings on a GPU are
+    settled from the one parse (here BPE-dropout's: workers made anew each epoch)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(arguments, "bf16_supported", lambda: False)
+    parses = []
+    parse = argparse.ArgumentParser.parse_known_args
+    monkeypatch.setattr(
+        argparse.ArgumentParser, "parse_known_args", lambda *args, **kwargs: parses.append(1) or parse(*args, **kwargs)
+    )
+    argv = ["--config=multi30k", "--output_dir", "x", "--bpe_dropout", "0.1", "--use_cpu", "true"]
+    _, data_args, training_args = parse_args(argv)
+    assert len(parses) == 1 and data_args.bpe_dropout == 0.1
+    workers = (2, 4, False) if cuda else (0, None, False)
+    loader = (
+        training_args.dataloader_num_workers,
+        training_args.dataloader_prefetch_factor,
+        training_args.dataloader_persistent_workers,
+    )
+    assert loader == workers
