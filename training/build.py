@@ -166,7 +166,7 @@ class RunData:
     training (None without a validation split) and the tokenizer."""
 
     splits: datasets.DatasetDict
-    train: object
+    train: datasets.Dataset | datasets.IterableDataset
     validation: datasets.Dataset | None
     tokenizer: PreTrainedTokenizerBase
 
