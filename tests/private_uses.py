@@ -1,7 +1,9 @@
-"""What a package touches of transformers' (and Accelerate's) internals, found by parsing its code with ``ast``:
+"""What a package touches of the internals of transformers, Accelerate, torch and datasets (argparse's through
+transformers' HfArgumentParser), found by parsing its code with ``ast``:
 
-- a name imported from a module of theirs that the library's top level does not export (``TRAINER_STATE_NAME``,
-  ``BatchRebalanceSampler``), or one with a leading underscore;
+- a name imported from a module of transformers' or Accelerate's that the library's top level does not export
+  (``TRAINER_STATE_NAME``, ``BatchRebalanceSampler``), or one with a leading underscore, or from a private module
+  (``torch._inductor.cpp_builder``: ``_inductor``);
 - ``x._name`` where ``x`` is one of their objects, or ``getattr(x, "_name")``: a Trainer, its accelerator, arguments,
   a parser; ``self`` and ``super()`` in a class derived from one of theirs, when the name is the library class's (a
   private method overridden or called, such as ``_save_checkpoint``), not the subclass's own;
@@ -24,7 +26,8 @@ from pathlib import Path
 
 from transformers import Seq2SeqTrainer, Trainer, TrainerCallback
 
-LIBRARIES = ("transformers", "accelerate")
+LIBRARIES = ("transformers", "accelerate", "torch", "datasets")
+TOP_LEVEL_API = ("transformers", "accelerate")  # what their top level does not export is internal
 NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})  # public, by Python's naming
 
 
@@ -50,7 +53,10 @@ def assigned_attributes(cls: type) -> frozenset[str]:
     for klass in cls.__mro__:
         if klass.__module__.split(".")[0] not in LIBRARIES:
             continue
-        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError):  # a class of compiled code (torch's C extension) has no source
+            continue
         for node in ast.walk(tree):
             targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
             for target in targets:
@@ -116,6 +122,10 @@ class Finder(ast.NodeVisitor):
             return self.library_bases(node.slice)
         if isinstance(node, ast.Tuple):
             return tuple(base for element in node.elts for base in self.library_bases(element))
+        if isinstance(node, ast.Attribute):  # datasets.Dataset
+            owner = self.imported.get(node.value.id) if isinstance(node.value, ast.Name) else None
+            found = getattr(owner, node.attr, None)
+            return (found,) if isinstance(found, type) else ()
         name = node.id if isinstance(node, ast.Name) else None
         if name in self.classes:
             return self.classes[name]
@@ -176,9 +186,13 @@ class Finder(ast.NodeVisitor):
         if node.level or root not in LIBRARIES:
             return
         library = importlib.import_module(root)
+        for part in node.module.split("."):
+            if private(part):
+                self.use(part, node)
         for alias in node.names:
             self.imported[alias.asname or alias.name] = library_object(node.module, alias.name)
-            if private(alias.name) or (node.module != root and not hasattr(library, alias.name)):
+            internal = root in TOP_LEVEL_API and node.module != root and not hasattr(library, alias.name)
+            if private(alias.name) or internal:
                 self.use(alias.name, node)
 
     def visit_Import(self, node: ast.Import) -> None:

@@ -76,7 +76,8 @@ def test_training_does_not_import_the_serving_layer():
 TRAINING_PARTS = {
     "training": 0,  # the package: registers the model with the Auto classes
     "training.data": 0,  # the data path: corpus, moses, tokenizer, batching, bpe_dropout, streaming
-    "training.arguments": 1,  # the flags and presets; resolve, the one change to Trainer's arguments
+    "training.arguments": 1,  # the flags and presets
+    "training.resolved": 2,  # the run resolved: every derived value, decided once (ResolvedRun)
     "training.schedules": 2,  # --lr_schedule
     "training.run": 3,  # a run's life: checkpoints, relaunch, stopping, lock, settings, launches, record, curve, Hub
     "training.step": 4,  # the step: trainer, compiled, micro_batch, evaluation, average, ties, allocator, loader_wait

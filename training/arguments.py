@@ -1,8 +1,9 @@
 """vanilla-train's arguments: the model's (generated from VanillaTransformerConfig's own fields, so a field added
 to the config is a flag at once), the recipe's that are not Trainer flags (``RecipeArguments``), the data's
 (``data.DataArguments``) and every Seq2SeqTrainingArguments flag; a ``--config`` preset gives their defaults.
-``resolve`` is the one step that changes the parsed Seq2SeqTrainingArguments."""
+The values derived from them are resolved once (``resolved.ResolvedRun``)."""
 
+import argparse
 import logging
 import os
 import re
@@ -14,7 +15,6 @@ from typing import Literal
 import torch
 import yaml
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
-from transformers.trainer_utils import IntervalStrategy
 
 from modeling_vanilla import VanillaTransformerConfig
 from vanilla_tools.cli import UsageError
@@ -188,14 +188,6 @@ def load_preset(name: str, seen: tuple[str, ...] = ()) -> dict:
     return {**load_preset(base, (*seen, str(path.resolve()))), **settings}
 
 
-def gradient_accumulation(data_args: DataArguments, training_args) -> int:
-    """The batches accumulated into a step: --gradient_accumulation_steps, or with --tokens_per_step the number that
-    comes closest to it (§5.1 counts the batch per optimizer step) with --max_tokens_per_batch on every process."""
-    if not data_args.tokens_per_step:
-        return training_args.gradient_accumulation_steps
-    return max(1, round(data_args.tokens_per_step / (data_args.max_tokens_per_batch * training_args.world_size)))
-
-
 # On a GPU a step makes the host wait for nothing: batches are copied from pinned memory (Trainer pins them)
 # without waiting for the copy (accelerate's non_blocking), and Trainer does not read each batch's loss on the host
 # to leave a NaN or infinite one out of the logged mean (such a loss shows in the log). Each made the host wait for
@@ -215,44 +207,74 @@ LOADER_ON_CUDA = {
 }
 
 
-def set_loader_defaults(parser: HfArgumentParser, argv: list[str], preset: dict) -> None:
-    """Makes ``LOADER_ON_CUDA``'s settings the defaults of ``parser`` where the ``preset`` does not give them, as
-    the training set that ``argv`` asks for takes them: none for --streaming's, workers made anew each epoch for
-    BPE-dropout's, and Trainer's (no prefetching, no kept workers) where a flag or the preset asks for no workers."""
-    if parser.parse_known_args(argv)[0].streaming:
-        return
-    parser.set_defaults(**{name: value for name, value in LOADER_ON_CUDA.items() if name not in preset})
-    chosen = parser.parse_known_args(argv)[0]
-    if not chosen.dataloader_num_workers:
-        without = {"dataloader_prefetch_factor": None, "dataloader_persistent_workers": False}
-        parser.set_defaults(**{name: value for name, value in without.items() if name not in preset})
-    elif chosen.bpe_dropout and "dataloader_persistent_workers" not in preset:
-        parser.set_defaults(dataloader_persistent_workers=False)
+DEVICE_DEFAULT = object()  # a loader setting left to the device and the training set (``loader_settings``)
+
+
+def loader_settings(namespace: argparse.Namespace) -> dict:
+    """``LOADER_ON_CUDA``'s settings for the training set that the parsed command (``namespace``) asks for: Trainer's
+    own (no workers) for --streaming's, workers made anew each epoch for BPE-dropout's, and no prefetching or kept
+    workers where a flag or the preset asks for no workers."""
+    if namespace.streaming:
+        return {f.name: f.default for f in fields(Seq2SeqTrainingArguments) if f.name in LOADER_ON_CUDA}
+    settings = dict(LOADER_ON_CUDA)
+    workers = namespace.dataloader_num_workers
+    if not (settings["dataloader_num_workers"] if workers is DEVICE_DEFAULT else workers):
+        settings.update(dataloader_prefetch_factor=None, dataloader_persistent_workers=False)
+    elif namespace.bpe_dropout:
+        settings["dataloader_persistent_workers"] = False
+    return settings
+
+
+class TrainParser(HfArgumentParser):
+    """vanilla-train's parser, which reads the command line once: its defaults (the preset's and the device's) are
+    set before it parses, and a data-loader setting left to the device (``DEVICE_DEFAULT``: on a GPU, where neither
+    the command nor the preset gives it) is settled from what the command asks for (``loader_settings``) as it
+    parses."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, rest = super().parse_known_args(args, namespace)
+        left = [name for name in LOADER_ON_CUDA if getattr(namespace, name, None) is DEVICE_DEFAULT]
+        if left:
+            settings = loader_settings(namespace)
+            for name in left:
+                setattr(namespace, name, settings[name])
+        return namespace, rest
+
+
+def config_name(argv: list[str]) -> str | None:
+    """--config's value, read from the command line before the parser is built: the preset gives its defaults."""
+    for at, flag in enumerate(argv):
+        if flag == "--config" and at + 1 < len(argv):
+            return argv[at + 1]
+        if flag.startswith("--config="):
+            return flag.split("=", 1)[1]
+    return None
 
 
 def parse_args(argv: list[str] | None = None):
-    """(ModelArguments, DataArguments, Seq2SeqTrainingArguments); a ``--config`` preset gives the defaults, and
-    bf16 autocast is on where the hardware runs it fast and safely."""
+    """(ModelArguments, DataArguments, Seq2SeqTrainingArguments), the command line parsed once; a ``--config``
+    preset gives the defaults, and bf16 autocast is on where the hardware runs it fast and safely."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = HfArgumentParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments))
-    parser.add_argument("--config", default=None, help=f"preset: one of {PRESETS} or a YAML file")
-    known, _ = parser.parse_known_args(argv)
+    config = config_name(argv)
+    on_cuda = torch.cuda.is_available()
     defaults = {
-        **(ON_CUDA if torch.cuda.is_available() else {}),
+        **(ON_CUDA if on_cuda else {}),
         "bf16": bf16_supported(),
-        "use_cpu": not torch.cuda.is_available(),
+        "use_cpu": not on_cuda,
         "predict_with_generate": True,
         "ddp_find_unused_parameters": False,  # every parameter gets a gradient every step
         "warmup_steps": 4000,  # §5.3 (Trainer's 0 would leave the paper's schedule nothing to divide by)
     }
-    if known.config:
-        defaults.update(load_preset(known.config))
+    preset = load_preset(config) if config else {}
+    if on_cuda:  # the loader's settings a preset does not give are left to the device (TrainParser)
+        defaults.update({name: DEVICE_DEFAULT for name in LOADER_ON_CUDA if name not in preset})
+    defaults.update(preset)
+    parser = TrainParser((ModelArguments, DataArguments, Seq2SeqTrainingArguments))
+    parser.add_argument("--config", default=None, help=f"preset: one of {PRESETS} or a YAML file")
     unknown = set(defaults) - {action.dest for action in parser._actions}
     if unknown:
-        raise UsageError(f"--config {known.config} sets unknown fields: {sorted(unknown)}")
+        raise UsageError(f"--config {config} sets unknown fields: {sorted(unknown)}")
     parser.set_defaults(**defaults)
-    if torch.cuda.is_available():
-        set_loader_defaults(parser, argv, defaults)
     *parsed, rest = parser.parse_args_into_dataclasses(argv, return_remaining_strings=True)
     if rest:
         raise UsageError(f"unknown arguments: {rest}")
@@ -281,44 +303,6 @@ def check_lengths(model_args, training_args: Seq2SeqTrainingArguments) -> None:
             "--lr_schedule inverse_sqrt needs --warmup_steps and --learning_rate above 0, got "
             f"{training_args.warmup_steps:g} and {training_args.learning_rate:g}"
         )
-
-
-def resolve(
-    model_args,
-    data_args: DataArguments,
-    training_args: Seq2SeqTrainingArguments,
-    *,
-    d_model: int,
-    validation: bool,
-    compile_mode: str | None,
-    compiles: bool,
-) -> None:
-    """Every change vanilla-train makes to the parsed ``training_args``, made here at once and in place (the run's
-    record reads them back), once the run's plan (its micro-batch: ``micro_batch``), data and model exist and before
-    the Trainer is built. The values decided elsewhere come in: ``d_model``: the model's; ``validation``: whether the
-    corpus has a validation split; ``compile_mode``: the ``--torch_compile_mode`` the step runs
-    (``compiled.settle_cuda_graphs``); ``compiles``: whether inductor can compile here (``compiled.compiles``).
-
-    - the gradient accumulation of --tokens_per_step (``gradient_accumulation``);
-    - a resumed stream (--streaming) reads on from its saved position itself: Trainer skips no data;
-    - a corpus without a validation split trains without evaluating (Trainer would refuse the run with a ValueError
-      rather than fail the command the user typed; the presets evaluate during training), logged;
-    - §5.3's base rate, ``lr_scale * d_model^-0.5`` (--lr_schedule paper);
-    - --torch_compile_mode as decided, and --torch_compile off where inductor cannot compile."""
-    training_args.gradient_accumulation_steps = gradient_accumulation(data_args, training_args)
-    if data_args.streaming:
-        training_args.ignore_data_skip = True
-    if not validation and training_args.eval_strategy != IntervalStrategy.NO:
-        logger.warning(
-            "no validation set (--validation_files): --eval_strategy %s is off, the run trains without evaluating",
-            training_args.eval_strategy.value,
-        )
-        training_args.eval_strategy = IntervalStrategy.NO
-    if model_args.lr_schedule == "paper":
-        training_args.learning_rate = model_args.lr_scale * d_model**-0.5
-    training_args.torch_compile_mode = compile_mode
-    if training_args.torch_compile and not compiles:
-        training_args.torch_compile, training_args.torch_compile_backend = False, None
 
 
 def on_cpu(training_args: Seq2SeqTrainingArguments) -> bool:

@@ -1,4 +1,4 @@
-"""What vanilla-train builds before it trains (``train`` conducts): the launch's plan (``RunPlan``), the tokenizer,
+"""What vanilla-train builds before it trains (``train`` conducts): the resolved run (``resolve_run``), the tokenizer,
 the model, the training set and the trainer with its callbacks (``build_trainer``), and the process's own settling
 (``prepare_process``, ``holding_output_dir``). benchmarks/ and the tests build their trainers here too."""
 
@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -16,23 +16,24 @@ import psutil
 from transformers import PreTrainedTokenizerBase, Seq2SeqTrainingArguments, TrainerCallback, set_seed
 
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
-from vanilla_tools.batch_shapes import BatchShapes, PairBatches
+from vanilla_tools.batch_shapes import PairBatches
 from vanilla_tools.cli import UsageError, load_tokenizer
 from vanilla_tools.disk import write_guard
 from vanilla_tools.hardware import precision_line
 
-from .arguments import ModelArguments, gradient_accumulation, model_fields, on_cpu, resolve
+from .arguments import ModelArguments, autocast_precision, model_fields, on_cpu
 from .data.batching import TokenizedPairs, TrainingSet, batch_shapes, share_batches_by_name
 from .data.bpe_dropout import BPEDropoutPairs
 from .data.corpus import DataArguments, load_parallel_data, source_key, tokenize_splits
 from .data.streaming import StreamingTokenBatches, streaming_pairs
 from .data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
-from .run.checkpoints import CompleteCheckpoints, output_guard
+from .resolved import ResolvedRun, RunDecoding, accumulation_steps
+from .run.checkpoints import CompleteCheckpoints, output_guard, trainer_arguments
 from .run.curve import LearningCurveCallback
 from .run.hub_push import HubPush
 from .run.launches import Launches
 from .run.run_lock import OutputDirLock
-from .run.run_settings import batch_plan, run_settings
+from .run.run_settings import run_settings
 from .run.stopping import SaveOnSignal, TimeBudget
 from .schedules import lr_multiplier
 from .step.allocator import keep_freed_memory
@@ -40,38 +41,76 @@ from .step.compiled import CompileReport, compiles, fit_for_compile, settle_cuda
 from .step.evaluation import BleuMetric, shortest_first, spread_sample
 from .step.micro_batch import Vocabulary, size_micro_batch
 from .step.ties import hold_ties_once, load_ties_whole
-from .step.trainer import PaperSeq2SeqTrainer, RunDecoding
+from .step.trainer import PaperSeq2SeqTrainer
 
 logger = logging.getLogger("vanilla_train")
 
 
-@dataclass(frozen=True)
-class RunPlan:
-    """What a launch decides from its arguments before its trainer is built, decided once and carried: the run's
-    settings (``run_settings``: what a relaunch and the checkpoints' rotation compare), its batch plan
-    (``batch_plan``: what a resumed run must keep), its signal stop (--save_on_signal) and its micro-batch
-    (``micro_batch``: how many tokens a device takes at once, and how that was decided, for the run's record)."""
+def resolve_run(
+    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
+) -> ResolvedRun:
+    """The run resolved (``resolved.ResolvedRun``), the one place each value derived from the command and the machine
+    is decided: the batch shapes on the device, the precision, the micro-batch (``micro_batch.size_micro_batch``,
+    which may probe the device with the run's model), the accumulation, the compile mode, the learning rate, the
+    decodings, and the settings a relaunch compares."""
+    device, processes = training_args.device.type, training_args.world_size
+    shapes = batch_shapes(data_args, device)
+    precision = autocast_precision(training_args)
+    model = partial(build_model, model_args, Vocabulary(data_args.vocab_size))
+    overwrite = model_args.overwrite_output_dir
+    micro_batch, sized_by = size_micro_batch(data_args, training_args, shapes, overwrite, model, precision)
+    accumulation = accumulation_steps(
+        data_args.tokens_per_step, micro_batch, processes, training_args.gradient_accumulation_steps
+    )
+    run = ResolvedRun(
+        micro_batch=micro_batch,
+        sized_by=sized_by,
+        accumulation=accumulation,
+        asked_tokens_per_step=data_args.tokens_per_step,
+        processes=processes,
+        device=device,
+        shapes=shapes,
+        learning_rate=base_learning_rate(model_args, training_args),
+        precision=precision,
+        compile_mode=settle_cuda_graphs(training_args, accumulation),
+        compiles=compiles(training_args),
+        decoding=RunDecoding.of(model_args, training_args),
+        streaming=data_args.streaming,
+        save_on_signal=model_args.save_on_signal,
+        max_train_minutes=model_args.max_train_minutes,
+    )
+    logger.info("precision: %s", precision_line(precision, on_cpu(training_args)))
+    return replace(run, settings=run_settings(model_args, data_args, training_args, run))
 
-    settings: dict
-    batches: dict
-    stop: SaveOnSignal | None
-    micro_batch: dict
 
-    @classmethod
-    def of(
-        cls, model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
-    ) -> "RunPlan":
-        shapes = batch_shapes(data_args, training_args.device.type)
-        model = partial(build_model, model_args, Vocabulary(data_args.vocab_size))
-        sized_by = size_micro_batch(data_args, training_args, shapes, model_args.overwrite_output_dir, model)
-        batches = batch_plan(data_args, training_args)
-        micro_batch = {
-            "tokens_per_side": data_args.max_tokens_per_batch,
-            "per_step": batches["gradient_accumulation_steps"],
-            "sized_by": sized_by,
-        }
-        stop = SaveOnSignal() if model_args.save_on_signal else None
-        return cls(run_settings(model_args, data_args, training_args), batches, stop, micro_batch)
+def base_learning_rate(model_args: ModelArguments, training_args: Seq2SeqTrainingArguments) -> float:
+    """The schedule's base rate: §5.3's ``lr_scale * d_model^-0.5`` (--lr_schedule paper; d_model the start
+    model's where there is one), else --learning_rate."""
+    if model_args.lr_schedule != "paper":
+        return training_args.learning_rate
+    if model_args.model_name_or_path:
+        d_model = VanillaTransformerConfig.from_pretrained(model_args.model_name_or_path).d_model
+    else:
+        d_model = model_args.d_model
+    return model_args.lr_scale * d_model**-0.5
+
+
+def log_step_size(run: ResolvedRun) -> None:
+    """§5.1's batch is counted per optimizer step: the per-device micro-batch x devices x gradient accumulation.
+    With --tokens_per_step, the accumulation comes closest to it; a step far from it is warned of."""
+    total, asked = run.tokens_per_step, run.asked_tokens_per_step
+    logger.info(
+        "tokens per step per side: %d per device x %d devices x %d accumulation = %d%s",
+        run.micro_batch,
+        run.processes,
+        run.accumulation,
+        total,
+        f" (asked: {asked})" if asked else "",
+    )
+    if asked and abs(total - asked) > 0.25 * asked:
+        logger.warning(
+            "a step holds %d tokens per side, far from the %d asked: adjust --max_tokens_per_batch", total, asked
+        )
 
 
 def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> VanillaTransformerForSeq2Seq:
@@ -93,7 +132,11 @@ def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> Van
 
 
 def run_tokenizer(
-    model_args: ModelArguments, data_args: DataArguments, train, output_dir: Path, seed: int
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    train: datasets.Dataset | datasets.IterableDataset,
+    output_dir: Path,
+    seed: int,
 ) -> PreTrainedTokenizerBase:
     """The start model's tokenizer, the one --tokenizer names, the run's own (a run being resumed, or the first
     process's), else one learned from a sample of ``train`` (a Dataset, or the stream of --streaming), or taken
@@ -116,25 +159,26 @@ def run_tokenizer(
     return learned_tokenizer(sentences, key, data_args.vocab_size, data_args.cache_dir, count)
 
 
-def build_trainer(
-    model_args: ModelArguments,
-    data_args: DataArguments,
-    training_args: Seq2SeqTrainingArguments,
-    hub: HubPush | None = None,
-    launches: Launches | None = None,
-    plan: RunPlan | None = None,
-) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
-    """Data, tokenizer (trained on the training text unless the run or the start model has one), model, trainer;
-    with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's; with ``launches``, each
-    checkpoint holds the run's launches; ``plan``: the launch's (vanilla-train's), else decided here."""
-    plan = plan or RunPlan.of(model_args, data_args, training_args)
-    set_seed(training_args.seed)
-    output_dir = Path(training_args.output_dir)
+@dataclass(frozen=True)
+class RunData:
+    """What the run trains and evaluates on: the tokenized splits (``splits``), the training pairs as the training set
+    reads them (``train``: tokenized, or --streaming's stream of raw pairs), the validation pairs evaluated during
+    training (None without a validation split) and the tokenizer."""
 
+    splits: datasets.DatasetDict
+    train: datasets.Dataset | datasets.IterableDataset
+    validation: datasets.Dataset | None
+    tokenizer: PreTrainedTokenizerBase
+
+
+def build_data(
+    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
+) -> RunData:
+    """The data and the tokenizer (trained on the training text unless the run or the start model has one, and
+    saved into the run's directory), the first process filling datasets' cache for the others."""
+    output_dir = Path(training_args.output_dir)
     if data_args.streaming:
         check_streaming(data_args, training_args)
-    step_size(data_args, training_args)
-    compile_mode = settle_cuda_graphs(training_args, gradient_accumulation(data_args, training_args))
     cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
     with write_guard(cache, "datasets' cache", "rerun, or pass --cache_dir on another disk"):
         with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
@@ -147,65 +191,106 @@ def build_trainer(
                 with output_guard(output_dir, "the tokenizer", (output_dir / "tokenizer.json").unlink):
                     tokenizer.save_pretrained(output_dir)
         with training_args.main_process_first(desc="tokenize"):
-            data = tokenize_splits(raw, tokenizer, data_args)
-    validation = shortest_first(data["validation"]) if "validation" in data else None
+            splits = tokenize_splits(raw, tokenizer, data_args)
+    validation = shortest_first(splits["validation"]) if "validation" in splits else None
     if validation is not None and data_args.max_eval_samples:
         validation = spread_sample(validation, data_args.max_eval_samples)
+    return RunData(splits, train if data_args.streaming else splits["train"], validation, tokenizer)
 
-    model = build_model(model_args, tokenizer)
+
+def build_trainer(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: Seq2SeqTrainingArguments,
+    hub: HubPush | None = None,
+    launches: Launches | None = None,
+    run: ResolvedRun | None = None,
+) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
+    """The data and tokenizer (``build_data``), the model (``build_model``), then the trainer (``assemble_trainer``);
+    with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's; with ``launches``, each
+    checkpoint holds the run's launches; ``run``: the resolved run (vanilla-train's), else resolved here."""
+    run = run or resolve_run(model_args, data_args, training_args)
+    log_step_size(run)
+    set_seed(training_args.seed)
+    data = build_data(model_args, data_args, training_args)
+    model = build_model(model_args, data.tokenizer)
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
-    resolve(
-        model_args,
-        data_args,
-        training_args,
-        d_model=model.config.d_model,
-        validation=validation is not None,
-        compile_mode=compile_mode,
-        compiles=compiles(training_args),
-    )
-    shapes = batch_shapes(data_args, training_args.device.type)  # training's and evaluation's batches alike
-    logger.info("batch shapes on %s: %s", training_args.device.type, shapes.describe())
-    train_set = training_set(
-        data_args, training_args, train if data_args.streaming else data["train"], tokenizer, shapes
-    )
-    completion = CompleteCheckpoints(train_set, plan.batches, plan.settings, plan.stop, launches)
+    run.write(training_args, validation=data.validation is not None)
+    trainer = assemble_trainer(model_args, data_args, training_args, run, data, model, hub, launches)
+    sampler = trainer.token_batches()  # the very sampler training uses
+    if sampler is not None:  # (a stream plans its batches as it reads)
+        logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
+    return trainer, data.splits
+
+
+def assemble_trainer(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: Seq2SeqTrainingArguments,
+    run: ResolvedRun,
+    data: RunData,
+    model: VanillaTransformerForSeq2Seq,
+    hub: HubPush | None,
+    launches: Launches | None,
+) -> PaperSeq2SeqTrainer:
+    """The trainer of ``model`` on ``data``, as the resolved ``run`` says, with its callbacks (``run_callbacks``)."""
+    logger.info("batch shapes on %s: %s", run.device, run.shapes.describe())  # training's and evaluation's batches
+    train_set = training_set(data_args, training_args, data.train, data.tokenizer, run)
+    stop = SaveOnSignal() if run.save_on_signal else None
     fit_for_compile(training_args)
     share_batches_by_name(training_args.dataloader_num_workers)
+    tokenizer, validation = data.tokenizer, data.validation
     trainer = PaperSeq2SeqTrainer(
         model=model,
-        args=HubPush.trainer_args(training_args) if hub is not None else training_args,
+        args=trainer_arguments(HubPush.trainer_args(training_args) if hub is not None else training_args),
         training_set=train_set,
         eval_dataset=validation,
         processing_class=tokenizer,
-        data_collator=PairBatches(shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels),
+        data_collator=PairBatches(run.shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels),
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
-        max_tokens_per_batch=data_args.max_tokens_per_batch,
-        shapes=shapes,
+        max_tokens_per_batch=run.micro_batch,
+        shapes=run.shapes,
         lr_multiplier=lr_multiplier(model_args, training_args),
-        decoding=RunDecoding.of(model_args, training_args),
-        stop=plan.stop,
-        callbacks=[
-            LearningCurveCallback(training_args.output_dir),
-            CompileReport(),
-            completion,
-            *([launches] if launches is not None else []),
-        ],
+        decoding=run.decoding,
+        stop=stop,
+        callbacks=run_callbacks(run, training_args, train_set, stop, hub, launches),
     )
     check_fsdp_state_dict(trainer)
     if trainer.is_fsdp_enabled:  # a checkpoint's full state dict loads into the shards when resuming
         hold_ties_once(trainer.model)
     else:  # a resume loads model.safetensors, which holds the tied weight under one name
         load_ties_whole(trainer.model)
-    if model_args.max_train_minutes:
-        trainer.add_callback(TimeBudget(model_args.max_train_minutes))
-    if plan.stop is not None:  # after the time budget: a signal's checkpoint and stop win over its decision at a step
-        trainer.add_callback(plan.stop)
-    if hub is not None:  # after CompleteCheckpoints: a checkpoint is pushed once it is complete
-        trainer.add_callback(hub)
-    sampler = trainer.token_batches()  # the very sampler training uses
-    if sampler is not None:  # (a stream plans its batches as it reads)
-        logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
-    return trainer, data
+    return trainer
+
+
+def run_callbacks(
+    run: ResolvedRun,
+    training_args: Seq2SeqTrainingArguments,
+    train_set: TrainingSet,
+    stop: SaveOnSignal | None,
+    hub: HubPush | None,
+    launches: Launches | None,
+) -> list[TrainerCallback]:
+    """The run's callbacks, in the order they act at each event (after Trainer's own): the learning curve, the
+    compile report, the checkpoints' completion, the launches, the time budget, the signal stop (after the time
+    budget: a signal's checkpoint and stop win over its decision at a step), the Hub (after the completion: a
+    checkpoint is pushed once it is complete) and the first step's log."""
+    completion = CompleteCheckpoints(
+        train_set, run.batch_plan, run.settings, stop, launches, training_args.save_total_limit
+    )
+    optional = (
+        launches,
+        TimeBudget(run.max_train_minutes) if run.max_train_minutes else None,
+        stop,
+        hub,
+    )
+    return [
+        LearningCurveCallback(training_args.output_dir),
+        CompileReport(),
+        completion,
+        *(callback for callback in optional if callback is not None),
+        FirstStepLog(),
+    ]
 
 
 def check_fsdp_state_dict(trainer: PaperSeq2SeqTrainer) -> None:
@@ -225,7 +310,7 @@ def check_fsdp_state_dict(trainer: PaperSeq2SeqTrainer) -> None:
 
 
 def training_set(
-    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer, shapes: BatchShapes
+    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer, run: ResolvedRun
 ) -> TrainingSet:
     """The kind of training set the arguments ask for, decided here once: the stream of --streaming, the pairs
     re-segmented each epoch of --bpe_dropout, or the tokenized pairs."""
@@ -234,10 +319,11 @@ def training_set(
             train,
             tokenizer,
             data_args,
+            run.micro_batch,
             training_args.process_index,
-            training_args.world_size,
+            run.processes,
             training_args.seed,
-            shapes,
+            run.shapes,
         )
     if data_args.bpe_dropout:
         if training_args.dataloader_num_workers and training_args.dataloader_persistent_workers:
@@ -249,31 +335,6 @@ def training_set(
             train, tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length
         )
     return TokenizedPairs(train)
-
-
-def step_size(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> int:
-    """§5.1's batch is counted per optimizer step: the per-device budget x devices x gradient accumulation. With
-    --tokens_per_step, the accumulation comes closest to it (``arguments.gradient_accumulation``, which
-    ``arguments.resolve`` sets). Logs (and returns) the tokens per side."""
-    per_device, devices = data_args.max_tokens_per_batch, training_args.world_size
-    accumulation = gradient_accumulation(data_args, training_args)
-    total = per_device * devices * accumulation
-    asked = f" (asked: {data_args.tokens_per_step})" if data_args.tokens_per_step else ""
-    logger.info(
-        "tokens per step per side: %d per device x %d devices x %d accumulation = %d%s",
-        per_device,
-        devices,
-        accumulation,
-        total,
-        asked,
-    )
-    if data_args.tokens_per_step and abs(total - data_args.tokens_per_step) > 0.25 * data_args.tokens_per_step:
-        logger.warning(
-            "a step holds %d tokens per side, far from the %d asked: adjust --max_tokens_per_batch",
-            total,
-            data_args.tokens_per_step,
-        )
-    return total
 
 
 def check_streaming(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> None:
@@ -322,7 +383,7 @@ def launcher_processes() -> int | None:
 
 def prepare_process(training_args: Seq2SeqTrainingArguments) -> None:
     """What a vanilla-train process settles before its run: a launcher that asked for more processes than run is
-    named (``launcher_processes``), the precision logged, the allocator told to keep freed memory."""
+    named (``launcher_processes``), the allocator told to keep freed memory."""
     asked = launcher_processes()
     if asked and asked > training_args.world_size:
         logger.warning(
@@ -332,7 +393,6 @@ def prepare_process(training_args: Seq2SeqTrainingArguments) -> None:
             training_args.world_size,
             asked,
         )
-    logger.info("precision: %s", precision_line(training_args.mixed_precision, on_cpu(training_args)))
     keep_freed_memory()
 
 

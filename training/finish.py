@@ -13,7 +13,7 @@ from vanilla_tools.exports import cached_ctranslate2
 from vanilla_tools.run_files import EvalResults, FinishedRun
 
 from .run.checkpoints import output_guard
-from .run.record import write_recipe, write_summary
+from .run.record import RunReport, write_recipe, write_summary
 from .step.trainer import PaperSeq2SeqTrainer
 
 logger = logging.getLogger("vanilla_train")
@@ -28,51 +28,27 @@ def save_final_model(trainer: PaperSeq2SeqTrainer, decoding: Decoding, metrics: 
         trainer.save_metrics("train", metrics)
 
 
-def write_run_files(
-    trainer: PaperSeq2SeqTrainer,
-    decoding: Decoding,
-    results: dict,
-    arguments: tuple,
-    argv,
-    minutes: tuple[float, float],
-    speed: dict,
-    launches: list[dict],
-    micro_batch: dict | None = None,
-) -> None:
+def write_run_files(trainer: PaperSeq2SeqTrainer, report: RunReport) -> None:
     """The first process's files of a trained run: the CTranslate2 export, eval_results.json, training_recipe.json,
-    the model card, and with --summary_dir the run's summary (``decoding``: the final evaluation's, the saved
-    model's; ``minutes``: of this launch's training, of the whole command; ``speed``: the machine's fp32 GFLOP/s
-    before and after training; ``launches``: the run's; ``micro_batch``: its ``RunPlan.micro_batch``)."""
-    model_args, data_args, training_args = arguments
+    the model card, and with --summary_dir the run's summary (``record.write_summary``)."""
+    model_args, data_args, training_args = report.arguments
     output_dir = Path(training_args.output_dir)
     if model_args.export_ct2:
         logger.info("exported for CTranslate2 to %s", cached_ctranslate2(output_dir, model_args.export_ct2))
     with output_guard(output_dir, "the run's files (eval_results.json, training_recipe.json, README.md)"):
-        EvalResults(**results).write(output_dir)
-        write_recipe(output_dir, model_args, data_args, training_args, trainer.model, decoding)
+        EvalResults(**report.results).write(output_dir)
+        write_recipe(output_dir, model_args, data_args, training_args, report.model, report.decoding, report.run)
         write_model_card(output_dir, training_args.hub_model_id)
     record = ""
     if model_args.summary_dir:
         folder = Path(model_args.summary_dir.format(date=time.strftime("%Y-%m-%d")))
         with output_guard(folder, "the run's summary"):
-            write_summary(
-                folder,
-                results,
-                *minutes,
-                trainer.model,
-                decoding,
-                output_dir,
-                argv,
-                arguments,
-                speed,
-                launches,
-                micro_batch,
-            )
+            write_summary(folder, report, output_dir)
         record = f"; the record: {folder / 'summary.json'}"
     state = trainer.state
     print(
-        f"trained {state.global_step} steps ({state.epoch:.2f} epochs) in {clock(minutes[0])}, the whole command "
-        f"took {clock(minutes[1])}{record}"
+        f"trained {state.global_step} steps ({state.epoch:.2f} epochs) in {clock(report.train_minutes)}, the whole "
+        f"command took {clock(report.wall_minutes)}{record}"
     )
 
 

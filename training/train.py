@@ -8,11 +8,11 @@ Every Seq2SeqTrainingArguments flag works; ``--config NAME`` loads ``training/co
 any flag on the command line overrides. The same command run again resumes from the newest complete checkpoint of
 the run, and does nothing once the run has finished (``relaunch``); ``--overwrite_output_dir`` starts over.
 
-This module conducts (parse, build, train, evaluate, save, record); the arguments are in ``arguments`` (changed in
-one step, ``resolve``), what is built before training in ``build``, what a relaunch does in ``relaunch``, the final
-evaluation in ``evaluation``, what a trained run leaves in ``finish``; the Trainer subclass (``trainer``) keeps what
-must be an override, its ``train()`` the resume checks and the signal stop. Every write names its failure in one line
-(vanilla_tools.disk).
+This module conducts (parse, resolve, build, train, evaluate, save, record); the arguments are in ``arguments``,
+every value derived from them and the machine in ``resolved`` (decided once by ``build.resolve_run``), what is built
+before training in ``build``, what a relaunch does in ``relaunch``, the final evaluation in ``evaluation``, what a
+trained run leaves in ``finish``; the Trainer subclass (``trainer``) keeps what must be an override, its ``train()``
+the resume checks and the signal stop. Every write names its failure in one line (vanilla_tools.disk).
 """
 
 import logging
@@ -23,16 +23,15 @@ from accelerate import PartialState
 from transformers import Seq2SeqTrainingArguments
 
 from vanilla_tools.cli import console_script
-from vanilla_tools.hardware import fp32_gflops
 from vanilla_tools.run_files import EvalResults
 
 from .arguments import DataArguments, ModelArguments, parse_args
-from .build import FirstStepLog, RunPlan, build_trainer, holding_output_dir, prepare_process
+from .build import build_trainer, holding_output_dir, prepare_process, resolve_run
 from .finish import mark_finished, save_final_model, write_run_files
 from .run.hub_push import HubPush
 from .run.launches import Launches
+from .run.record import RunReport, machine_speed
 from .run.relaunch import plan_start
-from .step.average import average_newest_into
 from .step.evaluation import final_evaluation
 
 logger = logging.getLogger("vanilla_train")
@@ -63,11 +62,11 @@ def train_and_evaluate(
     """The run after its arguments: how it begins in its output directory (``relaunch``), then train, average,
     evaluate, save, push, and record it finished."""
     output_dir = Path(training_args.output_dir)
-    plan = RunPlan.of(model_args, data_args, training_args)
+    resolved = resolve_run(model_args, data_args, training_args)
     with training_args.main_process_first(local=False, desc="reading the output directory"):  # the first deletes
         begin = plan_start(
             output_dir,
-            plan.settings,
+            resolved.settings,
             training_args.resume_from_checkpoint,
             model_args.overwrite_output_dir,
             training_args.should_save,
@@ -77,31 +76,19 @@ def train_and_evaluate(
     if begin.finished:
         return (EvalResults.read(output_dir) or EvalResults()).as_dict()
     hub = HubPush(training_args) if training_args.push_to_hub else None  # a wrong repo or token fails here
-    launches = Launches(training_args)
-    trainer, data = build_trainer(model_args, data_args, training_args, hub, launches, plan)
-    trainer.add_callback(FirstStepLog())
+    launches = Launches(resolved)
+    trainer, data = build_trainer(model_args, data_args, training_args, hub, launches, resolved)
     if begin.checkpoint:
-        begin.check_batches(plan.batches)
+        begin.check_batches(resolved.batch_plan)
         trainer.training_set.resume(begin.checkpoint)
         launches.resume(begin.checkpoint)
-    # a record keeps the machine's speed around training: a time-bounded run's steps depend on it, and a drop
-    # from before to after says other work shared the cores
-    speed = {}
-    if model_args.summary_dir and trainer.is_world_process_zero():
-        speed["fp32_gflops_before"] = fp32_gflops(str(training_args.device))
-        logger.info(
-            "%s before training: %.1f GFLOP/s fp32 (1024^3 matrix product)", training_args.device, *speed.values()
-        )
-    start = time.monotonic()
-    train_result = trainer.train(resume_from_checkpoint=str(begin.checkpoint) if begin.checkpoint else None)
-    if speed:
-        speed["fp32_gflops_after"] = fp32_gflops(str(training_args.device))
+    measure = bool(model_args.summary_dir) and trainer.is_world_process_zero()
+    with machine_speed(str(training_args.device), measure) as speed:
+        start = time.monotonic()
+        train_result = trainer.train(resume_from_checkpoint=str(begin.checkpoint) if begin.checkpoint else None)
     results = {"train": {**train_result.metrics, "steps": train_result.global_step}}
     if model_args.average_last:  # §6.1
-        # FSDP 1's wrapper, not its inner module of flat parameters (FSDP 2 shards the model itself)
-        model = trainer.model_wrapped if trainer.is_fsdp_enabled else trainer.accelerator.unwrap_model(trainer.model)
-        averaged = average_newest_into(model, training_args.output_dir, model_args.average_last)
-        results["averaged_checkpoints"] = [path.name for path in averaged]
+        results["averaged_checkpoints"] = [path.name for path in trainer.average_newest(model_args.average_last)]
         logger.info("evaluating the average of %s", ", ".join(results["averaged_checkpoints"]) or "no checkpoint")
     train_minutes = (time.monotonic() - start) / 60
     trainer.log_metrics("train", train_result.metrics)
@@ -117,21 +104,23 @@ def train_and_evaluate(
     results.update(evaluated)
     save_final_model(trainer, decoding, train_result.metrics)  # with the decoding it was evaluated with
     if trainer.is_world_process_zero():
-        write_run_files(
-            trainer,
-            decoding,
-            results,
-            (model_args, data_args, training_args),
-            argv,
-            (train_minutes, (time.monotonic() - run_start) / 60),
-            speed,
-            launches.history(trainer.state.global_step, train_minutes),
-            plan.micro_batch,
+        report = RunReport(
+            arguments=(model_args, data_args, training_args),
+            run=resolved,
+            argv=argv,
+            results=results,
+            decoding=decoding,
+            model=trainer.model,
+            train_minutes=train_minutes,
+            wall_minutes=(time.monotonic() - run_start) / 60,
+            speed=speed,
+            launches=launches.history(trainer.state.global_step, train_minutes),
         )
+        write_run_files(trainer, report)
     if hub is not None:
         hub.push_final(training_args)
     if trainer.is_world_process_zero():  # last: a rerun of the same command now has nothing to do
-        mark_finished(trainer, plan.settings)
+        mark_finished(trainer, resolved.settings)
     return results
 
 

@@ -1,10 +1,10 @@
 """vanilla-train's arguments: model flags generated from the config's fields, presets layered with `base:`."""
 
-import ast
+import argparse
 import dataclasses
-from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from modeling_vanilla import VanillaTransformerConfig
@@ -17,7 +17,6 @@ from training.arguments import (
     load_preset,
     model_fields,
     parse_args,
-    resolve,
 )
 from vanilla_tools import hardware
 from vanilla_tools.cli import UsageError
@@ -163,33 +162,24 @@ def test_fp16_on_a_cpu_is_refused_rather_than_trained_in_fp32_under_its_name(mon
         parse_args(["--output_dir", "x", "--use_cpu", "true", "--bf16", "false", "--fp16", "true"])
 
 
-TRAINING = Path(arguments.__file__).parent
-
-
-def test_only_resolve_changes_the_training_arguments():
-    """Seq2SeqTrainingArguments are changed in one step (``arguments.resolve``): no other function of training/
-    assigns to a field of ``training_args`` or ``args`` (an in-place change that a record would then read back)."""
-    changes = []
-    for path in sorted(TRAINING.rglob("*.py")):
-        for function in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(function, ast.FunctionDef) or (path.name, function.name) == ("arguments.py", "resolve"):
-                continue
-            for node in ast.walk(function):
-                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-                for target in (t for t in targets if isinstance(t, ast.Tuple | ast.Attribute)):
-                    for field in target.elts if isinstance(target, ast.Tuple) else [target]:
-                        name = getattr(field, "value", None)
-                        if isinstance(name, ast.Name) and name.id in ("training_args", "args"):
-                            changes.append(f"{path.relative_to(TRAINING)}:{field.lineno} {function.name}")
-    assert not changes, changes
-
-
-def test_resolve_makes_the_runs_changes(tmp_path, caplog):
-    """The changes a run makes once its plan, data and model exist: the accumulation of --tokens_per_step, a stream's
-    position kept by itself, no evaluation without a validation set, §5.3's rate from d_model, the compile mode."""
-    argv = ["--config", "wmt14", "--output_dir", str(tmp_path), "--max_tokens_per_batch", "3125", "--streaming"]
-    model_args, data_args, training_args = parse_args([*argv, "--max_steps", "10"])
-    resolve(model_args, data_args, training_args, d_model=512, validation=False, compile_mode="default", compiles=True)
-    assert training_args.gradient_accumulation_steps == 8 and training_args.ignore_data_skip
-    assert training_args.eval_strategy == "no" and "--eval_strategy steps is off" in caplog.text
-    assert training_args.learning_rate == 512**-0.5 and training_args.torch_compile_mode == "default"
+@pytest.mark.parametrize("cuda", [False, True])
+def test_the_command_line_is_parsed_once(monkeypatch, cuda):
+    """The preset and the device's defaults are known before the parser is built; the loader's settings on a GPU are
+    settled from the one parse (here BPE-dropout's: workers made anew each epoch)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(arguments, "bf16_supported", lambda: False)
+    parses = []
+    parse = argparse.ArgumentParser.parse_known_args
+    monkeypatch.setattr(
+        argparse.ArgumentParser, "parse_known_args", lambda *args, **kwargs: parses.append(1) or parse(*args, **kwargs)
+    )
+    argv = ["--config=multi30k", "--output_dir", "x", "--bpe_dropout", "0.1", "--use_cpu", "true"]
+    _, data_args, training_args = parse_args(argv)
+    assert len(parses) == 1 and data_args.bpe_dropout == 0.1
+    workers = (2, 4, False) if cuda else (0, None, False)
+    loader = (
+        training_args.dataloader_num_workers,
+        training_args.dataloader_prefetch_factor,
+        training_args.dataloader_persistent_workers,
+    )
+    assert loader == workers

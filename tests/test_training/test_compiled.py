@@ -17,8 +17,8 @@ from training_helpers import train_argv, write_corpus
 from transformers import Seq2SeqTrainingArguments
 
 from modeling_vanilla import speedups
-from training.arguments import parse_args, resolve
-from training.build import build_trainer
+from training.arguments import parse_args
+from training.build import build_trainer, resolve_run
 from training.data.batching import TokenBatchSampler
 from training.step import compiled
 from training.step.compiled import MOST_CUDA_GRAPHS, compile_counts, configure_inductor, fit_for_compile, mark_dynamic
@@ -183,8 +183,7 @@ def test_no_cpp_compiler_trains_eagerly(tmp_path, monkeypatch, caplog):
     args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), torch_compile=True, use_cpu=True, report_to="none")
     model_args, data_args, _ = parse_args(["--output_dir", str(tmp_path)])
     with caplog.at_level(logging.WARNING):
-        decided = {"compile_mode": args.torch_compile_mode, "compiles": compiled.compiles(args)}
-        resolve(model_args, data_args, args, d_model=512, validation=True, **decided)
+        resolve_run(model_args, data_args, args).write(args, validation=True)
         fit_for_compile(args)
     assert not args.torch_compile and args.torch_compile_backend is None
     assert [r.getMessage() for r in caplog.records if r.name == "training.step.compiled"] == [

@@ -1,6 +1,7 @@
 """A run's launches (training/run/launches.py): the history a checkpoint carries, and a checkpoint without one."""
 
 import json
+from types import SimpleNamespace
 
 from transformers import TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer import TRAINER_STATE_NAME
@@ -10,12 +11,13 @@ from training.run.launches import LAUNCHES_FILE, Launches
 
 def test_a_relaunch_extends_the_checkpoints_history_and_a_checkpoint_without_one_is_named_unrecorded(tmp_path):
     args = TrainingArguments(output_dir=str(tmp_path), report_to="none", use_cpu=True)
-    first = Launches(args)
+    run = SimpleNamespace(device="cpu", processes=1, precision="no")  # what Launches reads of the resolved run
+    first = Launches(run)
     first.on_train_begin(args, TrainerState(global_step=0), TrainerControl())
     checkpoint = tmp_path / "checkpoint-120"
     checkpoint.mkdir()
     first.write(checkpoint, 120)
-    second = Launches(args)
+    second = Launches(run)
     second.resume(checkpoint)
     second.on_train_begin(args, TrainerState(global_step=120), TrainerControl())
     second.on_train_begin(args, TrainerState(global_step=130), TrainerControl())  # train() again: the same launch
@@ -29,7 +31,7 @@ def test_a_relaunch_extends_the_checkpoints_history_and_a_checkpoint_without_one
     old = tmp_path / "checkpoint-60"
     old.mkdir()
     TrainerState(global_step=60).save_to_json(str(old / TRAINER_STATE_NAME))
-    resumed = Launches(args)
+    resumed = Launches(run)
     resumed.resume(old)
     assert not (old / LAUNCHES_FILE).exists()
     assert resumed.history(60)[0] == {"last_step": 60, "recorded": False}

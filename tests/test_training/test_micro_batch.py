@@ -17,13 +17,14 @@ from helpers import tiny_model
 from training_helpers import pad, pairs
 from transformers import Seq2SeqTrainingArguments
 
-from training.arguments import gradient_accumulation, parse_args
-from training.build import RunPlan, build_model, step_size
+from training.arguments import parse_args
+from training.build import build_model, resolve_run
+from training.resolved import RunDecoding, accumulation_steps
 from training.run.checkpoints import BATCH_PLAN, COMPLETE_MARKER
 from training.run.record import check_run_record, run_record
 from training.step import micro_batch
 from training.step.micro_batch import ProbeStep, Vocabulary, largest_that_fits, size_micro_batch
-from training.step.trainer import PaperSeq2SeqTrainer, RunDecoding
+from training.step.trainer import PaperSeq2SeqTrainer
 from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
@@ -58,9 +59,15 @@ def device_args(tmp_path, device: str = "cuda", processes: int = 1) -> SimpleNam
         world_size=processes,
         resume_from_checkpoint=None,
         output_dir=str(tmp_path),
-        mixed_precision="bf16",
         gradient_accumulation_steps=1,
     )
+
+
+def sized(data_args, args, overwrite: bool = False, model=None) -> tuple[int, str, int]:
+    """The micro-batch sized for ``args``'s device (bf16, as the presets train on a GPU), how it was sized, and the
+    accumulation that makes up --tokens_per_step with it."""
+    tokens, sized_by = size_micro_batch(data_args, args, CUDA_SHAPES, overwrite, model, "bf16")
+    return tokens, sized_by, accumulation_steps(data_args.tokens_per_step, tokens, args.world_size, 1)
 
 
 class MockedMemory:
@@ -71,7 +78,7 @@ class MockedMemory:
     capacity = 0
     tried: list[int] = []
 
-    def __init__(self, model: torch.nn.Module, training_args, longest: int):
+    def __init__(self, model: torch.nn.Module, training_args, longest: int, precision: str):
         self.state = STATE_BYTES * sum(p.numel() for p in model.parameters())
         self.per_token = (H200_PEAK - self.state) / H200_TOKENS
         assert longest == 128
@@ -105,32 +112,27 @@ def test_the_wmt14_step_takes_as_few_micro_batches_as_the_device_holds(tmp_path,
     args = device_args(tmp_path)
     assert data_args.max_tokens_per_batch == 0 and data_args.tokens_per_step == 25_000
     memory = device_of(gib)
-    sized_by = size_micro_batch(data_args, args, CUDA_SHAPES, False, preset_model(model_args, data_args))
+    tokens, sized_by, accumulation = sized(data_args, args, model=preset_model(model_args, data_args))
     assert sized_by == "the device's memory" and memory.tried == tried
-    assert data_args.max_tokens_per_batch == tried[-1] == 25_000 // micro_batches
-    assert step_size(data_args, args) == 25_000 and gradient_accumulation(data_args, args) == micro_batches
+    assert tokens == tried[-1] == 25_000 // micro_batches
+    assert tokens * accumulation == 25_000 and accumulation == micro_batches
 
 
 def test_processes_share_the_step(tmp_path, device_of):
     """On 2 processes each takes at most half the step: 12,500 tokens, which 8 GiB hold, in one micro-batch."""
     model_args, data_args = wmt14(tmp_path)
     args = device_args(tmp_path, processes=2)
-    assert (
-        device_of(8)
-        and size_micro_batch(data_args, args, CUDA_SHAPES, False, preset_model(model_args, data_args))
-        == "the device's memory"
-    )
-    assert MockedMemory.tried == [12_500] and step_size(data_args, args) == 25_000
-    assert gradient_accumulation(data_args, args) == 1
+    device_of(8)
+    tokens, sized_by, accumulation = sized(data_args, args, model=preset_model(model_args, data_args))
+    assert sized_by == "the device's memory" and MockedMemory.tried == [12_500]
+    assert tokens * 2 * accumulation == 25_000 and accumulation == 1
 
 
 def test_an_explicit_budget_wins_and_nothing_is_probed(tmp_path, device_of):
     model_args, data_args = wmt14(tmp_path, "--max_tokens_per_batch", "3125")
     args = device_args(tmp_path)
     device_of(139)
-    assert size_micro_batch(data_args, args, CUDA_SHAPES, False, None) == "--max_tokens_per_batch"
-    assert data_args.max_tokens_per_batch == 3125 and MockedMemory.tried == []
-    assert step_size(data_args, args) == 25_000 and gradient_accumulation(data_args, args) == 8
+    assert sized(data_args, args) == (3125, "--max_tokens_per_batch", 8) and MockedMemory.tried == []
 
 
 def test_a_resumed_run_keeps_the_size_it_started_with(tmp_path, device_of):
@@ -160,8 +162,7 @@ def test_a_resumed_run_keeps_the_size_it_started_with(tmp_path, device_of):
         model_args, data_args = wmt14(tmp_path)
         args = device_args(tmp_path)
         args.resume_from_checkpoint = resume
-        size_micro_batch(data_args, args, CUDA_SHAPES, overwrite, preset_model(model_args, data_args))
-        assert data_args.max_tokens_per_batch == tokens, (resume, overwrite)
+        assert sized(data_args, args, overwrite, preset_model(model_args, data_args))[0] == tokens, (resume, overwrite)
     assert MockedMemory.tried == [25_000, 25_000]  # probed only where the run starts afresh
 
 
@@ -169,14 +170,14 @@ def test_on_a_cpu_the_preset_keeps_its_budget_and_the_record_says_so(tmp_path):
     """No probe on a CPU: the paper's per-GPU share, 3,125 tokens a side, 8 micro-batches a step (on 2 processes
     3,125 each, 4 a step), as the preset's budget was; the run's record holds the micro-batch and what sized it."""
     model_args, data_args = wmt14(tmp_path)
-    plan = RunPlan.of(model_args, data_args, parse_args(["--config", "wmt14", "--output_dir", str(tmp_path)])[2])
-    assert plan.batches == {
+    run = resolve_run(model_args, data_args, parse_args(["--config", "wmt14", "--output_dir", str(tmp_path)])[2])
+    assert run.batch_plan == {
         "tokens_per_batch": 3125,
         "gradient_accumulation_steps": 8,
         "processes": 1,
         "max_tokens_per_batch": 3125,
     }
-    assert plan.micro_batch == {
+    assert run.micro_batch_record == {
         "tokens_per_side": 3125,
         "per_step": 8,
         "sized_by": "the paper's per-GPU share (not probed off CUDA)",
@@ -188,24 +189,23 @@ def test_on_a_cpu_the_preset_keeps_its_budget_and_the_record_says_so(tmp_path):
         "gradient_accumulation_steps": 8,
         "seed": 1,
     }
-    record = run_record(arguments, 10, "cpu", code={}, host={}, micro_batch=plan.micro_batch)
+    record = run_record(arguments, 10, "cpu", code={}, host={}, micro_batch=run.micro_batch_record)
     check_run_record(record)
-    assert record["micro_batch"] == plan.micro_batch and record["budget"]["tokens_per_step"] == 25_000
+    assert record["micro_batch"] == run.micro_batch_record and record["budget"]["tokens_per_step"] == 25_000
+    assert run.tokens_per_step == 25_000 and data_args.max_tokens_per_batch == 0  # the arguments stay as parsed
     _, data_args = wmt14(tmp_path)
     two = device_args(tmp_path, "cpu", processes=2)
-    size_micro_batch(data_args, two, CUDA_SHAPES, False, None)
-    assert data_args.max_tokens_per_batch == 3125 and step_size(data_args, two) == 25_000
-    assert gradient_accumulation(data_args, two) == 4
+    assert sized(data_args, two)[::2] == (3125, 4)
 
 
 def test_what_cannot_be_sized(tmp_path, device_of):
     model_args, data_args = wmt14(tmp_path, "--tokens_per_step", "0")
     with pytest.raises(UsageError, match="--max_tokens_per_batch 0: 0 sizes the micro-batch .* needs --tokens_per_"):
-        size_micro_batch(data_args, device_args(tmp_path), CUDA_SHAPES, False, None)
+        sized(data_args, device_args(tmp_path))
     model_args, data_args = wmt14(tmp_path, "--tokens_per_step", "1024")
     device_of(0.9)  # less than the model's state (0.94 GiB)
     with pytest.raises(UsageError, match="no micro-batch of at least 128 tokens .* fits on this device"):
-        size_micro_batch(data_args, device_args(tmp_path), CUDA_SHAPES, False, preset_model(model_args, data_args))
+        sized(data_args, device_args(tmp_path), model=preset_model(model_args, data_args))
     assert MockedMemory.tried == [1024 // k for k in range(1, 9)]  # down to one pair of the longest bucket, 128
 
 
@@ -222,7 +222,7 @@ def test_the_probe_trains_one_step_of_the_largest_bucket_with_the_optimizers_sta
     run's, from the arguments) holds its state before the first step tried, and no gradient is left after it."""
     args = Seq2SeqTrainingArguments(tmp_path, use_cpu=True, optim="adamw_torch", report_to=[])
     model = tiny_model().train()
-    probe = ProbeStep(model, args, 16)
+    probe = ProbeStep(model, args, 16, "no")
     assert type(probe.optimizer).__name__ == "AdamW" and probe.buckets == []
     assert all(set(probe.optimizer.state[p]) >= {"exp_avg", "exp_avg_sq"} for p in model.parameters())
     shapes = []
@@ -237,19 +237,20 @@ def test_the_probe_trains_one_step_of_the_largest_bucket_with_the_optimizers_sta
 
 
 @pytest.mark.parametrize(
-    ("flags", "computes_in"),
-    [({}, torch.float32), ({"bf16": True}, torch.bfloat16), ({"fp16": True}, torch.float16)],
+    ("precision", "computes_in"),
+    [("no", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)],
     ids=["fp32", "bf16", "fp16"],
 )
-def test_the_probe_trains_in_the_precision_of_the_run(tmp_path, flags, computes_in):
-    """The probe's step computes in the dtype the run's autocast will (its ``mixed_precision``, from --bf16 or
-    --fp16): an fp16 run is sized by an fp16 step, not an fp32 one. Read off the model's first linear layer."""
-    args = Seq2SeqTrainingArguments(tmp_path, use_cpu=True, optim="adamw_torch", report_to=[], **flags)
+def test_the_probe_trains_in_the_precision_of_the_run(tmp_path, precision, computes_in):
+    """The probe's step computes in the dtype the run's autocast will (the resolved run's precision, by
+    accelerate's name): an fp16 run is sized by an fp16 step, not an fp32 one. Read off the model's first linear
+    layer."""
+    args = Seq2SeqTrainingArguments(tmp_path, use_cpu=True, optim="adamw_torch", report_to=[])
     model = tiny_model().train()
     computed = []
     first_linear = next(module for module in model.modules() if isinstance(module, torch.nn.Linear))
     first_linear.register_forward_hook(lambda module, inputs, output: computed.append(output.dtype))
-    ProbeStep(model, args, 16)(32)
+    ProbeStep(model, args, 16, precision)(32)
     assert computed == [computes_in]
 
 

@@ -32,7 +32,9 @@ def corpus(tmp_path_factory):
 
 def stream(corpus, tokenizer, rank=0, world_size=1, seed=3) -> StreamingTokenBatches:
     args = DataArguments(dataset="files", train_files=corpus["train"], max_tokens_per_batch=120, streaming_window=50)
-    return StreamingTokenBatches(streaming_pairs(args), tokenizer, args, rank, world_size, seed)
+    return StreamingTokenBatches(
+        streaming_pairs(args), tokenizer, args, args.max_tokens_per_batch, rank, world_size, seed
+    )
 
 
 def first_pass(batches: StreamingTokenBatches) -> list[list[dict]]:

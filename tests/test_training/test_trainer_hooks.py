@@ -1,39 +1,81 @@
-"""PaperSeq2SeqTrainer and transformers' Trainer: every internal of transformers that training/ touches is found in
-its code and listed in PRIVATE_TRAINER_HOOKS with its reason, only the trainer's module reaches into a Trainer's
-private parts, the private methods it still overrides exist as it expects them (a release that renames one fails
-here, by name, rather than silently skipping our override), and the public hooks it moved to do their work."""
+"""PaperSeq2SeqTrainer and transformers' Trainer: every internal of transformers, Accelerate, torch, datasets and
+argparse that training/ and vanilla_tools/ touch is found in their code and listed in vanilla_tools/private_uses.py
+with its reason, the libraries' releases are those the uses were checked on, only the trainer's module reaches into
+a Trainer's private parts, the private methods it still overrides exist as it expects them (a release that renames
+one fails here, by name, rather than silently skipping our override), and the public hooks it moved to do their
+work."""
 
 import ast
 import inspect
+import platform
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 import torch
 from helpers import tiny_model
+from packaging import version
 from private_uses import private_uses
 from training_helpers import pad, pairs
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
 
 from training.data.batching import TokenBatchSampler
+from training.resolved import RunDecoding
 from training.schedules import NoamSchedule
-from training.step.trainer import PRIVATE_TRAINER_HOOKS, PaperSeq2SeqTrainer, RunDecoding
+from training.step.trainer import PaperSeq2SeqTrainer
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.private_uses import CHECKED, PRIVATE_USES
 
-PACKAGE = Path(__file__).resolve().parents[2] / "training"
-OVERRIDDEN = [hook for hook in PRIVATE_TRAINER_HOOKS if hook in vars(PaperSeq2SeqTrainer)]
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "training"
+PACKAGES = (PACKAGE, ROOT / "vanilla_tools")  # vanilla-train and its floor
+OVERRIDDEN = [hook for hook in PRIVATE_USES if hook in vars(PaperSeq2SeqTrainer)]
 
 
-def test_every_internal_of_transformers_touched_is_listed_with_its_reason():
-    uses = private_uses(PACKAGE)
-    unlisted = sorted(str(use) for use in uses if use.name not in PRIVATE_TRAINER_HOOKS)
-    assert not unlisted, (
-        f"transformers' internals used, not in training/step/trainer.py's PRIVATE_TRAINER_HOOKS: {unlisted}"
-    )
-    unused = sorted(set(PRIVATE_TRAINER_HOOKS) - {use.name for use in uses})
-    assert not unused, (
-        f"PRIVATE_TRAINER_HOOKS lists what training/ no longer touches (or is no longer transformers'): {unused}"
-    )
-    assert all(len(reason) > 20 for reason in PRIVATE_TRAINER_HOOKS.values())
+def unlisted(uses) -> list[str]:
+    return sorted(str(use) for use in uses if use.name not in PRIVATE_USES)
+
+
+def test_every_internal_touched_is_listed_with_its_reason():
+    uses = [use for package in PACKAGES for use in private_uses(package)]
+    assert not unlisted(uses), f"internals used, not in vanilla_tools/private_uses.py: {unlisted(uses)}"
+    unused = sorted(set(PRIVATE_USES) - {use.name for use in uses})
+    assert not unused, f"vanilla_tools/private_uses.py lists what the package no longer touches: {unused}"
+    assert all(len(use.why) > 20 and use.library in CHECKED for use in PRIVATE_USES.values())
+
+
+@pytest.mark.parametrize("library", sorted(CHECKED))
+def test_each_library_is_a_release_its_private_uses_were_checked_on(library):
+    """A release outside the range checked may have moved a private name: check the registry's names on it, then
+    widen CHECKED."""
+    installed = platform.python_version() if library == "argparse" else metadata.version(library)
+    release = version.parse(installed).release
+    oldest, newest = (version.parse(bound).release for bound in CHECKED[library])
+    assert oldest <= release[: len(oldest)] and release[: len(newest)] <= newest, (library, installed)
+
+
+PLANTED = """
+import datasets
+import torch
+from torch._inductor.cpp_builder import get_cpp_compiler
+
+
+def key(data: datasets.Dataset) -> tuple:
+    return data._fingerprint, torch.cpu._is_avx512_bf16_supported(), torch._dynamo.utils.counters, data._hidden
+"""
+
+
+def test_the_uses_of_torch_and_datasets_are_found_and_an_unlisted_one_fails(tmp_path):
+    (tmp_path / "module.py").write_text(PLANTED)
+    uses = private_uses(tmp_path)
+    assert {(use.name, use.line) for use in uses} == {
+        ("_inductor", 4),  # a private module
+        ("_fingerprint", 8),  # of an object of an annotated library class
+        ("_is_avx512_bf16_supported", 8),  # reached from the library's module
+        ("_dynamo", 8),
+        ("_hidden", 8),
+    }
+    assert unlisted(uses) == ["_hidden (module.py:8)"]
 
 
 def test_only_the_trainers_module_reaches_into_a_trainer():

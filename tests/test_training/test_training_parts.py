@@ -15,7 +15,7 @@ from transformers import AutoTokenizer, Seq2SeqTrainingArguments, TrainerControl
 from transformers.trainer_utils import TrainOutput
 
 from training.arguments import parse_args
-from training.build import RunPlan, build_trainer
+from training.build import build_trainer, resolve_run
 from training.data.batching import TokenBatchSampler, make_batches, make_exact_batches
 from training.data.corpus import DataArguments, load_parallel_data, read_parallel_files, tokenize_splits
 from training.data.tokenizer import train_tokenizer
@@ -369,10 +369,10 @@ def test_the_checkpoint_being_completed_is_not_called_unfinished(tmp_path, caplo
 
 
 # ---- metrics -----------------------------------------------------------------------------------------------------
-def test_a_launch_decides_its_batch_plan_and_settings_once_before_the_trainer_sets_the_accumulation(tmp_path):
-    """--tokens_per_step decides the accumulation; the trainer's build writes it into the arguments later. The plan a
-    launch carries (its checkpoints' batch plan, the settings a relaunch compares) holds the decided accumulation
-    from the start, and --save_on_signal's stop."""
+def test_a_launch_resolves_its_batch_plan_and_settings_once_before_the_trainer_sets_the_accumulation(tmp_path):
+    """--tokens_per_step decides the accumulation; the trainer's build writes it into the arguments later. The run a
+    launch resolves (its checkpoints' batch plan, the settings a relaunch compares) holds the decided accumulation
+    from the start, and whether --save_on_signal stops it."""
     argv = [
         "--config",
         "multi30k",
@@ -385,16 +385,19 @@ def test_a_launch_decides_its_batch_plan_and_settings_once_before_the_trainer_se
     ]
     model_args, data_args, training_args = parse_args(argv)
     assert training_args.gradient_accumulation_steps == 1  # not yet written
-    plan = RunPlan.of(model_args, data_args, training_args)
-    assert plan.batches == {
+    resolved = resolve_run(model_args, data_args, training_args)
+    assert resolved.batch_plan == {
         "tokens_per_batch": 1024,
         "gradient_accumulation_steps": 4,
         "processes": 1,
         "max_tokens_per_batch": 1024,
     }
-    assert {key: plan.settings[key] for key in BATCHES} == {"tokens_per_batch": 1024, "gradient_accumulation_steps": 4}
-    assert isinstance(plan.stop, stopping.SaveOnSignal)
-    assert RunPlan.of(*parse_args([*argv, "--save_on_signal", "false"])).stop is None
+    assert {key: resolved.settings[key] for key in BATCHES} == {
+        "tokens_per_batch": 1024,
+        "gradient_accumulation_steps": 4,
+    }
+    assert resolved.save_on_signal and not resolve_run(*parse_args([*argv, "--save_on_signal", "false"])).save_on_signal
+    assert training_args.gradient_accumulation_steps == 1  # written once, when the trainer is built
 
 
 def test_sacrebleu_scores_and_signature():
@@ -510,13 +513,14 @@ def test_every_label_of_the_precision_is_what_the_trainers_accelerator_autocasts
                 assert "--bf16 false" in str(refusal) and f"ACCELERATE_MIXED_PRECISION={variable}" in str(refusal)
                 refused.append((variable, flag))
                 continue
-            trainer, _ = build_trainer(model_args, data_args, training_args)
+            resolved = resolve_run(model_args, data_args, training_args)
+            trainer, _ = build_trainer(model_args, data_args, training_args, run=resolved)
             with trainer.accelerator.autocast():
                 autocast = torch.mm(torch.ones(2, 2), torch.ones(2, 2)).dtype
-            run = run_record(resolved_arguments(model_args, data_args, training_args), 1, "cpu")
-            write_recipe(output, model_args, data_args, training_args, trainer.model, trainer.decoding.final)
+            run = run_record(resolved_arguments(model_args, data_args, training_args, resolved), 1, "cpu")
+            write_recipe(output, model_args, data_args, training_args, trainer.model, trainer.decoding.final, resolved)
             recipe = TrainingRecipe.read(output).recipe
-            labels = {run["precision"], Launches(training_args).this["precision"], recipe["precision"]}
+            labels = {run["precision"], Launches(resolved).this["precision"], recipe["precision"]}
             assert len(labels) == 1 and dtypes[labels.pop()] == autocast, (variable, flag)
             ran.append((variable, flag, autocast))
     assert refused == [("bf16", "false")]

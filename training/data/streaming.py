@@ -97,6 +97,7 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset, TrainingSet):
         source: datasets.IterableDataset,
         tokenizer: PreTrainedTokenizerBase,
         args: DataArguments,
+        max_tokens: int,
         rank: int = 0,
         world_size: int = 1,
         seed: int = 0,
@@ -104,7 +105,7 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset, TrainingSet):
     ):
         self.source = split_dataset_by_node(source, rank=rank, world_size=world_size)
         self.encode = PairTokenizer(tokenizer, args.max_source_length, args.max_target_length)
-        self.max_tokens, self.window = args.max_tokens_per_batch, args.streaming_window
+        self.max_tokens, self.window = max_tokens, args.streaming_window  # max_tokens: the run's micro-batch
         self.seed, self.rank, self.shapes = seed, rank, shapes
         self.resume_from: dict | None = None  # set by resume(): where the next batch is
         self.starts: deque[WindowStart] = deque(maxlen=REMEMBERED_WINDOWS)

@@ -5,6 +5,7 @@ settings) only once all its files are on disk, only complete ones are resumed fr
 after a newer one is complete, and only if they are of the same run. A complete checkpoint with a missing or shorter
 file is refused by name; a write that fails leaves the previous checkpoint as it was and no partial one."""
 
+import copy
 import json
 import logging
 import os
@@ -176,11 +177,21 @@ def checkpoint_folder(args: TrainingArguments, step: int) -> tuple[Path, Path]:
     return run_dir, run_dir / f"checkpoint-{step}"
 
 
+def trainer_arguments(args: TrainingArguments) -> TrainingArguments:
+    """``args`` as the run's Trainer takes them: a copy without Trainer's own rotation (``save_total_limit``), which
+    deletes old checkpoints as soon as the new one's files are written, before the on_save callbacks complete it (a
+    crash in between left no complete checkpoint). ``CompleteCheckpoints`` rotates with the run's limit instead,
+    once the checkpoint is complete; the run's record keeps ``args`` as they are."""
+    own = copy.copy(args)
+    own.save_total_limit = None
+    return own
+
+
 class CompleteCheckpoints(TrainerCallback):
     """Completes each checkpoint once Trainer has written its files (``on_save``, on every process): the training
     set's position (each process its own), the batch plan, the run's launches (``launches``), training_args.bin
-    with the run's ``save_total_limit`` (Trainer wrote it while PaperSeq2SeqTrainer held its own rotation off), the
-    mark of one saved off schedule on a signal; then the marker (``mark_complete``) and rotation
+    with the run's ``save_total_limit`` (``keep``: the Trainer's arguments rotate nothing, ``trainer_arguments``),
+    the mark of one saved off schedule on a signal; then the marker (``mark_complete``) and rotation
     (``rotate_complete_checkpoints``). A failed write is named in one line, the unmarked folder removed and the
     previous complete checkpoint left as it was."""
 
@@ -191,9 +202,11 @@ class CompleteCheckpoints(TrainerCallback):
         settings: dict | None,
         stop: SaveOnSignal | None = None,
         launches: Launches | None = None,
+        keep: int | None = None,
     ):
         self.training_set = training_set
-        self.plan = plan  # run_settings.batch_plan(): what a resumed run must keep (relaunch.check_resume)
+        self.keep = keep  # the run's --save_total_limit
+        self.plan = plan  # resolved.ResolvedRun.batch_plan: what a resumed run must keep (relaunch.check_resume)
         self.settings = settings  # run_settings(): what a relaunch and rotation compare
         self.stop = stop
         self.launches = launches  # the run's launches so far, for its record after a relaunch
@@ -208,12 +221,14 @@ class CompleteCheckpoints(TrainerCallback):
             (folder / BATCH_PLAN).write_text(json.dumps(self.plan) + "\n")
             if self.launches is not None:
                 self.launches.write(folder, state.global_step)
-            torch.save(args, folder / TRAINING_ARGS_NAME)
+            recorded = copy.copy(args)  # the Trainer's, with the run's limit
+            recorded.save_total_limit = self.keep
+            torch.save(recorded, folder / TRAINING_ARGS_NAME)
             signal_name = self.stop.off_schedule(args, state) if self.stop is not None else None
             if signal_name is not None:
                 (folder / ON_SIGNAL_MARKER).write_text(signal_name + "\n")
             mark_complete(folder, state.global_step, settings=self.settings)
-            rotate_complete_checkpoints(run_dir, args.save_total_limit, state.best_model_checkpoint, self.settings)
+            rotate_complete_checkpoints(run_dir, self.keep, state.best_model_checkpoint, self.settings)
 
 
 def output_guard(path: Path, what: str, cleanup=None):

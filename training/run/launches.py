@@ -8,12 +8,13 @@ import json
 import time
 from pathlib import Path
 
-from transformers import TrainerCallback, TrainerState, TrainingArguments
+from transformers import TrainerCallback, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
 
 from vanilla_tools.hardware import precision
 from vanilla_tools.provenance import git_commit, machine
 
+from ..resolved import ResolvedRun
 from .record import run_device
 
 LAUNCHES_FILE = "launches.json"  # in a checkpoint: the launches that trained it, oldest first
@@ -23,14 +24,14 @@ class Launches(TrainerCallback):
     """This launch (measured when made) after the ones ``resume`` reads from the checkpoint it continues; written
     into each checkpoint by ``CompleteCheckpoints`` (``write``), before it marks the checkpoint complete."""
 
-    def __init__(self, args: TrainingArguments):
+    def __init__(self, run: ResolvedRun):
         host = machine()
         self.this = {
             "code": git_commit(),
             "machine": host,
-            "device": run_device(args.device.type, host),
-            "precision": precision(args.mixed_precision),
-            "processes": args.world_size,
+            "device": run_device(run.device, host),
+            "precision": precision(run.precision),
+            "processes": run.processes,
         }
         self.earlier: list[dict] = []
         self.first_step: int | None = None  # the step this launch started from (on_train_begin)

@@ -7,31 +7,45 @@ command, every argument it resolved to, and the run itself (``run_record``).
 the tree differed in), the machine and the device it trained on, the precision, the budget (steps of a token batch,
 or epochs, or minutes), the seed and the steps reached. ``check_run_record`` holds a record to it."""
 
+import logging
 import shutil
 import sys
-from dataclasses import asdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import torch
 
 from vanilla_tools.corpora import test_set_name
 from vanilla_tools.decoding import Decoding
-from vanilla_tools.hardware import precision
+from vanilla_tools.hardware import fp32_gflops, precision
 from vanilla_tools.provenance import git_commit, machine
 from vanilla_tools.run_files import TrainingRecipe, write_json
 
 from ..arguments import ModelArguments
 from ..data.corpus import DataArguments
+from ..resolved import ResolvedRun
 from ..schedules import describe as describe_schedule
 
+logger = logging.getLogger("vanilla_train")
 
-def resolved_arguments(model_args: ModelArguments, data_args: DataArguments, training_args) -> dict:
+
+def resolved_arguments(
+    model_args: ModelArguments, data_args: DataArguments, training_args, run: ResolvedRun | None = None
+) -> dict:
     """Every argument of the run after the preset and the command line (tokens masked by to_dict), and the precision
-    autocast ran (``mixed_precision``: arguments.autocast_precision's, which to_dict leaves out)."""
-    return {
+    autocast ran (``mixed_precision``, which to_dict leaves out); with the ``run`` resolved, its micro-batch (a
+    --max_tokens_per_batch 0 sized to the device) and precision, else the arguments' own."""
+    arguments = {
         **asdict(model_args),
         **asdict(data_args),
         **training_args.to_dict(),
         "mixed_precision": training_args.mixed_precision,
     }
+    if run is not None:
+        arguments.update(max_tokens_per_batch=run.micro_batch, mixed_precision=run.precision)
+    return arguments
 
 
 def recorded_precision(arguments: dict) -> str | None:
@@ -90,8 +104,8 @@ def run_record(
     """The run as every reader sees it (RUN_FIELDS): ``arguments`` resolved (``resolved_arguments``), ``steps``
     reached; ``code`` and ``host`` measured now unless given (the last launch's); with ``launches``
     (``launches.Launches.history``), each launch's steps, minutes and what it ran on; with ``micro_batch``
-    (``build.RunPlan.micro_batch``), the tokens a device took at once, the micro-batches a step, and what sized them
-    (not part of the budget: the same tokens a step in fewer micro-batches is the same recipe)."""
+    (``resolved.ResolvedRun.micro_batch_record``), the tokens a device took at once, the micro-batches a step, and
+    what sized them (not part of the budget: the same tokens a step in fewer micro-batches is the same recipe)."""
     host = machine() if host is None else host
     return {
         "schema": RUN_SCHEMA,
@@ -123,27 +137,50 @@ def check_run_record(run: dict) -> None:
         raise ValueError(f"run record: schema {run['schema']}, this code reads {RUN_SCHEMA}")
 
 
-def write_summary(
-    folder: Path,
-    results: dict,
-    train_minutes: float,
-    wall_minutes: float,
-    model,
-    decoding: Decoding,
-    output_dir: Path,
-    argv,
-    arguments: tuple,
-    speed: dict,
-    launches: list[dict] | None = None,
-    micro_batch: dict | None = None,
-) -> None:
-    """summary.json, the record of the run: its test and validation scores, its beam (``decoding``: the final
-    evaluation's), minutes (of this launch), parameters, the command and every argument it resolved to, the run
-    (``run_record``: code, machine, device, precision, budget, seed, steps, its ``launches`` and ``micro_batch``) and
-    the machine's speed (``speed``: fp32 GFLOP/s before and after this launch's training); and the learning curve."""
+@dataclass(frozen=True)
+class RunReport:
+    """What a trained run's files and record are written from (``write_summary``, ``finish.write_run_files``): its
+    ``arguments`` as parsed (model, data, training) and the ``run`` resolved from them, the command (``argv``; None:
+    this process's), the ``results`` (eval_results.json's), the ``decoding`` its final evaluation chose (the saved
+    model's), the trained ``model``, its ``train_minutes`` (this launch's training) and ``wall_minutes`` (the whole
+    command), the machine's ``speed`` (fp32 GFLOP/s before and after this launch's training: ``machine_speed``) and the
+    run's ``launches``."""
+
+    arguments: tuple
+    run: ResolvedRun
+    argv: list[str] | None
+    results: dict
+    decoding: Decoding
+    model: torch.nn.Module
+    train_minutes: float
+    wall_minutes: float
+    speed: dict
+    launches: list[dict]
+
+
+@contextmanager
+def machine_speed(device: str, measure: bool) -> Iterator[dict]:
+    """The machine's speed around what runs inside (training), where ``measure`` (a run with a record, its first
+    process): fp32 GFLOP/s before and after. A record keeps it: a time-bounded run's steps depend on it, and a drop
+    from before to after says other work shared the cores."""
+    speed = {}
+    if measure:
+        speed["fp32_gflops_before"] = fp32_gflops(device)
+        logger.info("%s before training: %.1f GFLOP/s fp32 (1024^3 matrix product)", device, *speed.values())
+    yield speed
+    if measure:
+        speed["fp32_gflops_after"] = fp32_gflops(device)
+
+
+def write_summary(folder: Path, report: RunReport, output_dir: Path) -> None:
+    """summary.json, the record of the run: its test and validation scores, its beam (the final evaluation's
+    decoding), minutes (of this launch), parameters, the command and every argument it resolved to, the run
+    (``run_record``: code, machine, device, precision, budget, seed, steps, its launches and micro-batch) and the
+    machine's speed; and the learning curve (from ``output_dir``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    model_args, data_args, training_args = arguments
-    resolved = resolved_arguments(model_args, data_args, training_args)
+    model_args, data_args, training_args = report.arguments
+    resolved = resolved_arguments(model_args, data_args, training_args, report.run)
+    results, decoding, run = report.results, report.decoding, report.run
 
     def scores(split: str) -> dict:
         metrics = results.get(split, {})
@@ -165,20 +202,20 @@ def write_summary(
         "beam": {"num_beams": decoding.num_beams, "length_penalty": decoding.length_penalty},
         **{key: results[key] for key in ("length_penalty_search", "averaged_checkpoints") if key in results},
         "epochs": round(results["train"]["epoch"], 2),
-        "train_minutes": round(train_minutes, 2),
-        "wall_clock_minutes": round(wall_minutes, 2),  # the whole command: data, training, final evaluation
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "command": "vanilla-train " + " ".join(sys.argv[1:] if argv is None else argv),
+        "train_minutes": round(report.train_minutes, 2),
+        "wall_clock_minutes": round(report.wall_minutes, 2),  # the whole command: data, training, final evaluation
+        "parameters": sum(p.numel() for p in report.model.parameters()),
+        "command": "vanilla-train " + " ".join(sys.argv[1:] if report.argv is None else report.argv),
         "arguments": resolved,
         "run": run_record(
             resolved,
             results["train"]["steps"],
-            training_args.device.type,
-            training_args.world_size,
-            **this_launch(launches),
-            micro_batch=micro_batch,
+            run.device,
+            run.processes,
+            **this_launch(report.launches),
+            micro_batch=run.micro_batch_record,
         ),
-        "machine_speed": speed,
+        "machine_speed": report.speed,
         **({"text": text} if (text := text_form(data_args)) else {}),
     }
     for name in ("learning_curve.csv", "learning_curve.json"):
@@ -208,9 +245,11 @@ def run_train_minutes(summary: dict) -> float:
     return round(sum(launch["train_minutes"] for launch in launches), 2) if launches else summary["train_minutes"]
 
 
-def write_recipe(output_dir: Path, model_args, data_args, training_args, model, decoding: Decoding) -> None:
-    """training_recipe.json: the recipe actually used, as the model card reports it, and ``decoding``, the one the
-    model was evaluated and saved with (its alpha the length penalty search's)."""
+def write_recipe(
+    output_dir: Path, model_args, data_args, training_args, model, decoding: Decoding, run: ResolvedRun
+) -> None:
+    """training_recipe.json: the recipe actually used (``run``: as resolved), as the model card reports it, and
+    ``decoding``, the one the model was evaluated and saved with (its alpha the length penalty search's)."""
     schedule = describe_schedule(model_args, training_args)
     TrainingRecipe(
         source_lang=data_args.source_lang,
@@ -227,8 +266,8 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model, 
             "vocabulary": f"shared BPE, {model.config.vocab_size} tokens"
             + (f" (the tokenizer of {data_args.tokenizer})" if data_args.tokenizer else "")
             + (f", BPE-dropout {data_args.bpe_dropout} in training" if data_args.bpe_dropout else ""),
-            "batches": f"{data_args.max_tokens_per_batch} tokens per side per device, x{training_args.world_size} "
-            f"devices, x{training_args.gradient_accumulation_steps} accumulation",
+            "batches": f"{run.micro_batch} tokens per side per device, x{run.processes} devices, "
+            f"x{run.accumulation} accumulation",
             "optimizer": f"Adam(beta1={training_args.adam_beta1}, beta2={training_args.adam_beta2}, "
             f"eps={training_args.adam_epsilon}), weight decay {training_args.weight_decay}",
             "learning rate": schedule,
@@ -240,7 +279,7 @@ def write_recipe(output_dir: Path, model_args, data_args, training_args, model, 
                 else f"{training_args.num_train_epochs} epochs"
             )
             + (f", at most {model_args.max_train_minutes} minutes" if model_args.max_train_minutes else ""),
-            "precision": precision(training_args.mixed_precision),
+            "precision": precision(run.precision),
             "seed": training_args.seed,
         },
     ).write(output_dir)

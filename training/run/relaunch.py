@@ -186,7 +186,7 @@ def check_resume(checkpoint: Path, now: dict) -> None:
     """Resuming on another number of processes keeps the data order exactly when the sampler's batches and the
     accumulation stay the same (the batches are cut from the data before they are dealt out); otherwise the
     resumed run would see other pairs, some twice, so it is refused naming the flag that keeps them. ``now``: this
-    launch's ``run_settings.batch_plan``."""
+    launch's ``resolved.ResolvedRun.batch_plan``."""
     path = Path(checkpoint) / BATCH_PLAN
     if not path.is_file():
         return  # written before batch plans were recorded

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from transformers import Seq2SeqTrainingArguments
 
-from ..arguments import ModelArguments, gradient_accumulation, model_fields
-from ..data.batching import batch_shapes
+from ..arguments import ModelArguments, model_fields
 from ..data.corpus import DataArguments
+from ..resolved import ResolvedRun
 from ..schedules import UNPLANNED
 
 LENGTH = ("max_steps", "num_train_epochs", "max_train_minutes")  # how long, not what each step does
@@ -36,9 +36,9 @@ def file_identity(path: str) -> str:
 
 
 def run_settings(
-    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
+    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments, run: ResolvedRun
 ) -> dict[str, object]:
-    """The settings of a run, resolved (the preset, the command line, the accumulation of --tokens_per_step), by
+    """The settings of a run, resolved (the preset, the command line, and from ``run`` the batch plan and shapes), by
     flag name, as JSON reads them back."""
     if model_args.model_name_or_path:  # its config decides the model; the model flags are not used
         model = {"model_name_or_path": model_args.model_name_or_path}
@@ -64,10 +64,9 @@ def run_settings(
     data["train_files"] = [file_identity(p) for p in data_args.train_files or ()]
     if data_args.streaming:
         data["streaming_window"] = data_args.streaming_window
-    plan = batch_plan(data_args, training_args)
     batches = {
-        **{key: plan[key] for key in BATCHES},
-        "batch_shapes": asdict(batch_shapes(data_args, training_args.device.type)),  # resolved by device
+        **{key: run.batch_plan[key] for key in BATCHES},
+        "batch_shapes": asdict(run.shapes),  # resolved by device
     }
     optimization = {
         name: getattr(training_args, name)
@@ -99,18 +98,6 @@ def run_settings(
         "max_train_minutes": model_args.max_train_minutes,
     }
     return json.loads(json.dumps({**model, **data, **batches, **optimization, **length}, default=str))
-
-
-def batch_plan(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> dict:
-    """What decides which pairs make each step, kept in every checkpoint: the sampler's batches of
-    --max_tokens_per_batch x processes tokens (dealt out pair by pair to the processes), and how many make a step
-    (``gradient_accumulation``)."""
-    return {
-        "tokens_per_batch": data_args.max_tokens_per_batch * training_args.world_size,
-        "gradient_accumulation_steps": gradient_accumulation(data_args, training_args),
-        "processes": training_args.world_size,
-        "max_tokens_per_batch": data_args.max_tokens_per_batch,
-    }
 
 
 def continuable(settings: dict) -> tuple[str, ...]:

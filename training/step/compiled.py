@@ -57,8 +57,8 @@ def captures_cuda_graphs(mode: str | None) -> bool:
 
 
 def settle_cuda_graphs(args: Seq2SeqTrainingArguments, accumulation: int) -> str | None:
-    """The ``--torch_compile_mode`` the compiled step runs with ``accumulation`` batches a step (``step_size``),
-    deciding whether it records CUDA graphs; ``arguments.resolve`` writes it into the arguments.
+    """The ``--torch_compile_mode`` the compiled step runs with ``accumulation`` batches a step,
+    deciding whether it records CUDA graphs; ``build.resolve_run`` holds it in the resolved run, which writes it.
 
     - One micro-batch a step in one process on a GPU, no ``--torch_compile_mode`` given: ``reduce-overhead``
       (logged). The forward and the backward graph replay as CUDA graphs (inductor's CUDA graph trees), one
@@ -97,7 +97,7 @@ def settle_cuda_graphs(args: Seq2SeqTrainingArguments, accumulation: int) -> str
 
 def compiles(args: Seq2SeqTrainingArguments) -> bool:
     """Whether the step is compiled: ``--torch_compile``, unless inductor cannot build CPU kernels here, where the run
-    trains eagerly (logged; ``arguments.resolve`` turns the flag off)."""
+    trains eagerly (logged; ``resolved.ResolvedRun.write`` turns the flag off)."""
     if compiles_on_cpu(args) and (reason := cannot_build_kernels()):
         logger.warning("--torch_compile: inductor cannot build CPU kernels here (%s); training eagerly", reason)
         return False
@@ -105,7 +105,7 @@ def compiles(args: Seq2SeqTrainingArguments) -> bool:
 
 
 def fit_for_compile(args: Seq2SeqTrainingArguments) -> None:
-    """Readies this process for the compiled step where ``--torch_compile`` (as ``arguments.resolve`` left it)
+    """Readies this process for the compiled step where ``--torch_compile`` (as ``resolved.ResolvedRun.write`` left it)
     asks for one: inductor's settings, and on CUDA no cuDNN attention. The trainer marks its batches dynamic
     (``mark_dynamic``)."""
     if args.torch_compile:

@@ -3,8 +3,8 @@ optimizer step, and each device takes as many of them a micro-batch as its memor
 (``--tokens_per_step`` / processes); gradient accumulation makes up only the rest.
 
 ``--max_tokens_per_batch 0`` (the wmt14 and big presets) asks for it; any other value is the per-device budget as
-given. Decided once, before the run's plan (``build.RunPlan``), and written into ``max_tokens_per_batch``, from which
-the accumulation (``arguments.gradient_accumulation``), the sampler and the records follow:
+given. Decided once, in the run's resolution (``build.resolve_run``), and held in ``resolved.ResolvedRun``, from
+which the accumulation, the sampler and the records follow:
 
 - a resumed run keeps the size it started with, read from its checkpoint's batch plan;
 - on CUDA, the largest of the share, the share / 2, / 3, ... (k micro-batches a step) with which one training step
@@ -35,10 +35,8 @@ from ..run.checkpoints import BATCH_PLAN, NEWEST, NO_RESUME, complete_checkpoint
 logger = logging.getLogger(__name__)
 
 SIZED_TO_DEVICE = 0  # --max_tokens_per_batch 0
+AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}  # accelerate's names of the dtypes autocast runs
 PAPER_GPUS = 8  # §5.2: the paper's batch was shared by 8 P100s; a device that is not probed takes one GPU's part
-# The dtype the run's autocast computes in, by accelerate's name of its precision (``mixed_precision``, as
-# arguments.autocast_precision decided it); "no" (fp32) has none: the probe autocasts nothing
-AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -60,12 +58,14 @@ def size_micro_batch(
     shapes: BatchShapes,
     overwrite: bool,
     build_model: Callable[[], torch.nn.Module],
-) -> str:
-    """Writes the per-device micro-batch into ``data_args.max_tokens_per_batch`` where it is to be sized to the
-    device (module docstring) and logs it; returns how it was sized. ``shapes``: the run's batch shapes;
-    ``overwrite``: --overwrite_output_dir (a run started over keeps nothing); ``build_model``: the run's model."""
+    precision: str,
+) -> tuple[int, str]:
+    """The per-device micro-batch (tokens a side) and how it was sized: --max_tokens_per_batch where given, else
+    sized to the device (module docstring, logged). ``shapes``: the run's batch shapes; ``overwrite``:
+    --overwrite_output_dir (a run started over keeps nothing); ``build_model``: the run's model; ``precision``: the
+    run's autocast (accelerate's name), which the probe's step runs under."""
     if data_args.max_tokens_per_batch > 0:
-        return "--max_tokens_per_batch"
+        return data_args.max_tokens_per_batch, "--max_tokens_per_batch"
     if data_args.max_tokens_per_batch < 0 or not data_args.tokens_per_step:
         raise UsageError(
             f"--max_tokens_per_batch {data_args.max_tokens_per_batch}: 0 sizes the micro-batch to the device, up to "
@@ -77,14 +77,13 @@ def size_micro_batch(
     if kept:
         tokens, sized_by = kept, "the checkpoint it resumes"
     elif training_args.device.type == "cuda":
-        probe = ProbeStep(build_model(), training_args, longest)
+        probe = ProbeStep(build_model(), training_args, longest, precision)
         tokens, sized_by = agreed(largest_that_fits(probe, share, longest)), "the device's memory"
         del probe  # its model and optimizer: the run's own take their place
         clear_device_cache(garbage_collection=True)
     else:
         tokens = min(share, data_args.tokens_per_step // PAPER_GPUS)
         sized_by = "the paper's per-GPU share (not probed off CUDA)"
-    data_args.max_tokens_per_batch = tokens
     logger.info(
         "micro-batch: %d tokens per side per device, sized by %s (up to %d: --tokens_per_step %d / %d processes)",
         tokens,
@@ -93,7 +92,7 @@ def size_micro_batch(
         data_args.tokens_per_step,
         training_args.world_size,
     )
-    return sized_by
+    return tokens, sized_by
 
 
 def kept_size(training_args, overwrite: bool) -> int | None:
@@ -149,15 +148,15 @@ def largest_that_fits(step: Callable[[int], None], share: int, longest: int) -> 
 class ProbeStep:
     """One training step of ``model`` (the run's architecture, on the run's device) at a candidate number of
     tokens: a batch of the largest bucket shape (tokens // ``longest`` pairs of ``longest`` tokens on each side: the
-    most a batch of the sampler holds, at the longest attention), forward and backward in the precision that will
-    train (``mixed_precision``: bf16 or fp16 autocast, or fp32; the activations' memory depends on it), then the
-    optimizer's update. The run's optimizer (Trainer's choice from the arguments) has its state allocated first, as
-    in every step after the first, and on several processes a gradient-sized reserve stands for DDP's gradient
-    buckets. Eager: a compiled step (--torch_compile) needs less memory, not more."""
+    most a batch of the sampler holds, at the longest attention), forward and backward under the run's precision,
+    then the optimizer's update. The run's optimizer (Trainer's choice from the arguments) has its state allocated
+    first, as in every step after the first, and on several processes a gradient-sized reserve stands for DDP's
+    gradient buckets. Eager: a compiled step (--torch_compile) needs less memory, not more. ``precision``: the run's
+    autocast, by accelerate's name ("no", "bf16", "fp16")."""
 
-    def __init__(self, model: torch.nn.Module, training_args, longest: int):
+    def __init__(self, model: torch.nn.Module, training_args, longest: int, precision: str):
         self.device, self.longest = training_args.device, longest
-        self.dtype = AUTOCAST_DTYPES.get(training_args.mixed_precision)
+        self.autocast = AUTOCAST.get(precision)
         self.model = model.to(self.device).train()
         optimizer_class, kwargs = Trainer.get_optimizer_cls_and_kwargs(training_args, self.model)
         self.optimizer = optimizer_class(self.model.parameters(), **kwargs)
@@ -171,7 +170,7 @@ class ProbeStep:
     def __call__(self, tokens: int) -> None:
         ids = torch.full((max(1, tokens // self.longest), self.longest), 5, device=self.device)
         try:
-            with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype is not None):
+            with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
                 loss = self.model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=ids).loss
             loss.backward()
             self.optimizer.step()

@@ -7,108 +7,28 @@ callbacks and modules of their own: how it stops (``stopping``), how its checkpo
 import copy
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from functools import cached_property, partial
 from pathlib import Path
 
 import torch
 import transformers
 from packaging import version
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerState
+from transformers import Seq2SeqTrainer, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import TrainOutput
 
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.decoding import Decoding
 
-from ..arguments import RecipeArguments
 from ..data.batching import Placement, TokenBatchSampler, TrainingSet
+from ..resolved import RunDecoding
 from ..run import checkpoints
 from ..run.stopping import SaveOnSignal, stopped_by_signal, train_until_stopped
-from .average import load_average
+from .average import average_newest_into, load_average
 from .compiled import mark_dynamic
 from .loader_wait import LoaderWait
 
 logger = logging.getLogger(__name__)
-
-# transformers' internals that the package touches, each with why no public way serves (docs/architecture.md):
-# Trainer's private methods overridden or called, Trainer's own state read or set, and names of its modules that
-# transformers does not export. tests/test_training/test_trainer_hooks.py finds them in the code and fails on one
-# used and not listed here, on one listed and no longer used (or no longer transformers'), and on an overridden
-# method whose parameters a release changed.
-PRIVATE_TRAINER_HOOKS = {
-    "_get_train_sampler": (
-        "overridden: Trainer's _get_dataloader hands the token sampler, a BatchRebalanceSampler, to the DataLoader as "
-        "its batch sampler and keeps Accelerate from sharding it again; get_train_dataloader would repeat that work"
-    ),
-    "_save_checkpoint": (
-        "overridden, to hold Trainer's rotation off until the on_save callbacks have completed the checkpoint (a "
-        "failed write removes the unmarked folder); called by save_checkpoint: no public method writes a resumable one"
-    ),
-    "gather_function": (
-        "set by evaluation_loop to accelerator.gather_for_metrics: Seq2SeqTrainer's evaluate and predict set "
-        "accelerator.gather, which keeps the pairs the ranks' last batches repeat (BLEU failed on 2 processes)"
-    ),
-    "callback_handler": "save_checkpoint runs the on_save callbacks after Trainer's save, as Trainer's loop does",
-    "control": "save_checkpoint keeps what the on_save callbacks return, as Trainer's loop does",
-    "label_smoother": (
-        "set to None: the model computes §5.4's label-smoothed loss in one fused cross_entropy, where Trainer's would "
-        "take the log-probabilities of the whole vocabulary a second time"
-    ),
-    "lr_scheduler": "create_scheduler leaves §5.3's schedule where Trainer's loop steps it and its checkpoints save it",
-    "state": "train() takes the TrainerState of a checkpoint of the run's last step as the trained run's",
-    "accelerator": (
-        "Trainer's Accelerate object, for what Trainer has no public method for: gather_for_metrics, unwrap_model (the "
-        "model averaged, the one its generation config is saved into) and the FSDP plugin's state dict type"
-    ),
-    "is_fsdp_enabled": (
-        "whether Accelerate shards the model (the tied embedding's loading, the state dict check, the model averaged); "
-        "Trainer has no public flag"
-    ),
-    "BatchRebalanceSampler": (
-        "TokenBatchSampler derives from it only because Trainer hands a sampler of this class (an isinstance check) to "
-        "the DataLoader as its batch sampler without sharding it again; none of its methods is used"
-    ),
-    "TRAINER_STATE_NAME": "the file of a checkpoint's TrainerState, whose step a relaunch and the record read",
-    "TRAINING_ARGS_NAME": (
-        "the file of a checkpoint's TrainingArguments, written again by CompleteCheckpoints with the run's "
-        "save_total_limit (Trainer wrote it while _save_checkpoint held the rotation off)"
-    ),
-    "TrainOutput": "Trainer.train()'s result: made for a run with nothing left to train, and with a launch's metrics",
-    "HubStrategy": "--hub_strategy's values, which HubPush acts on in Trainer's stead",
-    "SAFE_WEIGHTS_NAME": "the file of the final model's weights, removed when writing it fails",
-    "clear_device_cache": (
-        "accelerate's own release of device memory between find_executable_batch_size's tries (accelerate.utils does "
-        "not export it): micro_batch frees the probe's model and optimizer with it before the run's are built"
-    ),
-    "_actions": (
-        "HfArgumentParser's (argparse's) flags, whose destinations a preset's fields are checked against: no public "
-        "list of them"
-    ),
-}
-
-
-@dataclass(frozen=True)
-class RunDecoding:
-    """How a run decodes (§6.1), built once from its arguments (``of``): ``during`` training, in its evaluations,
-    and ``final``: the final evaluation's (its alpha chosen on validation there), which the model is saved with."""
-
-    during: Decoding
-    final: Decoding
-
-    @classmethod
-    def of(cls, model_args: RecipeArguments, training_args: Seq2SeqTrainingArguments) -> "RunDecoding":
-        """``final``: --num_beams and --length_penalty; ``during``: the same with Seq2SeqTrainer's
-        --generation_num_beams where given (the presets decode greedily there: no alpha, no early stopping). Both
-        stop at Seq2SeqTrainer's --generation_max_length where given, else at §6.1's input length + 50."""
-        final = Decoding.paper(model_args.num_beams, model_args.length_penalty)
-        during = Decoding.paper(training_args.generation_num_beams or final.num_beams, model_args.length_penalty)
-        length = training_args.generation_max_length
-        return cls(during=replace(during, max_length=length), final=replace(final, max_length=length))
-
-    def chosen(self, final: Decoding) -> "RunDecoding":
-        """This run's decoding with the ``final`` one its final evaluation chose."""
-        return replace(self, final=final)
 
 
 class PaperSeq2SeqTrainer(Seq2SeqTrainer):
@@ -141,7 +61,10 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         # how this run decodes (§6.1), built once from its arguments; the model's generation config is given its
         # final decoding when the model is saved (save_model), the one place it is written
         self.decoding = decoding
-        self.search = decoding.during  # the search of the evaluation in progress (evaluate, predict)
+        # the search of the evaluation in progress (evaluate, predict): Trainer's evaluation_loop calls prediction_step
+        # with a batch alone, so an evaluation's search reaches it only through the trainer, as Seq2SeqTrainer's own
+        # generate arguments do (its evaluate(**gen_kwargs) keeps them on the trainer for prediction_step)
+        self.search = decoding.during
         self.stop = stop
         self.loader_wait = LoaderWait()  # the time the loop waits for its batches, reported in the logs (log)
 
@@ -268,6 +191,13 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         longest = int(mask.sum(dim=1).max()) if self.shapes.pads() else mask.shape[1]
         return self.search.generate_kwargs(longest)
 
+    def average_newest(self, count: int) -> list[Path]:
+        """§6.1: the model becomes the mean of the run's ``count`` newest complete checkpoints
+        (``average.average_newest_into``), which are returned. Under FSDP 1 its wrapper is averaged, not its inner
+        module of flat parameters (FSDP 2 shards the model itself)."""
+        model = self.model_wrapped if self.is_fsdp_enabled else self.accelerator.unwrap_model(self.model)
+        return average_newest_into(model, self.args.output_dir, count)
+
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """Trainer's save of the model (a checkpoint's, or the final model), its generation config holding the run's
         final decoding: what ``generate()`` does without arguments, and what vanilla-translate and the Hub copy
@@ -288,17 +218,11 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         self.control = self.callback_handler.on_save(self.args, self.state, self.control)
 
     def _save_checkpoint(self, model, trial) -> None:
-        """Trainer's checkpoint files, with its rotation (``save_total_limit``) held off: Trainer rotates as soon as
-        the files are written, before the on_save callbacks mark the checkpoint complete
-        (checkpoints.CompleteCheckpoints, which rotates after), and a crash in between left no complete checkpoint.
-        A failed write is named in one line; the unmarked folder is removed, the previous complete checkpoint kept."""
+        """Trainer's checkpoint files (without its rotation: ``checkpoints.trainer_arguments``). A failed write is
+        named in one line; the unmarked folder is removed, the previous complete checkpoint kept."""
         run_dir, folder = checkpoints.checkpoint_folder(self.args, self.state.global_step)
-        keep, self.args.save_total_limit = self.args.save_total_limit, None
-        try:
-            with checkpoints.checkpoint_write_guard(run_dir, folder):
-                super()._save_checkpoint(model, trial)
-        finally:
-            self.args.save_total_limit = keep
+        with checkpoints.checkpoint_write_guard(run_dir, folder):
+            super()._save_checkpoint(model, trial)
 
 
 def launch_metrics(

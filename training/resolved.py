@@ -1,0 +1,128 @@
+"""The run resolved (``ResolvedRun``): every value vanilla-train derives from its command and its machine, decided
+once, before anything is built, by ``build.resolve_run`` (the one function that makes it), and frozen. Values flow
+one way from it: the builders, the Trainer, the callbacks and the record read them here, and it writes the parsed
+Seq2SeqTrainingArguments once (``write``), as transformers' ``TrainingArguments.__post_init__`` sets its derived
+fields where the arguments are made. tests/test_training/test_resolved.py fails on an accumulation, batch shapes,
+micro-batch or precision computed anywhere else."""
+
+import logging
+from dataclasses import dataclass, replace
+
+from transformers import Seq2SeqTrainingArguments
+from transformers.trainer_utils import IntervalStrategy
+
+from vanilla_tools.batch_shapes import BatchShapes
+from vanilla_tools.decoding import Decoding
+
+from .arguments import RecipeArguments
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunDecoding:
+    """How a run decodes (§6.1), built once from its arguments (``of``): ``during`` training, in its evaluations,
+    and ``final``: the final evaluation's (its alpha chosen on validation there), which the model is saved with."""
+
+    during: Decoding
+    final: Decoding
+
+    @classmethod
+    def of(cls, model_args: RecipeArguments, training_args: Seq2SeqTrainingArguments) -> "RunDecoding":
+        """``final``: --num_beams and --length_penalty; ``during``: the same with Seq2SeqTrainer's
+        --generation_num_beams where given (the presets decode greedily there: no alpha, no early stopping). Both
+        stop at Seq2SeqTrainer's --generation_max_length where given, else at §6.1's input length + 50."""
+        final = Decoding.paper(model_args.num_beams, model_args.length_penalty)
+        during = Decoding.paper(training_args.generation_num_beams or final.num_beams, model_args.length_penalty)
+        length = training_args.generation_max_length
+        return cls(during=replace(during, max_length=length), final=replace(final, max_length=length))
+
+    def chosen(self, final: Decoding) -> "RunDecoding":
+        """This run's decoding with the ``final`` one its final evaluation chose."""
+        return replace(self, final=final)
+
+
+def accumulation_steps(tokens_per_step: int | None, micro_batch: int, processes: int, given: int) -> int:
+    """The micro-batches accumulated into an optimizer step: ``given`` (--gradient_accumulation_steps), or with
+    --tokens_per_step the number that comes closest to it (§5.1 counts the batch per optimizer step) with
+    ``micro_batch`` tokens on each of ``processes``."""
+    if not tokens_per_step:
+        return given
+    return max(1, round(tokens_per_step / (micro_batch * processes)))
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """Every value a run derives from its command and its machine (module docstring).
+
+    - ``micro_batch``: the tokens a side one device takes at once (--max_tokens_per_batch, or sized to the device:
+      ``step.micro_batch``), ``sized_by``: how that was decided; ``accumulation``: the micro-batches a step;
+      ``processes``: the data-parallel processes; together the step's tokens (``tokens_per_step``), which come
+      closest to --tokens_per_step (``asked_tokens_per_step``) where given;
+    - ``shapes``: the batches' shapes on ``device`` (a device type), training's and evaluation's alike;
+    - ``learning_rate``: the base rate (§5.3's ``lr_scale * d_model^-0.5`` under --lr_schedule paper);
+    - ``precision``: what autocast runs, by accelerate's name ("no", "bf16", "fp16");
+    - ``compile_mode``: the --torch_compile_mode the step runs; ``compiles``: whether inductor compiles here;
+    - ``decoding``: how the run decodes; ``streaming``: a stream keeps its own position (Trainer skips no data);
+    - ``save_on_signal``, ``max_train_minutes``: how the run stops; ``settings``: what a relaunch compares
+      (``run_settings``)."""
+
+    micro_batch: int
+    sized_by: str
+    accumulation: int
+    asked_tokens_per_step: int | None
+    processes: int
+    device: str
+    shapes: BatchShapes
+    learning_rate: float
+    precision: str
+    compile_mode: str | None
+    compiles: bool
+    decoding: RunDecoding
+    streaming: bool
+    save_on_signal: bool
+    max_train_minutes: float
+    settings: dict | None = None
+
+    @property
+    def tokens_per_step(self) -> int:
+        """§5.1's batch, counted per optimizer step: tokens a side per device x processes x accumulation."""
+        return self.micro_batch * self.processes * self.accumulation
+
+    @property
+    def batch_plan(self) -> dict:
+        """What decides which pairs make each step, kept in every checkpoint (relaunch.check_resume compares it):
+        the sampler's batches of ``micro_batch`` x processes tokens (dealt out pair by pair to the processes), and
+        how many make a step."""
+        return {
+            "tokens_per_batch": self.micro_batch * self.processes,
+            "gradient_accumulation_steps": self.accumulation,
+            "processes": self.processes,
+            "max_tokens_per_batch": self.micro_batch,
+        }
+
+    @property
+    def micro_batch_record(self) -> dict:
+        """The run record's ``micro_batch``: the tokens a device took at once, the micro-batches a step, and what
+        sized them."""
+        return {"tokens_per_side": self.micro_batch, "per_step": self.accumulation, "sized_by": self.sized_by}
+
+    def write(self, training_args: Seq2SeqTrainingArguments, validation: bool) -> None:
+        """The one change vanilla-train makes to the parsed ``training_args``, in place, before the Trainer is built
+        (the Trainer and the run's record read them back): the accumulation, the base learning rate, the compile
+        mode (and --torch_compile off where inductor cannot compile), no data skipped for a stream; and, where the
+        corpus has no ``validation`` split, no evaluation (Trainer would refuse the run with a ValueError rather than
+        fail the command the user typed; the presets evaluate during training), logged."""
+        training_args.gradient_accumulation_steps = self.accumulation
+        training_args.learning_rate = self.learning_rate
+        training_args.torch_compile_mode = self.compile_mode
+        if training_args.torch_compile and not self.compiles:
+            training_args.torch_compile, training_args.torch_compile_backend = False, None
+        if self.streaming:
+            training_args.ignore_data_skip = True
+        if not validation and training_args.eval_strategy != IntervalStrategy.NO:
+            logger.warning(
+                "no validation set (--validation_files): --eval_strategy %s is off, the run trains without evaluating",
+                training_args.eval_strategy.value,
+            )
+            training_args.eval_strategy = IntervalStrategy.NO
