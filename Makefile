@@ -30,7 +30,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH)
-	$(BIN)/pip install -q -e ".[dev,ct2,ecosystem]"
+	$(BIN)/pip install -q -e ".[dev,ct2,ecosystem,tensorboard]"
 
 install: $(BIN)/python
 

@@ -1,8 +1,10 @@
-"""What a translation engine is: a callable from a batch of non-empty sentences to a ``BatchTranslation``.
+"""What a translation engine is: a callable from a batch of non-empty sentences (and, optionally, the target prefix
+each translation goes on from) to a ``BatchTranslation``, which can also score given translations (forced decoding).
 ``GenerateEngine`` is ``model.generate()``; ``ct2.CTranslate2Engine`` is CTranslate2; ``engines.create_engine``
 chooses between them."""
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import Protocol
 
 import torch
@@ -20,6 +22,18 @@ class BatchTranslation:
     source_lengths: list[int]  # tokens, </s> included
     output_lengths: list[int]  # tokens generated, up to and including </s> (no padding)
     nbest: list[list[tuple[str, float]]] = field(default_factory=list)  # with Decoding.nbest: K (text, score) each
+    samples: list[list[str]] = field(default_factory=list)  # with Decoding.sampling: N each, the first in texts
+
+    def output(self, index: int) -> "str | list[tuple[str, float]] | list[str]":
+        """What is written for input ``index``: its n-best list, its samples, or its translation."""
+        return self.nbest[index] if self.nbest else self.samples[index] if self.samples else self.texts[index]
+
+
+def blank_output(decoding: Decoding) -> "str | list[tuple[str, float]] | list[str]":
+    """``BatchTranslation.output`` of an empty input line, which reaches no engine: empty, as many times as asked."""
+    if decoding.nbest:
+        return [("", 0.0)]
+    return [""] * decoding.sampling.num_samples if decoding.sampling else ""
 
 
 def output_lengths(sequences: torch.Tensor, eos: int | list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -36,12 +50,12 @@ def batch_translation(
     ended: torch.Tensor,
     lengths: torch.Tensor,
     source_lengths: list[int],
-    nbest: int | None,
+    decoding: Decoding,
     scores: torch.Tensor | None,
 ) -> BatchTranslation:
-    """A ``BatchTranslation`` of (B * K, 1 + T) outputs, the K of each input best first (K = ``nbest`` or 1), and
-    their (B * K,) ``scores`` for an n-best list."""
-    k = nbest or 1
+    """A ``BatchTranslation`` of (B * K, 1 + T) outputs, the K of each input (``decoding.outputs_per_input``: an
+    n-best list's, best first, or the samples), and their (B * K,) ``scores`` for an n-best list."""
+    k, nbest = decoding.outputs_per_input, decoding.nbest
     texts = [text.strip() for text in tokenizer.batch_decode(sequences, skip_special_tokens=True)]
     translation = BatchTranslation(
         texts=texts[::k],
@@ -52,13 +66,46 @@ def batch_translation(
     if nbest:
         pairs = list(zip(texts, scores.tolist(), strict=True))
         translation.nbest = [pairs[i : i + k] for i in range(0, len(pairs), k)]
+    if decoding.sampling:
+        translation.samples = [texts[i : i + k] for i in range(0, len(texts), k)]
     return translation
+
+
+def by_prefix_length(
+    translate: Callable[[list[str], list[list] | None], BatchTranslation], sentences: list[str], prefixes: list[list]
+) -> BatchTranslation:
+    """``translate(sentences, prefixes)`` called once for each length of prefix (tokens or their ids; None for no
+    prefix), the parts put back in order. A prefix is given, not predicted: the search goes on from its last token
+    and scores only what it adds. CTranslate2 does so only for the prefix tokens that every input of a batch has
+    (the rest of a longer prefix is forced and scored), so in a batch of mixed lengths a line would translate
+    differently from the same line alone; one length a call keeps each line independent of its batch."""
+    groups: dict[int, list[int]] = {}
+    for index, ids in enumerate(prefixes):
+        groups.setdefault(len(ids), []).append(index)
+    parts = {
+        length: translate([sentences[i] for i in indices], [prefixes[i] for i in indices] if length else None)
+        for length, indices in groups.items()
+    }
+    place = {index: (length, j) for length, indices in groups.items() for j, index in enumerate(indices)}
+    order = [place[index] for index in range(len(sentences))]
+    merged = {}
+    for name in (f.name for f in fields(BatchTranslation)):
+        columns = {length: getattr(part, name) for length, part in parts.items()}
+        merged[name] = [columns[length][j] for length, j in order] if all(columns.values()) else []
+    return BatchTranslation(**merged)
 
 
 class Engine(Protocol):
     decoding: Decoding
 
-    def __call__(self, sentences: list[str]) -> BatchTranslation: ...
+    def __call__(self, sentences: list[str], prefixes: list[str] | None = None) -> BatchTranslation: ...
+
+
+class Scorer(Protocol):
+    """An engine that scores given translations (forced decoding): ``GenerateEngine``, CTranslate2's."""
+
+    def score(self, sentences: list[str], translations: list[str]) -> list[list[float]]:
+        """The log-probability of each token of each translation of ``sentences``, its end token included."""
 
 
 class GenerateEngine:
@@ -75,10 +122,27 @@ class GenerateEngine:
         self.model, self.tokenizer, self.generate_kwargs = model.eval(), tokenizer, generate_kwargs
         self.decoding = decoding or Decoding.resolve(model.generation_config)
         self.shapes = shapes or BatchShapes.for_device(model.device.type, DEFAULT_LONGEST)
+        self._unseeded = self.decoding.sampling is not None
 
-    def __call__(self, sentences: list[str]) -> BatchTranslation:
+    def __call__(self, sentences: list[str], prefixes: list[str] | None = None) -> BatchTranslation:
+        """The translations of ``sentences``, each going on from its target prefix if ``prefixes`` are given (an
+        empty one: none)."""
+        if prefixes is None:
+            return self._translate(sentences, None)
+        prefix_ids = self.tokenizer(prefixes, add_special_tokens=False)["input_ids"]
+        return by_prefix_length(self._translate, sentences, prefix_ids)
+
+    def _translate(self, sentences: list[str], prefixes: list[list[int]] | None) -> BatchTranslation:
+        """One ``generate()`` call; ``prefixes`` (all of one length) are the decoder's prompt, after its start token
+        (the continuation may be as long as a translation without one)."""
         batch = self.tokenizer(sentences, return_tensors="pt", padding=True)
         kwargs = {**self.decoding.generate_kwargs(batch["input_ids"].shape[1]), **self.generate_kwargs}
+        if prefixes is not None:
+            start = self.model.config.decoder_start_token_id
+            kwargs["decoder_input_ids"] = torch.tensor([[start, *ids] for ids in prefixes], device=self.model.device)
+        if self._unseeded:  # seeded once, before the first batch: the batches then draw in turn
+            torch.manual_seed(self.decoding.sampling.seed)
+            self._unseeded = False
         batch = self.shapes.pad_batch(batch, self.tokenizer.pad_token_id).to(self.model.device)
         with torch.no_grad():
             generated = self.model.generate(**batch, **kwargs)
@@ -86,7 +150,19 @@ class GenerateEngine:
         ended, lengths = output_lengths(sequences, self.model.generation_config.eos_token_id)
         scores = self._scores(generated, lengths) if self.decoding.nbest else None
         source_lengths = batch["attention_mask"].sum(dim=1).tolist()
-        return batch_translation(self.tokenizer, sequences, ended, lengths, source_lengths, self.decoding.nbest, scores)
+        return batch_translation(self.tokenizer, sequences, ended, lengths, source_lengths, self.decoding, scores)
+
+    def score(self, sentences: list[str], translations: list[str]) -> list[list[float]]:
+        """The model's log-probability of each token of each translation (tokenized as training tokenizes targets:
+        its end token included), unsmoothed: what ``model(labels=...).loss`` averages at label smoothing 0."""
+        batch = self.tokenizer(sentences, return_tensors="pt", padding=True).to(self.model.device)
+        targets = self.tokenizer(translations)["input_ids"]
+        width = max(map(len, targets))
+        labels = torch.tensor([ids + [-100] * (width - len(ids)) for ids in targets], device=self.model.device)
+        with torch.no_grad():
+            logits = self.model(**batch, labels=labels, skip_logits=False).logits
+        log_probs = logits.float().log_softmax(dim=-1).gather(-1, labels.clamp(min=0)[:, :, None])[:, :, 0]
+        return [row[: len(ids)].tolist() for row, ids in zip(log_probs, targets, strict=True)]
 
     def _scores(self, generated, lengths: torch.Tensor) -> torch.Tensor:
         """(B * K,) each output's log-probability / length^alpha (its tokens up to ``lengths``, the end token

@@ -4,7 +4,9 @@ check and the translation benchmark all call ``create_engine``.
 ``auto`` is CTranslate2 float32 (the same translations as ``generate()``, 2-3x faster on a CPU: docs/performance.md)
 wherever it can run the model on the device the model is on (a CUDA device too, where CTranslate2's build sees it),
 else ``generate()``; the choice and its reason are logged. ``onnx`` is ONNX Runtime (exported on first use to
-MODEL_DIR/onnx, on the CPU), chosen by name only."""
+MODEL_DIR/onnx, on the CPU), chosen by name only. Beyond translating, ``generate()`` and CTranslate2 (so ``auto``
+too) force target prefixes, score given translations and sample; ONNX Runtime's search does neither
+(``refuse_modes``)."""
 
 import importlib.util
 import logging
@@ -21,6 +23,16 @@ from .onnx_runtime import OnnxEngine, cached_onnx
 
 logger = logging.getLogger(__name__)
 ENGINES = ("auto", "generate", "ctranslate2", "onnx")
+MODES = ("--prefix", "--score", "--sample")  # vanilla-translate's modes beside translation
+CAN_DO = {"auto": MODES, "generate": MODES, "ctranslate2": MODES, "onnx": ()}
+
+
+def refuse_modes(kind: str, modes: list[str]) -> None:
+    """One line naming the engine ``kind`` and the ``modes`` (of ``MODES``) it cannot run, if any."""
+    missing = [mode for mode in modes if mode not in CAN_DO[kind]]
+    if missing:
+        able = " or ".join(name for name, can in CAN_DO.items() if name != "auto" and set(missing) <= set(can))
+        raise UsageError(f"the {kind} engine cannot {' or '.join(missing)}: use --engine {able}")
 
 
 def ctranslate2_unavailable(model_dir: str | Path, model, decoding: Decoding, quantization: str) -> str | None:

@@ -91,7 +91,7 @@ class OnnxEngine:
         ended, lengths = output_lengths(found.sequences, self.config.eos_token_id)
         source_lengths = batch["attention_mask"].sum(axis=1).tolist()
         return batch_translation(
-            self.tokenizer, found.sequences, ended, lengths, source_lengths, self.decoding.nbest, found.scores
+            self.tokenizer, found.sequences, ended, lengths, source_lengths, self.decoding, found.scores
         )
 
     def search(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> Hypotheses:

@@ -4,7 +4,8 @@ The input is read and translated in chunks, so memory stays flat however long th
 one line per input line, in order (an empty line stays empty). ``--references`` also prints sacreBLEU and chrF (of
 the best translations). ``--nbest K`` writes the K best of the beam for each line, best first, in Moses' n-best format
 ``LINE ||| TRANSLATION ||| SCORE`` (LINE from 0; SCORE: log-probability / length^alpha, what the beam ranks by; an
-empty input line gets one empty translation scored 0).
+empty input line gets one empty translation scored 0). ``--prefix``, ``--score`` and ``--sample``: inference/modes.py
+(``--sample --num_samples N`` writes N lines for each input line).
 """
 
 import argparse
@@ -26,8 +27,9 @@ from vanilla_tools.device import add_device_arguments, place, resolve_placement
 from vanilla_tools.metrics import score_translations
 from vanilla_tools.run_files import TrainingRecipe
 
-from .engine import Engine, GenerateEngine
-from .engines import ENGINES, create_engine
+from . import modes
+from .engine import Engine, GenerateEngine, blank_output
+from .engines import ENGINES, create_engine, refuse_modes
 
 logger = logging.getLogger(__name__)
 CHUNK_BATCHES = 32  # batches read ahead and sorted by length together: padding stays low, memory bounded
@@ -78,6 +80,7 @@ def utf8_lines(lines: Iterable[str], name: str) -> Iterator[str]:
 
 
 NBest = list[tuple[str, float]]  # (translation, score), best first
+Samples = list[str]  # --sample --num_samples N: N of them
 
 
 def translate_stream(
@@ -86,28 +89,31 @@ def translate_stream(
     batch_size: int = 64,
     report: LengthReport | None = None,
     max_source_tokens: int | None = None,
-) -> Iterator[str | NBest]:
-    """Yield the translation of each line (its n-best list if ``engine.decoding.nbest`` asks for one), in order,
-    reading ``CHUNK_BATCHES * batch_size`` lines at a time.
+    prefixes: Iterable[str] | None = None,
+) -> Iterator[str | NBest | Samples]:
+    """Yield the translation of each line (its n-best list if ``engine.decoding.nbest`` asks for one, its samples if
+    it samples), in order, reading ``CHUNK_BATCHES * batch_size`` lines at a time; with ``prefixes`` (one a line),
+    each translation goes on from its line's.
 
     Within a chunk, lines are sorted by length so each batch has little padding. Empty (or blank) lines give empty
     translations without reaching the ``engine`` (``GenerateEngine``, or CTranslate2's). ``report`` collects suspect
     lengths (``max_source_tokens``: the longest source the model was trained on)."""
     report = report if report is not None else LengthReport()
-    lines = iter(lines)
+    pairs = modes.paired(lines, prefixes, "--prefix") if prefixes is not None else ((line, None) for line in lines)
     first = 1
-    while chunk := list(itertools.islice(lines, CHUNK_BATCHES * batch_size)):
-        outputs: list[str | NBest] = [[("", 0.0)] if engine.decoding.nbest else ""] * len(chunk)
-        filled = [i for i, line in enumerate(chunk) if line.strip()]
-        filled.sort(key=lambda i: len(chunk[i]), reverse=True)
+    while chunk := list(itertools.islice(pairs, CHUNK_BATCHES * batch_size)):
+        outputs: list[str | NBest | Samples] = [blank_output(engine.decoding)] * len(chunk)
+        filled = [i for i, (line, _) in enumerate(chunk) if line.strip()]
+        filled.sort(key=lambda i: len(chunk[i][0]), reverse=True)
         long, cut = [], []
         for start in range(0, len(filled), batch_size):
             indices = filled[start : start + batch_size]
-            done = engine([chunk[i] for i in indices])
+            sources = [chunk[i][0] for i in indices]
+            done = engine(sources) if prefixes is None else engine(sources, [chunk[i][1] for i in indices])
             for j, (i, unfinished, length) in enumerate(
                 zip(indices, done.unfinished, done.source_lengths, strict=True)
             ):
-                outputs[i] = done.nbest[j] if engine.decoding.nbest else done.texts[j]
+                outputs[i] = done.output(j)
                 cut += [first + i] if unfinished else []
                 long += [first + i] if max_source_tokens and length > max_source_tokens else []
         report.cut_at_limit += sorted(cut)
@@ -138,17 +144,18 @@ def trained_source_limit(model_dir: str) -> int | None:
     return recipe.max_source_length if recipe else None
 
 
-def recorded(lines: Iterable[str | NBest], record: list[str] | None) -> Iterator[str]:
-    """Output lines: a translation each, or an n-best list's ``LINE ||| TRANSLATION ||| SCORE`` lines; the (best)
-    translation of each appended to ``record`` if one is given."""
+def recorded(lines: Iterable[str | NBest | Samples], record: list[str] | None) -> Iterator[str]:
+    """Output lines: a translation each, an n-best list's ``LINE ||| TRANSLATION ||| SCORE`` lines, or samples, a
+    line each; the (best, or first) translation of each appended to ``record`` if one is given."""
     for number, line in enumerate(lines):
-        best = line if isinstance(line, str) else line[0][0]
+        texts = [line] if isinstance(line, str) else line
+        nbest = not isinstance(texts[0], str)
         if record is not None:
-            record.append(best)
-        if isinstance(line, str):
-            yield line
-        else:
+            record.append(texts[0][0] if nbest else texts[0])
+        if nbest:
             yield from (f"{number} ||| {text} ||| {score:.4f}" for text, score in line)
+        else:
+            yield from texts
 
 
 def write_lines(lines: Iterable[str], output: str) -> None:
@@ -201,16 +208,20 @@ def arguments() -> argparse.ArgumentParser:
     )
     add_device_arguments(parser)
     parser.add_argument("--trust_remote_code", action="store_true")
+    modes.add_arguments(parser)
     return parser
 
 
-def check_line_counts(input_path: str, references_path: str, references: int) -> None:
-    """Refused before translating unless the input file has one line per reference (scoring would fail after it)."""
+ONE_PER_LINE = {"--references": "reference", "--prefix": "prefix", "--score": "translation"}  # a file's lines
+
+
+def check_line_counts(input_path: str, flag: str, path: str, count: int) -> None:
+    """Refused before translating unless the input file has one line per line of ``flag``'s file, ``path``, of
+    ``count`` lines (scoring would fail after it)."""
     lines = sum(1 for _ in read_lines(input_path))
-    if lines != references:
+    if lines != count:
         raise UsageError(
-            f"{input_path} has {lines} lines but --references {references_path} has {references}: "
-            "one reference per input line"
+            f"{input_path} has {lines} lines but {flag} {path} has {count}: one {ONE_PER_LINE[flag]} per input line"
         )
 
 
@@ -227,19 +238,34 @@ def check_output(output: str, inputs: dict[str, str | None]) -> None:
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    check_output(args.output, {"input": args.input, "--references": args.references})
+    side_files = {"--references": args.references, "--prefix": args.prefix, "--score": args.score}
+    check_output(args.output, {"input": args.input, **side_files})
+    modes.check_modes(args)
+    refuse_modes(args.engine, modes.chosen_modes(args))
+    sampling = modes.sampling(args)
 
     references = list(read_lines(args.references)) if args.references else None
-    if references is not None and args.input != "-":  # (stdin is counted as it is translated)
-        check_line_counts(args.input, args.references, len(references))
+    if args.input != "-":  # (stdin is counted as it is translated)
+        for flag, path in side_files.items():
+            if path is not None:
+                count = len(references) if flag == "--references" else sum(1 for _ in read_lines(path))
+                check_line_counts(args.input, flag, path, count)
     device, dtype = resolve_placement(args.device, args.dtype)
     tokenizer = load_tokenizer(args.model, args.trust_remote_code)
     model = place(load_model(args.model, args.trust_remote_code), device, dtype)
-    decoding = Decoding.resolve(model.generation_config, args.num_beams, args.length_penalty, args.nbest)
+    decoding = Decoding.resolve(model.generation_config, args.num_beams, args.length_penalty, args.nbest, sampling)
     engine = create_engine(args.engine, args.model, model, tokenizer, decoding, args.quantization)
+    if args.score:
+        pairs = modes.paired(read_lines(args.input), read_lines(args.score), "--score")
+        write_lines(
+            tqdm(modes.score_lines(engine, pairs, args.batch_size), desc="score", unit="line", file=sys.stderr),
+            args.output,
+        )
+        return
     report = LengthReport()
     limit = trained_source_limit(args.model)
-    stream = translate_stream(engine, read_lines(args.input), args.batch_size, report, limit)
+    prefixes = read_lines(args.prefix) if args.prefix else None
+    stream = translate_stream(engine, read_lines(args.input), args.batch_size, report, limit, prefixes)
     translations: list[str] | None = [] if references is not None else None
     write_lines(tqdm(recorded(stream, translations), desc="translate", unit="line", file=sys.stderr), args.output)
     report.log()

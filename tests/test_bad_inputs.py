@@ -784,6 +784,38 @@ CLI = [
         r"vanilla-translate: error: --output .*r2.de is the --references file: the translations would replace it$",
     ),
     (
+        "translate with a prefix file one line short",
+        translate.main,
+        lambda k: translate_args(k, k.text("in3.en", "A dog.\nA cat.\n"), "--prefix", k.text("p3.de", "Ein\n")),
+        1,
+        r"vanilla-translate: error: .*in3.en has 2 lines but --prefix .*p3.de has 1: one prefix per input line$",
+    ),
+    (
+        "translate --score with --sample",
+        translate.main,
+        lambda k: translate_args(
+            k, k.text("in4.en", "A dog.\n"), "--score", k.text("s4.de", "Ein Hund.\n"), "--sample"
+        ),
+        1,
+        r"vanilla-translate: error: --score scores the given translations instead of translating: drop --sample$",
+    ),
+    (
+        "translate --score with the onnx engine",
+        translate.main,
+        lambda k: translate_args(
+            k, k.text("in5.en", "A dog.\n"), "--score", k.text("s5.de", "Ein Hund.\n"), "--engine", "onnx"
+        ),
+        1,
+        r"vanilla-translate: error: the onnx engine cannot --score: use --engine generate or ctranslate2$",
+    ),
+    (
+        "translate --top_k without --sample",
+        translate.main,
+        lambda k: translate_args(k, k.text("in6.en", "A dog.\n"), "--top_k", "5"),
+        1,
+        r"vanilla-translate: error: --top_k: sampling options, which need --sample$",
+    ),
+    (
         "translate with a missing model",
         translate.main,
         lambda k: ["--model", str(k.scratch / "gone"), "-"],

@@ -87,7 +87,7 @@ def commands(page: Path) -> list[list[str]]:
 
 def tool_and_arguments(words: list[str]) -> tuple[str, list[str]] | None:
     """Which tool a command runs and its arguments (vanilla-*, python -m X, torchrun/accelerate ... -m X)."""
-    if words[0] in ("make", "pip"):
+    if words[0] in ("make", "pip", "tensorboard"):  # not this package's tools
         return None
     if words[0] == "bash":  # a script of the repository's
         assert (ROOT / words[1]).is_file(), f"no such script: {words[1]}"

@@ -19,6 +19,30 @@ PAPER_LENGTH_PENALTY: float = PAPER_DECODING["length_penalty"]
 
 
 @dataclass(frozen=True)
+class Sampling:
+    """Random sampling instead of a search, the usual way to back-translate (Edunov et al., 2018): each token is drawn
+    from the model's distribution divided by ``temperature``, kept to its ``top_k`` most probable tokens (0: all) and
+    to the fewest whose probability reaches ``top_p`` (1.0: all). ``num_samples`` are drawn for each input; a run
+    with the same ``seed``, inputs and batches draws the same ones."""
+
+    top_k: int = 0
+    top_p: float = 1.0
+    temperature: float = 1.0
+    num_samples: int = 1
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.top_k < 0:
+            raise UsageError(f"top_k must be >= 0 (0: the whole vocabulary), got {self.top_k}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise UsageError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.temperature <= 0.0:
+            raise UsageError(f"temperature must be > 0, got {self.temperature}")
+        if self.num_samples < 1:
+            raise UsageError(f"num_samples must be >= 1, got {self.num_samples}")
+
+
+@dataclass(frozen=True)
 class Decoding:
     """Beam search (or greedy with ``num_beams=1``) as transformers defines it: a finished hypothesis scores its
     log-probability divided by its length (end token counted) to the power ``length_penalty``; with
@@ -29,6 +53,8 @@ class Decoding:
 
     ``nbest``: None returns the best translation alone; K returns the K best of the beam, each with its score, the
     one beam search ranks by: log-probability / length^alpha (greedy: alpha 1, the mean log-probability a token).
+
+    ``sampling``: draw tokens (``Sampling``) instead of searching; one beam, no n-best list.
     """
 
     num_beams: int = 1
@@ -37,8 +63,11 @@ class Decoding:
     max_new_tokens: int | None = None
     max_length: int | None = None
     nbest: int | None = None
+    sampling: Sampling | None = None
 
     def __post_init__(self):
+        if self.sampling is not None and (self.num_beams != 1 or self.nbest is not None):
+            raise UsageError("sampling draws its tokens instead of searching: no beams, no n-best list")
         if not isinstance(self.num_beams, int) or self.num_beams < 1:
             raise UsageError(f"num_beams must be an integer >= 1, got {self.num_beams!r}")
         if self.nbest is not None and not 1 <= self.nbest <= self.num_beams:
@@ -53,12 +82,16 @@ class Decoding:
         num_beams: int | None = None,
         length_penalty: float | None = None,
         nbest: int | None = None,
+        sampling: Sampling | None = None,
     ) -> "Decoding":
         """The model's decoding (its generation config), with a command's ``num_beams`` / ``length_penalty`` /
-        ``nbest`` where given (None: the config's; a length penalty of 0 is a choice, not "unset")."""
+        ``nbest`` where given (None: the config's; a length penalty of 0 is a choice, not "unset"); ``sampling``
+        replaces the config's beams with one."""
         config = generation_config
         if length_penalty is None:
             length_penalty = 1.0 if config.length_penalty is None else config.length_penalty  # transformers' default
+        if sampling is not None and num_beams is None:
+            num_beams = 1
         return cls(
             num_beams=num_beams or config.num_beams or 1,
             length_penalty=length_penalty,
@@ -66,6 +99,7 @@ class Decoding:
             max_new_tokens=config.max_new_tokens,
             max_length=config.max_length,
             nbest=nbest,
+            sampling=sampling,
         )
 
     @classmethod
@@ -80,11 +114,20 @@ class Decoding:
         """What ``generate()`` (or ``Seq2SeqTrainer.predict``) takes for the search itself (early stopping only for
         a beam search: transformers warns that greedy search ignores it; an n-best list asks for the scores)."""
         search = {"num_beams": self.num_beams, "length_penalty": self.length_penalty}
+        if self.sampling is not None:
+            sampling = self.sampling
+            search.update(do_sample=True, top_k=sampling.top_k, top_p=sampling.top_p)
+            search.update(temperature=sampling.temperature, num_return_sequences=sampling.num_samples)
         if self.num_beams > 1:
             search["early_stopping"] = self.early_stopping
         if self.nbest is not None:
             search.update(num_return_sequences=self.nbest, output_scores=True, return_dict_in_generate=True)
         return search
+
+    @property
+    def outputs_per_input(self) -> int:
+        """How many outputs each input gets: its n-best list's, its samples' or 1."""
+        return self.nbest or (self.sampling.num_samples if self.sampling else 1)
 
     def max_new_tokens_for(self, input_length: int) -> int:
         """The most tokens to generate for a batch whose longest input has ``input_length`` tokens."""
