@@ -9,6 +9,7 @@ import torch
 
 from vanilla_tools.batch_shapes import DEFAULT_LONGEST, BatchShapes
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.text_form import TextForm
 
 
 @dataclass
@@ -59,6 +60,22 @@ class Engine(Protocol):
     decoding: Decoding
 
     def __call__(self, sentences: list[str]) -> BatchTranslation: ...
+
+
+class PreparedEngine:
+    """``engine`` given each sentence in the model's text form (``TextForm.source``), as the model was trained: the
+    same tokens whether a sentence comes raw or already prepared."""
+
+    def __init__(self, engine: Engine, form: TextForm):
+        self.engine, self.form, self.decoding = engine, form, engine.decoding
+
+    def __call__(self, sentences: list[str]) -> BatchTranslation:
+        return self.engine([self.form.source(sentence) for sentence in sentences])
+
+
+def prepared(engine: Engine, form: TextForm) -> Engine:
+    """``engine`` fed text in ``form``: itself for raw text."""
+    return engine if form.raw else PreparedEngine(engine, form)
 
 
 class GenerateEngine:

@@ -24,7 +24,7 @@ from vanilla_tools.hardware import precision_line
 from .arguments import ModelArguments, gradient_accumulation, model_fields, on_cpu, resolve
 from .data.batching import TokenizedPairs, TrainingSet, batch_shapes, share_batches_by_name
 from .data.bpe_dropout import BPEDropoutPairs
-from .data.corpus import DataArguments, load_parallel_data, source_key, tokenize_splits
+from .data.corpus import DataArguments, load_parallel_data, source_key, text_form, tokenize_splits
 from .data.streaming import StreamingTokenBatches, streaming_pairs
 from .data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 from .run.checkpoints import CompleteCheckpoints, output_guard
@@ -153,6 +153,8 @@ def build_trainer(
         validation = spread_sample(validation, data_args.max_eval_samples)
 
     model = build_model(model_args, tokenizer)
+    model.config.text_form = text_form(data_args).as_config()  # the text it learns: every checkpoint says so
+    model.text_form_applied = True  # its evaluations decode the data so prepared
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     resolve(
         model_args,
