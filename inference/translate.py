@@ -274,7 +274,7 @@ def run(argv: list[str] | None = None) -> None:
         )
         if scores.bleu_lc_tok is not None:
             print(
-                f"BLEU lowercased and tokenized = {scores.bleu_lc_tok:.2f}  ({scores.lc_tok_signature})",
+                f"lowercased, tokenized BLEU = {scores.bleu_lc_tok:.2f}  ({scores.lc_tok_signature})",
                 file=sys.stderr,
             )
 
