@@ -183,3 +183,14 @@ def test_the_models_own_code_says_once_that_it_cannot_prepare_the_text(moses_mod
     notes = [number for number, line in enumerate(lines) if NOTE in line]
     assert len(notes) == 1 and notes[0] > lines.index("applied: done"), done.stderr[-3000:]
     assert "lowercased, Moses punctuation-normalized, Moses-tokenized text (en -> de, escape=False" in lines[notes[0]]
+
+
+def test_the_model_card_says_how_to_translate_with_such_a_model(moses_model, tokenizer, tmp_path):
+    from hub_card.card import build_model_card
+
+    card = str(build_model_card(moses_model, "someone/moses-model"))
+    assert "## The text it reads and writes" in card and "en → de: it reads" in card
+    assert "vanilla-translate --model someone/moses-model --detokenize input.en" in card
+    assert 'MosesTokenizer(lang="en")' in card
+    raw = saved_model_with_tokenizer(tmp_path / "raw", tokenizer)
+    assert "## The text it reads and writes" not in str(build_model_card(raw))

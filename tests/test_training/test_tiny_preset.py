@@ -202,3 +202,6 @@ def test_the_preset_trains_and_scores_with_tiny_sizes(tmp_path):
     schedule = "inverse_sqrt: linear from 1e-07 to 0.005 over 2 steps, then 0.005 * sqrt(2 / step)"
     assert recipe["learning rate"] == schedule
     assert recipe["data"].startswith("files en->de, lowercased and Moses-tokenized")
+    for folder in (output, output / "checkpoint-5"):  # the text it reads travels with the model, checkpoints too
+        config = json.loads((folder / "config.json").read_text())
+        assert config["text_form"] == TextForm.moses_lowercase("en", "de").as_config()
