@@ -4,6 +4,7 @@ prepared beforehand), --detokenize writes readable text, the scores are counted 
 model of raw text is served as before, one saved before the field says once that its text is unknown, and the
 model's own code, without the package, says once that it cannot prepare the text."""
 
+import json
 import logging
 import os
 import subprocess
@@ -110,6 +111,10 @@ def test_raw_and_prepared_input_translate_alike_on_every_engine(engine, moses_mo
     again, _ = translated(moses_model, inputs["prepared.en"], capsys, *flags)  # prepared twice: "' s"
     assert again != raw
     assert not [record for record in caplog.records if NOTE in record.getMessage() or UNKNOWN in record.getMessage()]
+    if engine == "ctranslate2":  # the export says it too, for its users without the model's folder
+        assert json.loads((moses_model / "ctranslate2-float32" / "config.json").read_text())["text_form"] == (
+            FORM.as_config()
+        )
 
 
 def test_scores_count_the_models_text_as_its_record_does(moses_model, inputs, capsys):
