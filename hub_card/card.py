@@ -103,6 +103,7 @@ def build_model_card(model_dir: str | Path, repo_id: str | None = None, license:
         parameters=f"{recipe.parameters:,}" if recipe.parameters is not None else "n/a",
         positions=f"{config['position_embedding_type']} ({config.get('sinusoidal_layout', '')})",
         recipe=recipe.recipe,
+        text_form=text_form if isinstance(text_form := config.get("text_form"), dict) else None,
         transformers_releases=" to ".join(TESTED_RELEASES),
         torch_floor=torch_floor(),
     )

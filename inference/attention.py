@@ -18,6 +18,7 @@ import torch
 
 from vanilla_tools.cli import UsageError, console_script, figure_path, load_model, load_tokenizer, positive_int, require
 from vanilla_tools.decoding import PAPER_NUM_BEAMS
+from vanilla_tools.text_form import served_text_form
 
 
 @dataclass
@@ -148,7 +149,7 @@ def run(argv: list[str] | None = None) -> None:
     model = load_model(args.model)
     tokenizer = load_tokenizer(args.model)
     check_layer_and_head(model.config, args.layer, args.head)
-    maps = attention_maps(model, tokenizer, args.sentence, args.num_beams)
+    maps = attention_maps(model, tokenizer, served_text_form(model).source(args.sentence), args.num_beams)
     if args.html:
         out.write_text(bertviz_html(maps, args.view), encoding="utf-8")
     else:

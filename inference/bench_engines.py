@@ -19,11 +19,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from vanilla_tools.cli import positive_int
 from vanilla_tools.corpora import BUNDLED_DIR
+
+if TYPE_CHECKING:
+    from vanilla_tools.text_form import TextForm
 
 ENGINES = ("generate", "marian", "generate-static-compiled", "ct2-float32", "ct2-int8", "onnx")
 GPU_ENGINES = ("ct2-float16", "ct2-int8_float16")  # CTranslate2's GPU compute types: measured by default on CUDA
@@ -36,15 +40,17 @@ def read(path: Path) -> list[str]:
     return list(read_lines(str(path)))
 
 
-def check_inputs(model_dir: str, sources: list[str], references: list[str], reference_path: Path) -> None:
+def check_inputs(model_dir: str, sources: list[str], references: list[str], reference_path: Path) -> "TextForm":
     """Before the measurements (an hour on this CPU), rather than in each one's cells of the table: the model and its
-    tokenizer load, and the test set has one reference per sentence."""
+    tokenizer load, and the test set has one reference per sentence. Returns the model's text form."""
     from vanilla_tools.cli import UsageError, load_model, load_tokenizer
+    from vanilla_tools.text_form import served_text_form
 
     load_tokenizer(model_dir)
-    load_model(model_dir)
+    form = served_text_form(load_model(model_dir))
     if len(sources) != len(references):
         raise UsageError(f"{len(sources)} source sentences but {len(references)} references in {reference_path}")
+    return form
 
 
 class Counted:
@@ -62,17 +68,26 @@ class Counted:
 def make_engine(name: str, model_dir: str, num_beams: int, device: str = "cpu", dtype: str | None = None):
     """The engine ``name`` for the model in ``model_dir``, decoding as the model does with ``num_beams`` beams (one
     ``Decoding`` for every engine, MarianMTModel's included), on ``device`` (a ``--device`` value; ``dtype``:
-    generate()'s ``--dtype``)."""
+    generate()'s ``--dtype``), fed text in the model's text form."""
+    from inference.engine import prepared
+    from modeling_vanilla import VanillaTransformerForSeq2Seq
+    from vanilla_tools.text_form import served_text_form
+
+    model = VanillaTransformerForSeq2Seq.from_pretrained(model_dir).eval()
+    return prepared(built_engine(name, model_dir, model, num_beams, device, dtype), served_text_form(model))
+
+
+def built_engine(name: str, model_dir: str, model, num_beams: int, device: str, dtype: str | None):
+    """``make_engine``'s engine before it is fed the model's text form."""
     from inference.engine import GenerateEngine
     from inference.engines import create_engine
-    from modeling_vanilla import VanillaTransformerForSeq2Seq, to_marian
+    from modeling_vanilla import to_marian
     from vanilla_tools.cli import load_tokenizer
     from vanilla_tools.decoding import Decoding
     from vanilla_tools.device import place, resolve_placement
 
     placement = resolve_placement(device, dtype)
     tokenizer = load_tokenizer(model_dir)
-    model = VanillaTransformerForSeq2Seq.from_pretrained(model_dir).eval()
     decoding = Decoding.resolve(model.generation_config, num_beams)
     if name == "marian":
         return GenerateEngine(place(to_marian(model), *placement), tokenizer, decoding)
@@ -183,7 +198,8 @@ def run(
     from vanilla_tools.metrics import score_translations
 
     refs = read(references)
-    check_inputs(model_dir, read(source), refs, references)
+    form = check_inputs(model_dir, read(source), refs, references)
+    refs = [form.target(line) for line in refs]  # scored as the run record is: in the model's text form
     results = {
         "model": str(model_dir),
         "source": str(source),

@@ -13,8 +13,10 @@ import logging
 from vanilla_tools.cli import console_script, load_model, load_tokenizer, positive_int, require
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.device import add_device_arguments, place, resolve_placement
+from vanilla_tools.text_form import output_text, served_text_form
 
 from .attention import AttentionMaps, attention_figure, attention_maps, check_layer_and_head
+from .engine import prepared
 from .engines import ENGINES, create_engine
 
 logger = logging.getLogger(__name__)
@@ -28,17 +30,22 @@ def build_demo(
     trust_remote_code: bool = False,
     device: str = "auto",
     dtype: str | None = None,
+    detokenize: bool = False,
 ):
     """The page (a ``gradio.Blocks``) for the model in ``model_dir``: its engine built once on ``device`` (a
     ``--device`` value; ``dtype``: generate()'s ``--dtype``), an n-best list of ``nbest`` (at most the model's
-    beams)."""
+    beams). A sentence is prepared in the model's text form first; ``detokenize`` shows a Moses-tokenized model's
+    translations detokenized."""
     gr = require("gradio", "ecosystem", "vanilla-demo")
 
     model = place(load_model(model_dir, trust_remote_code), *resolve_placement(device, dtype))
     tokenizer = load_tokenizer(model_dir, trust_remote_code)
+    form = served_text_form(model)
+    shown = output_text(form, detokenize)
     decoding = Decoding.resolve(model.generation_config)
     decoding = Decoding.resolve(model.generation_config, nbest=min(nbest, decoding.num_beams))
-    translate = create_engine(engine, model_dir, model, tokenizer, decoding)
+    built = create_engine(engine, model_dir, model, tokenizer, decoding)
+    translate = prepared(built, form)
     config = model.config
     layers = [MEAN, *map(str, range(min(config.encoder_layers, config.decoder_layers)))]
     heads = [MEAN, *map(str, range(config.num_attention_heads))]
@@ -55,13 +62,13 @@ def build_demo(
         if not sentence:
             raise gr.Error("Type a sentence to translate.")
         result = translate([sentence])
-        maps = attention_maps(model, tokenizer, sentence, decoding.num_beams)
-        rows = [[candidate, round(score, 4)] for candidate, score in result.nbest[0]]
-        return result.texts[0], rows, maps, figure(maps, layer, head)
+        maps = attention_maps(model, tokenizer, form.source(sentence), decoding.num_beams)
+        rows = [[shown(candidate), round(score, 4)] for candidate, score in result.nbest[0]]
+        return shown(result.texts[0]), rows, maps, figure(maps, layer, head)
 
     search = f"beam {decoding.num_beams}, alpha {decoding.length_penalty}"
     with gr.Blocks(title="The Transformer: translate and see its attention") as demo:
-        gr.Markdown(f"## The Transformer (Vaswani et al., 2017)\n`{model_dir}`: {search}, {type(translate).__name__}")
+        gr.Markdown(f"## The Transformer (Vaswani et al., 2017)\n`{model_dir}`: {search}, {type(built).__name__}")
         source = gr.Textbox(label="Source", lines=2, placeholder="A dog runs through the snow.", elem_id="source")
         button = gr.Button("Translate", variant="primary", elem_id="translate")
         translation = gr.Textbox(label="Translation", interactive=False, elem_id="translation")
@@ -92,6 +99,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--nbest", type=positive_int, default=4, help="candidates shown (at most the beams)")
     parser.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to serve other machines")
     parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--detokenize", action="store_true", help="as vanilla-translate's")
     parser.add_argument("--trust_remote_code", action="store_true")
     add_device_arguments(parser)
     return parser
@@ -100,7 +108,9 @@ def arguments() -> argparse.ArgumentParser:
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    demo = build_demo(args.model, args.engine, args.nbest, args.trust_remote_code, args.device, args.dtype)
+    demo = build_demo(
+        args.model, args.engine, args.nbest, args.trust_remote_code, args.device, args.dtype, args.detokenize
+    )
     demo.launch(server_name=args.host, server_port=args.port, share=False)
 
 

@@ -11,6 +11,7 @@ import torch
 
 from vanilla_tools.batch_shapes import DEFAULT_LONGEST, BatchShapes
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.text_form import TextForm
 
 
 @dataclass
@@ -106,6 +107,30 @@ class Scorer(Protocol):
 
     def score(self, sentences: list[str], translations: list[str]) -> list[list[float]]:
         """The log-probability of each token of each translation of ``sentences``, its end token included."""
+
+
+class PreparedEngine:
+    """``engine`` given each sentence in the model's text form (``TextForm.source``), as the model was trained: the
+    same tokens whether a sentence comes raw or already prepared. Target prefixes and the translations it scores are
+    target text, prepared as the model's output is (``TextForm.target``)."""
+
+    def __init__(self, engine: Engine, form: TextForm):
+        self.engine, self.form, self.decoding = engine, form, engine.decoding
+
+    def __call__(self, sentences: list[str], prefixes: list[str] | None = None) -> BatchTranslation:
+        sources = [self.form.source(sentence) for sentence in sentences]
+        if prefixes is None:  # (an engine without prefixes takes the sentences alone: ONNX Runtime's)
+            return self.engine(sources)
+        return self.engine(sources, [self.form.target(prefix) for prefix in prefixes])
+
+    def score(self, sentences: list[str], translations: list[str]) -> list[list[float]]:
+        sources = [self.form.source(sentence) for sentence in sentences]
+        return self.engine.score(sources, [self.form.target(translation) for translation in translations])
+
+
+def prepared(engine: Engine, form: TextForm) -> Engine:
+    """``engine`` fed text in ``form``: itself for raw text."""
+    return engine if form.raw else PreparedEngine(engine, form)
 
 
 class GenerateEngine:

@@ -6,6 +6,11 @@ the best translations). ``--nbest K`` writes the K best of the beam for each lin
 ``LINE ||| TRANSLATION ||| SCORE`` (LINE from 0; SCORE: log-probability / length^alpha, what the beam ranks by; an
 empty input line gets one empty translation scored 0). ``--prefix``, ``--score`` and ``--sample``: inference/modes.py
 (``--sample --num_samples N`` writes N lines for each input line).
+
+A model trained on prepared text (``config.text_form``: vanilla-train's ``--moses_lowercase_tokenize``) gets each
+line so prepared first, as in training (``--prepared``: the input already is), writes that text (``--detokenize``:
+Moses-detokenized), and is scored on it as its run record is: the references prepared alike, and the lowercased,
+tokenized BLEU printed too. Its prefixes and the translations it scores are prepared as its output is.
 """
 
 import argparse
@@ -14,7 +19,7 @@ import itertools
 import logging
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,11 +29,12 @@ from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS
 from vanilla_tools.cli import UsageError, console_script, load_model, load_tokenizer, positive_int, whole_gzip
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.device import add_device_arguments, place, resolve_placement
-from vanilla_tools.metrics import score_translations
+from vanilla_tools.metrics import score_in_form
 from vanilla_tools.run_files import TrainingRecipe
+from vanilla_tools.text_form import TextForm, output_text, served_text_form
 
 from . import modes
-from .engine import Engine, GenerateEngine, blank_output
+from .engine import Engine, GenerateEngine, blank_output, prepared
 from .engines import ENGINES, create_engine, refuse_modes
 
 logger = logging.getLogger(__name__)
@@ -131,10 +137,12 @@ def translate(
     num_beams: int | None = None,
     length_penalty: float | None = None,
 ) -> list[str]:
-    """Translations of ``sentences``, in order, with ``generate()`` as the model decodes (§6.1: beam search up to
-    input length + 50), or with ``num_beams`` / ``length_penalty`` instead of its own."""
+    """Translations of ``sentences`` (prepared in the model's text form first), in order, with ``generate()`` as the
+    model decodes (§6.1: beam search up to input length + 50), or with ``num_beams`` / ``length_penalty`` instead of
+    its own."""
     decoding = Decoding.resolve(model.generation_config, num_beams, length_penalty)
-    stream = translate_stream(GenerateEngine(model, tokenizer, decoding), sentences, batch_size)
+    engine = prepared(GenerateEngine(model, tokenizer, decoding), served_text_form(model))
+    stream = translate_stream(engine, sentences, batch_size)
     return list(tqdm(stream, total=len(sentences), disable=not progress, desc="translate", unit="line"))
 
 
@@ -144,18 +152,21 @@ def trained_source_limit(model_dir: str) -> int | None:
     return recipe.max_source_length if recipe else None
 
 
-def recorded(lines: Iterable[str | NBest | Samples], record: list[str] | None) -> Iterator[str]:
+def recorded(
+    lines: Iterable[str | NBest | Samples], record: list[str] | None, shown: Callable[[str], str] = str
+) -> Iterator[str]:
     """Output lines: a translation each, an n-best list's ``LINE ||| TRANSLATION ||| SCORE`` lines, or samples, a
-    line each; the (best, or first) translation of each appended to ``record`` if one is given."""
+    line each, each translation as ``shown`` (--detokenize's); the (best, or first) translation of each appended to
+    ``record`` if one is given, as the model wrote it."""
     for number, line in enumerate(lines):
         texts = [line] if isinstance(line, str) else line
         nbest = not isinstance(texts[0], str)
         if record is not None:
             record.append(texts[0][0] if nbest else texts[0])
         if nbest:
-            yield from (f"{number} ||| {text} ||| {score:.4f}" for text, score in line)
+            yield from (f"{number} ||| {shown(text)} ||| {score:.4f}" for text, score in line)
         else:
-            yield from texts
+            yield from map(shown, texts)
 
 
 def write_lines(lines: Iterable[str], output: str) -> None:
@@ -207,6 +218,17 @@ def arguments() -> argparse.ArgumentParser:
         "float16, bfloat16 and int8_float16 run on a GPU",
     )
     add_device_arguments(parser)
+    parser.add_argument(
+        "--prepared",
+        action="store_true",
+        help="the input (and --references) is already in the model's text form (config.text_form: e.g. lowercased "
+        "and Moses-tokenized): fed as it is, not prepared again",
+    )
+    parser.add_argument(
+        "--detokenize",
+        action="store_true",
+        help="write a model's Moses-tokenized output detokenized (sacremoses; scores count the model's own text)",
+    )
     parser.add_argument("--trust_remote_code", action="store_true")
     modes.add_arguments(parser)
     return parser
@@ -253,8 +275,11 @@ def run(argv: list[str] | None = None) -> None:
     device, dtype = resolve_placement(args.device, args.dtype)
     tokenizer = load_tokenizer(args.model, args.trust_remote_code)
     model = place(load_model(args.model, args.trust_remote_code), device, dtype)
+    form = served_text_form(model)
+    shown = output_text(form, args.detokenize)
+    to_do = TextForm() if args.prepared else form  # what the given text still needs
     decoding = Decoding.resolve(model.generation_config, args.num_beams, args.length_penalty, args.nbest, sampling)
-    engine = create_engine(args.engine, args.model, model, tokenizer, decoding, args.quantization)
+    engine = prepared(create_engine(args.engine, args.model, model, tokenizer, decoding, args.quantization), to_do)
     if args.score:
         pairs = modes.paired(read_lines(args.input), read_lines(args.score), "--score")
         write_lines(
@@ -267,15 +292,21 @@ def run(argv: list[str] | None = None) -> None:
     prefixes = read_lines(args.prefix) if args.prefix else None
     stream = translate_stream(engine, read_lines(args.input), args.batch_size, report, limit, prefixes)
     translations: list[str] | None = [] if references is not None else None
-    write_lines(tqdm(recorded(stream, translations), desc="translate", unit="line", file=sys.stderr), args.output)
+    lines = recorded(stream, translations, shown)
+    write_lines(tqdm(lines, desc="translate", unit="line", file=sys.stderr), args.output)
     report.log()
     if references is not None:
-        scores = score_translations(translations, references)
+        scores = score_in_form(translations, [to_do.target(line) for line in references], form)
         print(
             f"BLEU = {scores.bleu:.2f}  chrF = {scores.chrf:.2f}  length ratio = {scores.length_ratio:.3f}  "
             f"({scores.signature})",
             file=sys.stderr,
         )
+        if scores.bleu_lc_tok is not None:
+            print(
+                f"lowercased, tokenized BLEU = {scores.bleu_lc_tok:.2f}  ({scores.lc_tok_signature})",
+                file=sys.stderr,
+            )
 
 
 main = console_script(run)

@@ -11,6 +11,20 @@ from .compat import CACHE_NAME
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 SINUSOIDAL_LAYOUTS = ("interleaved", "concat")
+RAW_TEXT = "raw"  # text_form: the text is given to the tokenizer as it is
+# text_form of a prepared text: each step applied or not, in this order (sacremoses' ports of Moses' Perl scripts),
+# with each side's language (the Moses steps' -l); moses_escape: tokenizer.perl's ' " & | < > [ ] as entities
+TEXT_FORM_STEPS = {
+    "lowercase": "lowercased",
+    "moses_normalize_punctuation": "Moses punctuation-normalized",
+    "moses_tokenize": "Moses-tokenized",
+}
+TEXT_FORM_FIELDS = {
+    **dict.fromkeys(TEXT_FORM_STEPS, bool),
+    "moses_escape": bool,
+    "source_lang": str,
+    "target_lang": str,
+}
 
 
 class VanillaTransformerConfig(PreTrainedConfig):
@@ -47,6 +61,11 @@ class VanillaTransformerConfig(PreTrainedConfig):
         init_std: standard deviation of learned position embeddings; the shared token embedding uses
             d_model^-0.5 as tensor2tensor does.
         final_logits_bias: a fixed bias added to the logits; off in the paper, on for converted Marian checkpoints.
+        text_form: the text the model reads and writes, before its tokenizer: "raw" (as given), or how it was
+            prepared, ``TEXT_FORM_FIELDS`` (vanilla-train's ``--moses_lowercase_tokenize``: lowercased, then Moses'
+            punctuation normalization and tokenization for each side's language). None where it is unknown: a
+            config.json saved before this field existed loads so. The package's entry points prepare their input
+            so; ``generate()`` cannot (transformers has no Moses) and says so once.
     """
 
     model_type = "vanilla_transformer"
@@ -80,6 +99,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     label_smoothing: float = 0.0
     init_std: float = 0.02
     final_logits_bias: bool = False
+    text_form: str | dict | None = RAW_TEXT
     use_cache: bool = True
     is_encoder_decoder: bool = True
     pad_token_id: int | None = 0
@@ -100,6 +120,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
         # the keyword overrides are set on the config after __init__ (and __post_init__) ran: check them as well
+        if "text_form" not in config_dict:  # saved before the field existed: what text it reads is not known
+            config_dict = {**config_dict, "text_form": None}
         result = super().from_dict(config_dict, **kwargs)
         (result[0] if isinstance(result, tuple) else result).validate()
         return result
@@ -167,6 +189,28 @@ class VanillaTransformerConfig(PreTrainedConfig):
         for name, value in self.special_token_ids().items():
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < self.vocab_size:
                 raise ValueError(f"`{name}` ({value!r}) must be an integer in [0, vocab_size={self.vocab_size})")
+        form = self.text_form
+        if form not in (None, RAW_TEXT) and not (
+            isinstance(form, dict)
+            and form.keys() == TEXT_FORM_FIELDS.keys()
+            and all(isinstance(form[key], kind) for key, kind in TEXT_FORM_FIELDS.items())
+        ):
+            fields = ", ".join(f"{key} ({kind.__name__})" for key, kind in TEXT_FORM_FIELDS.items())
+            raise ValueError(f"`text_form` must be {RAW_TEXT!r}, None (unknown) or a dict of {fields}, got {form!r}")
+
+    def text_form_note(self) -> str | None:
+        """What a user of ``generate()`` or the pipeline must know when the model reads prepared text (None for raw
+        or unknown text): one line, naming what to do."""
+        form = self.text_form
+        steps = [name for step, name in TEXT_FORM_STEPS.items() if isinstance(form, dict) and form[step]]
+        if not steps:
+            return None
+        return (
+            f"this model reads and writes {', '.join(steps)} text ({form['source_lang']} -> {form['target_lang']}, "
+            f"escape={form['moses_escape']}: config.text_form), which transformers cannot prepare: give generate() "
+            "and the pipeline text so prepared (sacremoses, in that order), or translate with the vanilla-transformer "
+            "package (vanilla-translate), which prepares it"
+        )
 
     @property
     def sliding_window(self) -> int | None:

@@ -8,7 +8,8 @@ shared embeddings, ReLU (or GELU, swish) feed-forward networks. What has to be c
   start at position 1, so the model's own table (§3.5, in its layout, from position 0) is exported, with
   ``max_positions`` rows (sinusoids have no limit of their own; CTranslate2 refuses positions past the table);
 - the decoder starts from the embedding of ``decoder_start_token_id`` (<pad> here), not a zero vector as Marian;
-- a converted Marian model's ``final_logits_bias`` becomes the output projection's bias.
+- a converted Marian model's ``final_logits_bias`` becomes the output projection's bias;
+- the text the model reads (``config.text_form``) is written into the export's config.json, for its users.
 
 ``ctranslate2`` is an optional dependency (``pip install -e ".[ct2]"``). This module does not travel to the Hub.
 """
@@ -144,6 +145,9 @@ def ctranslate2_spec(model: VanillaTransformerForSeq2Seq, tokenizer, max_positio
     spec.register_target_vocabulary(tokens)
     eos = tokens[_single_eos(config)]
     spec.config.add_attribute("layer_norm_epsilon", config.layer_norm_eps)
+    # the text it reads, for a user of the export alone (CTranslate2 ignores the key; the package's engines read the
+    # model's own config beside the export)
+    spec.config.add_attribute("text_form", config.text_form)
     spec.config.unk_token = tokenizer.unk_token
     spec.config.eos_token = eos
     spec.config.bos_token = tokens[config.bos_token_id] if config.bos_token_id is not None else eos

@@ -869,6 +869,10 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
     """The full model of the paper: encoder-decoder plus the pre-softmax linear layer (§3.4), tied to the shared
     embedding. ``labels`` give the (label-smoothed, §5.4) cross-entropy loss."""
 
+    # True where the caller gives generate() its text prepared as config.text_form says (the package's engines and
+    # vanilla-train do): generate() then does not warn that it cannot prepare it
+    text_form_applied = False
+
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
         self.model = VanillaTransformerModel(config)
@@ -898,7 +902,10 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
     ) -> torch.LongTensor | GenerateOutput:
         """``GenerationMixin.generate`` with §6.1's "maximum output length during inference to input length + 50"
         wherever neither the call nor the generation config sets a length, and with the inputs checked once for the
-        whole call rather than at every decoding step (a check of values reads the tensor back to the host)."""
+        whole call rather than at every decoding step (a check of values reads the tensor back to the host). A model
+        that reads prepared text (``config.text_form``) says once that its input must be so prepared."""
+        if not self.text_form_applied and (note := self.config.text_form_note()):
+            logger.warning_once(note)
         source = inputs if inputs is not None else kwargs.get("input_ids")
         check_token_ids(source, self.config.vocab_size, "input_ids")
         check_embeddings(kwargs.get("inputs_embeds"), self.config.d_model, "inputs_embeds")

@@ -28,7 +28,8 @@ logger = logging.getLogger(__name__)
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 PRESETS = ("demo", "multi30k", "multi30k-tiny", "wmt14", "big")
 # The config's fields that vanilla-train sets itself: from the tokenizer (the vocabulary and its special tokens),
-# from --label_smoothing_factor (label_smoothing), or fixed for this model.
+# from --label_smoothing_factor (label_smoothing), from --moses_lowercase_tokenize (text_form), or fixed for this
+# model.
 SET_BY_TRAINING = frozenset(
     {
         "vocab_size",
@@ -37,6 +38,7 @@ SET_BY_TRAINING = frozenset(
         "eos_token_id",
         "decoder_start_token_id",
         "label_smoothing",
+        "text_form",
         "use_cache",
         "is_encoder_decoder",
     }

@@ -24,7 +24,7 @@ from vanilla_tools.hardware import precision_line
 from .arguments import ModelArguments, autocast_precision, model_fields, on_cpu
 from .data.batching import TokenizedPairs, TrainingSet, batch_shapes, share_batches_by_name
 from .data.bpe_dropout import BPEDropoutPairs
-from .data.corpus import DataArguments, load_parallel_data, source_key, tokenize_splits
+from .data.corpus import DataArguments, load_parallel_data, source_key, text_form, tokenize_splits
 from .data.streaming import StreamingTokenBatches, streaming_pairs
 from .data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 from .resolved import ResolvedRun, RunDecoding, accumulation_steps
@@ -214,6 +214,8 @@ def build_trainer(
     set_seed(training_args.seed)
     data = build_data(model_args, data_args, training_args)
     model = build_model(model_args, data.tokenizer)
+    model.config.text_form = text_form(data_args).as_config()  # the text it learns: every checkpoint says so
+    model.text_form_applied = True  # its evaluations decode the data so prepared
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     run.write(training_args, validation=data.validation is not None)
     trainer = assemble_trainer(model_args, data_args, training_args, run, data, model, hub, launches)

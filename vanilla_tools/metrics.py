@@ -10,9 +10,9 @@ from pathlib import Path
 
 import evaluate
 from sacrebleu.metrics import BLEU
-from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
 from .cli import UsageError
+from .text_form import TextForm
 
 METRIC = Path(__file__).resolve().parent / "sacrebleu_scores"
 
@@ -48,16 +48,19 @@ def score_translations(hypotheses: list[str], references: list[str], language: s
     return scores
 
 
+def score_in_form(hypotheses: list[str], references: list[str], form: TextForm) -> TranslationScores:
+    """``score_translations`` as vanilla-train's final evaluation counts the scores of a model whose text is ``form``
+    (``hypotheses`` are the model's own text, ``references`` in its form): for a model that reads prepared text, the
+    lowercased, tokenized BLEU too."""
+    return score_translations(hypotheses, references, None if form.raw else form.target_lang)
+
+
 def tokenized_bleu(hypotheses: list[str], references: list[str], language: str) -> tuple[float, str]:
     """BLEU as the Multi30k shared tasks and the papers that follow them report it: both sides lowercased, then
     Moses' normalize-punctuation.perl and tokenizer.perl (``-l language``; their sacremoses ports), then BLEU on
     those tokens as multi-bleu.perl counts them (sacreBLEU with no tokenization of its own). Not comparable with
     sacreBLEU's cased score. Returns the score and its signature."""
-    normalize, tokenizer = MosesPunctNormalizer(lang=language), MosesTokenizer(lang=language)
-
-    def moses(text: str) -> str:  # &quot; or ": one token either way, so escaping cannot change the score
-        return tokenizer.tokenize(normalize.normalize(text.lower()), return_str=True, escape=False)
-
+    moses = TextForm.moses_lowercase(language, language).target  # &quot; or ": one token either way: unescaped
     bleu = BLEU(tokenize="none", force=True)
     score = bleu.corpus_score([moses(h) for h in hypotheses], [[moses(r) for r in references]])
     return round(score.score, 2), f"{bleu.get_signature()}|pre:lc+moses-norm+moses-tok-{language}"

@@ -11,8 +11,8 @@ from training_helpers import stop_at_step_2, synthetic_run, tiny_preset
 
 from experiments import reproduce, results_index
 from training.api import run_train_minutes
-from training.data.moses import MosesLowercaseTokenizer
 from vanilla_tools.cli import UsageError, load_tokenizer
+from vanilla_tools.text_form import TextForm
 
 
 def filed(results, name: str, **fields) -> None:
@@ -135,9 +135,9 @@ def test_the_command_resumes_a_stopped_seed_files_it_and_then_skips_it(tmp_path,
     assert (folder / "learning_curve.json").is_file() and record["test"]["bleu_lc_tok"] is not None
 
     seconds = run_train_minutes(record) * 60
-    moses, tokenizer = MosesLowercaseTokenizer("en", "de"), load_tokenizer(str(runs / "seed-1"))
+    moses, tokenizer = TextForm.moses_lowercase("en", "de"), load_tokenizer(str(runs / "seed-1"))
     text = {
-        side: sum(len(tokenizer(moses.line(side, line)).input_ids) for line in (data / f"train.{lang}").open())
+        side: sum(len(tokenizer(moses.prepare(line, lang)).input_ids) for line in (data / f"train.{lang}").open())
         for side, lang in (("source", "en"), ("target", "de"))
     }
     assert record["throughput"] == {

@@ -14,9 +14,9 @@ from subword_nmt.learn_bpe import learn_bpe
 from training_helpers import tiny_preset
 
 from experiments import reproduce, results_index, subword_nmt
-from training.data.moses import MosesLowercaseTokenizer
 from vanilla_tools.cli import UsageError, load_tokenizer
 from vanilla_tools.corpora import BUNDLED_DIR
+from vanilla_tools.text_form import TextForm
 
 QUOTED = ['ein mann sagt " hallo " & winkt .', "das ist marys hund , sie sagt ' hallo ' ."]
 
@@ -38,9 +38,9 @@ def their_cut(codes, lines: list[str]) -> list[str]:
 
 
 def multi30k(split: str, lang: str, count: int) -> list[str]:
-    moses = MosesLowercaseTokenizer("en", "de")
+    moses = TextForm.moses_lowercase("en", "de")
     with gzip.open(BUNDLED_DIR / f"{split}.{lang}.gz", "rt", encoding="utf-8") as file:
-        return [moses.line("source" if lang == "en" else "target", next(file)) for _ in range(count)]
+        return [moses.prepare(next(file), lang) for _ in range(count)]
 
 
 def without_unknowns(tokenizer, lines: list[str]) -> int:
@@ -93,10 +93,10 @@ def test_the_command_writes_the_tokenizer_and_counts_the_lines_cut_as_their_file
     preset = tiny_preset(
         tmp_path, moses_lowercase_tokenize=True, test_files=[str(data / "test.en"), str(data / "test.de")]
     )
-    moses = MosesLowercaseTokenizer("en", "de")
+    moses = TextForm.moses_lowercase("en", "de")
     text = {
         split: {
-            lang: [moses.line(side, line) for line in (data / f"{split}.{lang}").open(encoding="utf-8")]
+            lang: [moses.prepare(line, lang) for line in (data / f"{split}.{lang}").open(encoding="utf-8")]
             for side, lang in (("source", "en"), ("target", "de"))
         }
         for split in ("train", "validation", "test")
@@ -138,9 +138,9 @@ def test_a_control_with_their_tokenizer_is_filed_apart_from_the_seeds(tmp_path, 
         moses_lowercase_tokenize=True,
         test_files=[str(data / "test.en"), str(data / "test.de")],
     )
-    moses = MosesLowercaseTokenizer("en", "de")
+    moses = TextForm.moses_lowercase("en", "de")
     train = [
-        moses.line(side, line)
+        moses.prepare(line, lang)
         for side, lang in (("source", "en"), ("target", "de"))
         for line in (data / f"train.{lang}").open()
     ]

@@ -61,6 +61,8 @@ def test_presets_take_overrides():
         ({"position_embedding_type": "rotary"}, "position_embedding_type"),
         ({"layer_norm_eps": 0.0}, "layer_norm_eps"),
         ({"pad_token_id": 37000}, "pad_token_id"),
+        ({"text_form": "lowercased"}, "text_form"),
+        ({"text_form": {"lowercase": True}}, "text_form"),
     ],
 )
 def test_invalid_values_raise_value_error_naming_the_field(overrides, field):
@@ -76,3 +78,23 @@ def test_config_round_trips_through_json(tmp_path):
     loaded = VanillaTransformerConfig.from_pretrained(tmp_path)
     assert loaded.to_dict() == config.to_dict()
     assert loaded.model_type == "vanilla_transformer"
+
+
+def test_the_text_form_is_raw_unless_a_saved_config_lacks_it(tmp_path):
+    """A config made in code reads raw text; one saved with the steps keeps them; a config.json saved before the
+    field existed loads as unknown (None), which the package's entry points say in one line."""
+    assert VanillaTransformerConfig().text_form == "raw" and VanillaTransformerConfig().text_form_note() is None
+    steps = {
+        "lowercase": True,
+        "moses_normalize_punctuation": True,
+        "moses_tokenize": True,
+        "moses_escape": False,
+        "source_lang": "en",
+        "target_lang": "de",
+    }
+    VanillaTransformerConfig(text_form=steps).save_pretrained(tmp_path)
+    loaded = VanillaTransformerConfig.from_pretrained(tmp_path)
+    assert loaded.text_form == steps and "(en -> de, escape=False: config.text_form)" in loaded.text_form_note()
+    old = {key: value for key, value in VanillaTransformerConfig().to_dict().items() if key != "text_form"}
+    assert VanillaTransformerConfig.from_dict(old).text_form is None
+    assert VanillaTransformerConfig.from_dict(old).text_form_note() is None

@@ -13,9 +13,9 @@ from training_helpers import write_corpus
 
 from training.arguments import load_preset, parse_args
 from training.data.corpus import DataArguments, load_parallel_data
-from training.data.moses import MosesLowercaseTokenizer
 from vanilla_tools.corpora import BUNDLED_DIR
 from vanilla_tools.metrics import tokenized_bleu
+from vanilla_tools.text_form import TextForm
 
 # Their recipe, by resolved argument (training/configs/multi30k-tiny.yaml names the source of each)
 RECIPE = {
@@ -117,9 +117,9 @@ def test_tokenized_bleu_on_the_presets_text_is_fairseqs_bleu():
     tokenizes them again: on this text a no-op (every German line of validation and test2016), so it scores the
     tokens fairseq's scorer scores. With tokenizer.perl's escapes (&apos;, &quot;) it would split each into three
     tokens and score higher than fairseq."""
-    moses = MosesLowercaseTokenizer("en", "de")
+    moses = TextForm.moses_lowercase("en", "de")
     for split in ("val", "test_2016_flickr"):
-        references = [moses.line("target", line) for line in german(split)]
+        references = [moses.target(line) for line in german(split)]
         hypotheses = [" ".join(ref.split()[: max(1, len(ref.split()) - 2)]) for ref in references]  # the last two cut
         assert tokenized_bleu(hypotheses, references, "de")[0] == pytest.approx(
             fairseq_bleu(hypotheses, references), abs=0.005
@@ -127,7 +127,7 @@ def test_tokenized_bleu_on_the_presets_text_is_fairseqs_bleu():
         if split == "test_2016_flickr":  # the test set of their README: reflen=12103
             assert sum(len(reference.split()) for reference in references) == 12103
     escape = {"'": "&apos;", '"': "&quot;"}
-    escaped = [moses.line("target", line).translate(str.maketrans(escape)) for line in german("test_2016_flickr")]
+    escaped = [moses.target(line).translate(str.maketrans(escape)) for line in german("test_2016_flickr")]
     cut = [" ".join(ref.split()[: max(1, len(ref.split()) - 2)]) for ref in escaped]
     assert tokenized_bleu(cut, escaped, "de")[0] > fairseq_bleu(cut, escaped) + 0.005
 
@@ -202,3 +202,6 @@ def test_the_preset_trains_and_scores_with_tiny_sizes(tmp_path):
     schedule = "inverse_sqrt: linear from 1e-07 to 0.005 over 2 steps, then 0.005 * sqrt(2 / step)"
     assert recipe["learning rate"] == schedule
     assert recipe["data"].startswith("files en->de, lowercased and Moses-tokenized")
+    for folder in (output, output / "checkpoint-5"):  # the text it reads travels with the model, checkpoints too
+        config = json.loads((folder / "config.json").read_text())
+        assert config["text_form"] == TextForm.moses_lowercase("en", "de").as_config()

@@ -62,6 +62,7 @@ def test_run_writes_a_loadable_model_with_results(trained_run):
     tokenizer = AutoTokenizer.from_pretrained(output)
     assert model.config.d_model == 32 and len(tokenizer) == model.config.vocab_size
     assert model.generation_config.num_beams == 2  # --num_beams of the run
+    assert model.config.text_form == "raw"  # trained without --moses_lowercase_tokenize: read as given
 
 
 def test_training_reduced_the_loss(trained_run):

@@ -32,8 +32,9 @@ from transformers import PreTrainedTokenizerBase
 
 from vanilla_tools.cli import UsageError, whole_gzip
 from vanilla_tools.corpora import BUNDLED_SPLITS, bundled_files
+from vanilla_tools.text_form import TextForm
 
-from .moses import MosesLowercaseTokenizer
+from .moses import TextFormMap
 
 logger = logging.getLogger(__name__)
 
@@ -452,13 +453,16 @@ def load_parallel_data(args: DataArguments, include_train: bool = True) -> datas
                 splits[split], report = read_parallel_files(paths, args)
                 report.log(split, " and ".join(paths))
         raw = datasets.DatasetDict(splits)
-    return moses_lowercase_tokenized(raw, args) if args.moses_lowercase_tokenize else raw
+    form = text_form(args)
+    return raw if form.raw else map_splits(raw, TextFormMap(form), args, "lowercase and tokenize")
 
 
-def moses_lowercase_tokenized(raw: datasets.DatasetDict, args: DataArguments) -> datasets.DatasetDict:
-    """Every split of ``raw`` lowercased and Moses-tokenized (``moses.MosesLowercaseTokenizer``), cached by
-    datasets under the data's fingerprint and the steps'."""
-    return map_splits(raw, MosesLowercaseTokenizer(args.source_lang, args.target_lang), args, "lowercase and tokenize")
+def text_form(args: DataArguments) -> TextForm:
+    """The text the model reads and writes, decided here once: the data is prepared so, and the model's config says
+    so (``config.text_form``, which every entry point applies)."""
+    if args.moses_lowercase_tokenize:
+        return TextForm.moses_lowercase(args.source_lang, args.target_lang)
+    return TextForm()
 
 
 def map_splits(raw: datasets.DatasetDict, function, args: DataArguments, what: str) -> datasets.DatasetDict:
