@@ -119,6 +119,14 @@ class RecipeArguments:
             "given; or bleu, chrf, bleu_lc_tok), fairseq's --patience; the count carries over a relaunch; 0: never"
         },
     )
+    final_model: Literal["average", "best", "last"] = field(
+        default="average",
+        metadata={
+            "help": "the model evaluated and saved at the end: average (§6.1: of the last --average_last "
+            "checkpoints; the last where 0), best (the checkpoint best on --metric_for_best_model, kept through "
+            "rotation), or last"
+        },
+    )
     save_on_signal: bool = field(
         default=True,
         metadata={
@@ -290,7 +298,7 @@ def parse_args(argv: list[str] | None = None):
     if rest:
         raise UsageError(f"unknown arguments: {rest}")
     check_lengths(parsed[0], parsed[2])
-    check_patience(parsed[0], parsed[2])
+    check_early_stopping(parsed[0], parsed[2])
     check_precision(parsed[2])
     return tuple(parsed[:3])  # the fourth is the namespace holding --config
 
@@ -317,10 +325,10 @@ def check_lengths(model_args, training_args: Seq2SeqTrainingArguments) -> None:
         )
 
 
-def check_patience(model_args, training_args: Seq2SeqTrainingArguments) -> None:
+def check_early_stopping(model_args, training_args: Seq2SeqTrainingArguments) -> None:
     """Refuses, before any data is read, a --patience that could never act (negative, or with no evaluation to
-    count) and a --metric_for_best_model that the run's evaluations do not compute (Trainer would fail with a
-    KeyError at the first evaluation, after the first steps)."""
+    count), a --final_model best that nothing measures, and a --metric_for_best_model that the run's evaluations
+    do not compute (Trainer would fail with a KeyError at the first evaluation, after the first steps)."""
     if model_args.patience < 0:
         raise UsageError(f"--patience {model_args.patience}: a number of evaluations, or 0 to train to the end")
     if model_args.patience and training_args.eval_strategy == IntervalStrategy.NO:
@@ -329,6 +337,8 @@ def check_patience(model_args, training_args: Seq2SeqTrainingArguments) -> None:
             "steps or epoch"
         )
     metric = training_args.metric_for_best_model
+    if model_args.final_model == "best" and not (metric or model_args.patience):
+        raise UsageError("--final_model best: best by what? give --metric_for_best_model (loss, bleu) or --patience")
     if metric is not None and metric.removeprefix("eval_") not in EVALUATION_METRICS:
         raise UsageError(f"--metric_for_best_model {metric}: the evaluations compute {', '.join(EVALUATION_METRICS)}")
 

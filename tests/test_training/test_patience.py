@@ -2,11 +2,15 @@
 --metric_for_best_model, its count restored with each checkpoint. Here the flags, their refusals and what the resolved
 run writes; test_relaunch.py carries the count over a relaunch."""
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 from transformers import EarlyStoppingCallback
 
 from training.arguments import parse_args
 from training.build import resolve_run, run_callbacks
+from training.finish import load_final_model
 from vanilla_tools.cli import UsageError
 
 
@@ -26,6 +30,10 @@ def resolved(tmp_path, *flags: str):
         (
             ("--patience", "3", "--metric_for_best_model", "accuracy"),
             r"^--metric_for_best_model accuracy: the evaluations compute loss, bleu, chrf, bleu_lc_tok$",
+        ),
+        (
+            ("--final_model", "best"),
+            r"^--final_model best: best by what\? give --metric_for_best_model \(loss, bleu\) or --patience$",
         ),
     ],
 )
@@ -64,3 +72,75 @@ def test_a_patience_without_a_validation_set_is_refused_in_one_line(tmp_path):
     run, training_args = resolved(tmp_path, "--patience", "2")
     with pytest.raises(UsageError, match=r"^--patience 2 counts evaluations, but there is no validation set$"):
         run.write(training_args, validation=False)
+
+
+class Finished:
+    """A trained run's trainer as load_final_model sees it: its state, its metric, and the weights it loads."""
+
+    def __init__(self, best: str | None):
+        self.state = SimpleNamespace(best_model_checkpoint=best, best_metric=41.5)
+        self.args = SimpleNamespace(metric_for_best_model="bleu")
+        self.loaded: list = []
+
+    def load_checkpoint_weights(self, checkpoint: Path) -> None:
+        self.loaded.append(checkpoint)
+
+    def average_newest(self, count: int) -> list[Path]:
+        self.loaded.append(count)
+        return [Path(f"run/checkpoint-{step}") for step in (8, 9, 10)[-count:]]
+
+
+@pytest.mark.parametrize(
+    ("final_model", "average_last", "best", "loaded", "said"),
+    [
+        (
+            "best",
+            3,
+            "run/checkpoint-4",
+            [Path("run/checkpoint-4")],
+            {
+                "model": "best",
+                "checkpoints": ["checkpoint-4"],
+                "why": "--final_model best: its validation bleu (41.5) was the run's best",
+            },
+        ),
+        (
+            "average",
+            2,
+            "run/checkpoint-4",
+            [2],
+            {
+                "model": "average",
+                "checkpoints": ["checkpoint-9", "checkpoint-10"],
+                "why": "--final_model average: §6.1's average of the last 2 checkpoints (--average_last)",
+            },
+        ),
+        ("last", 3, "run/checkpoint-4", [], {"model": "last", "checkpoints": [], "why": "--final_model last"}),
+        (
+            "average",
+            0,
+            None,
+            [],
+            {
+                "model": "last",
+                "checkpoints": [],
+                "why": "--final_model average without --average_last: the last weights",
+            },
+        ),
+        (
+            "best",
+            3,
+            None,
+            [],
+            {
+                "model": "last",
+                "checkpoints": [],
+                "why": "--final_model best, but no evaluation found a best checkpoint: the last weights",
+            },
+        ),
+    ],
+)
+def test_the_final_model_is_the_one_chosen_and_the_record_says_why(final_model, average_last, best, loaded, said):
+    trainer = Finished(best)
+    assert load_final_model(trainer, final_model, average_last) == said
+    assert trainer.loaded == loaded
