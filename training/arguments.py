@@ -327,8 +327,9 @@ def check_lengths(model_args, training_args: Seq2SeqTrainingArguments) -> None:
 
 def check_early_stopping(model_args, training_args: Seq2SeqTrainingArguments) -> None:
     """Refuses, before any data is read, a --patience that could never act (negative, or with no evaluation to
-    count), a --final_model best that nothing measures, and a --metric_for_best_model that the run's evaluations
-    do not compute (Trainer would fail with a KeyError at the first evaluation, after the first steps)."""
+    count), a --final_model best that nothing measures or keeps (``check_best_kept``), and a
+    --metric_for_best_model that the run's evaluations do not compute (Trainer would fail with a KeyError at the
+    first evaluation, after the first steps)."""
     if model_args.patience < 0:
         raise UsageError(f"--patience {model_args.patience}: a number of evaluations, or 0 to train to the end")
     if model_args.patience and training_args.eval_strategy == IntervalStrategy.NO:
@@ -337,10 +338,27 @@ def check_early_stopping(model_args, training_args: Seq2SeqTrainingArguments) ->
             "steps or epoch"
         )
     metric = training_args.metric_for_best_model
-    if model_args.final_model == "best" and not (metric or model_args.patience):
-        raise UsageError("--final_model best: best by what? give --metric_for_best_model (loss, bleu) or --patience")
+    if model_args.final_model == "best":
+        check_best_kept(model_args, training_args)
     if metric is not None and metric.removeprefix("eval_") not in EVALUATION_METRICS:
         raise UsageError(f"--metric_for_best_model {metric}: the evaluations compute {', '.join(EVALUATION_METRICS)}")
+
+
+def check_best_kept(model_args, training_args: Seq2SeqTrainingArguments) -> None:
+    """--final_model best: a metric measures the best, and a checkpoint is saved at each evaluation that may be it
+    (Trainer's rule for --load_best_model_at_end: the same strategy, the saves a multiple of the evaluations); else
+    the best evaluation would have no checkpoint to load."""
+    if not (training_args.metric_for_best_model or model_args.patience):
+        raise UsageError("--final_model best: best by what? give --metric_for_best_model (loss, bleu) or --patience")
+    steps = training_args.save_strategy == IntervalStrategy.STEPS
+    if training_args.save_strategy != training_args.eval_strategy or (
+        steps and training_args.save_steps % training_args.eval_steps
+    ):
+        raise UsageError(
+            f"--final_model best loads the checkpoint of the best evaluation, but --save_strategy "
+            f"{training_args.save_strategy.value} does not save at each --eval_strategy "
+            f"{training_args.eval_strategy.value}: give the same strategy, --save_steps a multiple of --eval_steps"
+        )
 
 
 def on_cpu(training_args: Seq2SeqTrainingArguments) -> bool:

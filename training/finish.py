@@ -22,8 +22,8 @@ logger = logging.getLogger("vanilla_train")
 def load_final_model(trainer: PaperSeq2SeqTrainer, final_model: str, average_last: int) -> dict:
     """The model the run evaluates and saves (--final_model), loaded into ``trainer``'s model, and what the record
     says of it: which model (``model``), made of which checkpoints (``checkpoints``), and why (``why``). ``best``
-    is the checkpoint Trainer found best on --metric_for_best_model (kept through rotation); a run that evaluated
-    nothing has none, and keeps its last weights, so said. ``average`` is §6.1's, of ``average_last`` checkpoints
+    is the checkpoint Trainer found best on --metric_for_best_model (kept through rotation); a run that saved no
+    evaluation has none, and keeps its last weights, so said. ``average`` is §6.1's, of ``average_last`` checkpoints
     (none asked: the last weights)."""
     state, metric = trainer.state, trainer.args.metric_for_best_model
     if final_model == "best" and state.best_model_checkpoint:
@@ -36,7 +36,7 @@ def load_final_model(trainer: PaperSeq2SeqTrainer, final_model: str, average_las
         why = f"--final_model average: §6.1's average of the last {average_last} checkpoints (--average_last)"
         return {"model": "average", "checkpoints": averaged, "why": why}
     why = {
-        "best": "--final_model best, but no evaluation found a best checkpoint: the last weights",
+        "best": "--final_model best, but no checkpoint holds an evaluation: the last weights",
         "average": "--final_model average without --average_last: the last weights",
         "last": "--final_model last",
     }[final_model]

@@ -35,6 +35,11 @@ def resolved(tmp_path, *flags: str):
             ("--final_model", "best"),
             r"^--final_model best: best by what\? give --metric_for_best_model \(loss, bleu\) or --patience$",
         ),
+        (
+            ("--final_model", "best", "--patience", "2", "--save_strategy", "steps", "--save_steps", "100"),
+            r"^--final_model best loads the checkpoint of the best evaluation, but --save_strategy steps does not "
+            r"save at each --eval_strategy epoch: give the same strategy, --save_steps a multiple of --eval_steps$",
+        ),
     ],
 )
 def test_a_patience_that_could_not_act_is_refused_in_one_line(flags, refusal):
@@ -135,7 +140,7 @@ class Finished:
             {
                 "model": "last",
                 "checkpoints": [],
-                "why": "--final_model best, but no evaluation found a best checkpoint: the last weights",
+                "why": "--final_model best, but no checkpoint holds an evaluation: the last weights",
             },
         ),
     ],

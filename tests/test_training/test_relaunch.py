@@ -407,11 +407,13 @@ def test_a_relaunched_run_goes_on_with_its_patience_count(tmp_path):
     so the count is 1 at step 2 and an uninterrupted run stops at step 3. A run that ended at step 2, launched
     again for 8 steps, resumes from checkpoint-2 with its count and stops at step 3 too (a count started over would
     reach 1 there, and BLEU 0.04 at step 4 would reset it). The best checkpoint (step 1: a tie is no improvement)
-    is kept through rotation (--save_total_limit 1)."""
+    is kept through rotation (--save_total_limit 1), and is the final model (--final_model best)."""
     data = write_corpus(tmp_path / "data")
     output = tmp_path / "run"
     flags = ("--eval_strategy", "steps", "--eval_steps", "1", "--save_steps", "1", "--save_total_limit", "1")
-    argv = train_argv(data, output, *flags, "--patience", "2", "--metric_for_best_model", "bleu")
+    argv = train_argv(
+        data, output, *flags, "--patience", "2", "--metric_for_best_model", "bleu", "--final_model", "best"
+    )
     first = run([str(BIN / "vanilla-train"), *argv, "--max_steps", "2"])
     assert first.returncode == 0, first.stderr[-3000:]
     again = run([str(BIN / "vanilla-train"), *argv, "--max_steps", "8"])
@@ -428,3 +430,9 @@ def test_a_relaunched_run_goes_on_with_its_patience_count(tmp_path):
     assert (state["global_step"], state["best_metric"]) == (3, 0.0)
     assert state["best_model_checkpoint"] == str(output / "checkpoint-1")
     assert json.loads((output / FinishedRun.FILE).read_text())["step"] == 3
+    assert json.loads((output / "eval_results.json").read_text())["final_model"] == {
+        "model": "best",
+        "checkpoints": ["checkpoint-1"],
+        "why": "--final_model best: its validation bleu (0) was the run's best",
+    }
+    assert_same_weights(load_file(output / "checkpoint-1" / "model.safetensors"), output)
