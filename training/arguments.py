@@ -15,6 +15,7 @@ from typing import Literal
 import torch
 import yaml
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
+from transformers.trainer_utils import IntervalStrategy
 
 from modeling_vanilla import VanillaTransformerConfig
 from vanilla_tools.cli import UsageError
@@ -26,6 +27,9 @@ from .data.corpus import DataArguments
 logger = logging.getLogger(__name__)
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+# What each evaluation during training computes (step.evaluation.BleuMetric; bleu_lc_tok where the target language
+# is known), by the names --metric_for_best_model takes.
+EVALUATION_METRICS = ("loss", "bleu", "chrf", "bleu_lc_tok")
 PRESETS = ("demo", "multi30k", "multi30k-tiny", "wmt14", "big")
 # The config's fields that vanilla-train sets itself: from the tokenizer (the vocabulary and its special tokens),
 # from --label_smoothing_factor (label_smoothing), from --moses_lowercase_tokenize (text_form), or fixed for this
@@ -109,6 +113,21 @@ class RecipeArguments:
     )
     average_last: int = field(
         default=0, metadata={"help": "evaluate the average of the last N complete checkpoints (§6.1: 5); 0: the last"}
+    )
+    patience: int = field(
+        default=0,
+        metadata={
+            "help": "stop after N evaluations in a row without improvement of --metric_for_best_model (loss unless "
+            "given; or bleu, chrf, bleu_lc_tok), fairseq's --patience; the count carries over a relaunch; 0: never"
+        },
+    )
+    final_model: Literal["average", "best", "last"] = field(
+        default="average",
+        metadata={
+            "help": "the model evaluated and saved at the end: average (§6.1: of the last --average_last "
+            "checkpoints; the last where 0), best (the checkpoint best on --metric_for_best_model, kept through "
+            "rotation), or last"
+        },
     )
     save_on_signal: bool = field(
         default=True,
@@ -281,6 +300,7 @@ def parse_args(argv: list[str] | None = None):
     if rest:
         raise UsageError(f"unknown arguments: {rest}")
     check_lengths(parsed[0], parsed[2])
+    check_early_stopping(parsed[0], parsed[2])
     check_precision(parsed[2])
     return tuple(parsed[:3])  # the fourth is the namespace holding --config
 
@@ -304,6 +324,42 @@ def check_lengths(model_args, training_args: Seq2SeqTrainingArguments) -> None:
         raise UsageError(
             "--lr_schedule inverse_sqrt needs --warmup_steps and --learning_rate above 0, got "
             f"{training_args.warmup_steps:g} and {training_args.learning_rate:g}"
+        )
+
+
+def check_early_stopping(model_args, training_args: Seq2SeqTrainingArguments) -> None:
+    """Refuses, before any data is read, a --patience that could never act (negative, or with no evaluation to
+    count), a --final_model best that nothing measures or keeps (``check_best_kept``), and a
+    --metric_for_best_model that the run's evaluations do not compute (Trainer would fail with a KeyError at the
+    first evaluation, after the first steps)."""
+    if model_args.patience < 0:
+        raise UsageError(f"--patience {model_args.patience}: a number of evaluations, or 0 to train to the end")
+    if model_args.patience and training_args.eval_strategy == IntervalStrategy.NO:
+        raise UsageError(
+            f"--patience {model_args.patience} counts evaluations, but --eval_strategy is no: give --eval_strategy "
+            "steps or epoch"
+        )
+    metric = training_args.metric_for_best_model
+    if model_args.final_model == "best":
+        check_best_kept(model_args, training_args)
+    if metric is not None and metric.removeprefix("eval_") not in EVALUATION_METRICS:
+        raise UsageError(f"--metric_for_best_model {metric}: the evaluations compute {', '.join(EVALUATION_METRICS)}")
+
+
+def check_best_kept(model_args, training_args: Seq2SeqTrainingArguments) -> None:
+    """--final_model best: a metric measures the best, and a checkpoint is saved at each evaluation that may be it
+    (Trainer's rule for --load_best_model_at_end: the same strategy, the saves a multiple of the evaluations); else
+    the best evaluation would have no checkpoint to load."""
+    if not (training_args.metric_for_best_model or model_args.patience):
+        raise UsageError("--final_model best: best by what? give --metric_for_best_model (loss, bleu) or --patience")
+    steps = training_args.save_strategy == IntervalStrategy.STEPS
+    if training_args.save_strategy != training_args.eval_strategy or (
+        steps and training_args.save_steps % training_args.eval_steps
+    ):
+        raise UsageError(
+            f"--final_model best loads the checkpoint of the best evaluation, but --save_strategy "
+            f"{training_args.save_strategy.value} does not save at each --eval_strategy "
+            f"{training_args.eval_strategy.value}: give the same strategy, --save_steps a multiple of --eval_steps"
         )
 
 

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import datasets
 import psutil
-from transformers import PreTrainedTokenizerBase, Seq2SeqTrainingArguments, TrainerCallback, set_seed
+from transformers import (
+    EarlyStoppingCallback,
+    PreTrainedTokenizerBase,
+    Seq2SeqTrainingArguments,
+    TrainerCallback,
+    set_seed,
+)
 
 from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
 from vanilla_tools.batch_shapes import PairBatches
@@ -78,6 +84,8 @@ def resolve_run(
         streaming=data_args.streaming,
         save_on_signal=model_args.save_on_signal,
         max_train_minutes=model_args.max_train_minutes,
+        patience=model_args.patience,
+        best_metric=training_args.metric_for_best_model or ("loss" if model_args.patience else None),
     )
     logger.info("precision: %s", precision_line(precision, on_cpu(training_args)))
     return replace(run, settings=run_settings(model_args, data_args, training_args, run))
@@ -274,14 +282,15 @@ def run_callbacks(
     launches: Launches | None,
 ) -> list[TrainerCallback]:
     """The run's callbacks, in the order they act at each event (after Trainer's own): the learning curve, the
-    compile report, the checkpoints' completion, the launches, the time budget, the signal stop (after the time
-    budget: a signal's checkpoint and stop win over its decision at a step), the Hub (after the completion: a
-    checkpoint is pushed once it is complete) and the first step's log."""
+    compile report, the checkpoints' completion, the launches, the early stop (--patience), the time budget, the
+    signal stop (after the time budget: a signal's checkpoint and stop win over its decision at a step), the Hub
+    (after the completion: a checkpoint is pushed once it is complete) and the first step's log."""
     completion = CompleteCheckpoints(
         train_set, run.batch_plan, run.settings, stop, launches, training_args.save_total_limit
     )
     optional = (
         launches,
+        EarlyStoppingCallback(run.patience) if run.patience else None,
         TimeBudget(run.max_train_minutes) if run.max_train_minutes else None,
         stop,
         hub,

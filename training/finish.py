@@ -19,6 +19,30 @@ from .step.trainer import PaperSeq2SeqTrainer
 logger = logging.getLogger("vanilla_train")
 
 
+def load_final_model(trainer: PaperSeq2SeqTrainer, final_model: str, average_last: int) -> dict:
+    """The model the run evaluates and saves (--final_model), loaded into ``trainer``'s model, and what the record
+    says of it: which model (``model``), made of which checkpoints (``checkpoints``), and why (``why``). ``best``
+    is the checkpoint Trainer found best on --metric_for_best_model (kept through rotation); a run that saved no
+    evaluation has none, and keeps its last weights, so said. ``average`` is §6.1's, of ``average_last`` checkpoints
+    (none asked: the last weights)."""
+    state, metric = trainer.state, trainer.args.metric_for_best_model
+    if final_model == "best" and state.best_model_checkpoint:
+        best = Path(state.best_model_checkpoint)
+        trainer.load_checkpoint_weights(best)
+        why = f"--final_model best: its validation {metric} ({state.best_metric:g}) was the run's best"
+        return {"model": "best", "checkpoints": [best.name], "why": why}
+    if final_model == "average" and average_last:
+        averaged = [path.name for path in trainer.average_newest(average_last)]
+        why = f"--final_model average: §6.1's average of the last {average_last} checkpoints (--average_last)"
+        return {"model": "average", "checkpoints": averaged, "why": why}
+    why = {
+        "best": "--final_model best, but no checkpoint holds an evaluation: the last weights",
+        "average": "--final_model average without --average_last: the last weights",
+        "last": "--final_model last",
+    }[final_model]
+    return {"model": "last", "checkpoints": [], "why": why}
+
+
 def save_final_model(trainer: PaperSeq2SeqTrainer, decoding: Decoding, metrics: dict) -> None:
     """The trained model, saved with ``decoding`` (the one its final evaluation chose, alpha included), and the
     training ``metrics``."""

@@ -12,6 +12,7 @@ from transformers import Seq2SeqTrainingArguments
 from transformers.trainer_utils import IntervalStrategy
 
 from vanilla_tools.batch_shapes import BatchShapes
+from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
 
 from .arguments import RecipeArguments
@@ -64,7 +65,9 @@ class ResolvedRun:
     - ``precision``: what autocast runs, by accelerate's name ("no", "bf16", "fp16");
     - ``compile_mode``: the --torch_compile_mode the step runs; ``compiles``: whether inductor compiles here;
     - ``decoding``: how the run decodes; ``streaming``: a stream keeps its own position (Trainer skips no data);
-    - ``save_on_signal``, ``max_train_minutes``: how the run stops; ``settings``: what a relaunch compares
+    - ``save_on_signal``, ``max_train_minutes``: how the run stops; ``patience``: the evaluations in a row without
+      improvement of ``best_metric`` (the validation metric --metric_for_best_model names, loss unless given) after
+      which it stops (fairseq's --patience; 0: never); ``settings``: what a relaunch compares
       (``run_settings``)."""
 
     micro_batch: int
@@ -82,6 +85,8 @@ class ResolvedRun:
     streaming: bool
     save_on_signal: bool
     max_train_minutes: float
+    patience: int = 0
+    best_metric: str | None = None
     settings: dict | None = None
 
     @property
@@ -112,7 +117,10 @@ class ResolvedRun:
         (the Trainer and the run's record read them back): the accumulation, the base learning rate, the compile
         mode (and --torch_compile off where inductor cannot compile), no data skipped for a stream; and, where the
         corpus has no ``validation`` split, no evaluation (Trainer would refuse the run with a ValueError rather than
-        fail the command the user typed; the presets evaluate during training), logged."""
+        fail the command the user typed; the presets evaluate during training), logged. With a ``patience``: the
+        metric Trainer tracks as the best (which ``CompleteCheckpoints`` keeps through rotation), and its
+        EarlyStoppingCallback's count restored with each checkpoint (a relaunch goes on counting); without
+        ``validation`` it is refused in one line (there is nothing to count)."""
         training_args.gradient_accumulation_steps = self.accumulation
         training_args.learning_rate = self.learning_rate
         training_args.torch_compile_mode = self.compile_mode
@@ -120,6 +128,13 @@ class ResolvedRun:
             training_args.torch_compile, training_args.torch_compile_backend = False, None
         if self.streaming:
             training_args.ignore_data_skip = True
+        if self.patience:  # Trainer tracks the best (higher is better but for a loss, as transformers decides)
+            if not validation:
+                raise UsageError(f"--patience {self.patience} counts evaluations, but there is no validation set")
+            training_args.metric_for_best_model = self.best_metric
+            if training_args.greater_is_better is None:
+                training_args.greater_is_better = not self.best_metric.endswith("loss")
+            training_args.restore_callback_states_from_checkpoint = True
         if not validation and training_args.eval_strategy != IntervalStrategy.NO:
             logger.warning(
                 "no validation set (--validation_files): --eval_strategy %s is off, the run trains without evaluating",

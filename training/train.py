@@ -27,7 +27,7 @@ from vanilla_tools.run_files import EvalResults
 
 from .arguments import DataArguments, ModelArguments, parse_args
 from .build import build_trainer, holding_output_dir, prepare_process, resolve_run
-from .finish import mark_finished, save_final_model, write_run_files
+from .finish import load_final_model, mark_finished, save_final_model, write_run_files
 from .run.hub_push import HubPush
 from .run.launches import Launches
 from .run.record import RunReport, machine_speed
@@ -87,9 +87,11 @@ def train_and_evaluate(
         start = time.monotonic()
         train_result = trainer.train(resume_from_checkpoint=str(begin.checkpoint) if begin.checkpoint else None)
     results = {"train": {**train_result.metrics, "steps": train_result.global_step}}
-    if model_args.average_last:  # §6.1
-        results["averaged_checkpoints"] = [path.name for path in trainer.average_newest(model_args.average_last)]
-        logger.info("evaluating the average of %s", ", ".join(results["averaged_checkpoints"]) or "no checkpoint")
+    final_model = load_final_model(trainer, model_args.final_model, model_args.average_last)
+    results["final_model"] = final_model
+    if final_model["model"] == "average":  # §6.1
+        results["averaged_checkpoints"] = final_model["checkpoints"]
+    logger.info("evaluating the %s model (%s)", final_model["model"], final_model["why"])
     train_minutes = (time.monotonic() - start) / 60
     trainer.log_metrics("train", train_result.metrics)
     evaluated, decoding = final_evaluation(

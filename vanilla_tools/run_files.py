@@ -113,6 +113,7 @@ class EvalResults(RunFile):
     test: dict | None = None
     length_penalty_search: dict[str, float] | None = None  # alpha -> validation BLEU (§6.1)
     averaged_checkpoints: list[str] | None = None
+    final_model: dict | None = None  # the model evaluated: which, of which checkpoints, why (training/finish.py)
 
     def split(self, name: str) -> dict:
         """The metrics of split ``name`` (validation or test), {} if it was not evaluated."""

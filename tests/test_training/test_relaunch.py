@@ -400,3 +400,39 @@ def test_a_torchrun_relaunch_after_sigterm_resumes(corpus, tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert resumed_line(output, 4) in again.stderr, again.stderr[-3000:]
     assert_same_weights(load_file(tmp_path / "whole" / "model.safetensors"), output)
+
+
+def test_a_relaunched_run_goes_on_with_its_patience_count(tmp_path):
+    """--patience 2 on validation BLEU, evaluated and saved every step: the tiny model's BLEU is 0.0 at steps 1-3,
+    so the count is 1 at step 2 and an uninterrupted run stops at step 3. A run that ended at step 2, launched
+    again for 8 steps, resumes from checkpoint-2 with its count and stops at step 3 too (a count started over would
+    reach 1 there, and BLEU 0.04 at step 4 would reset it). The best checkpoint (step 1: a tie is no improvement)
+    is kept through rotation (--save_total_limit 1), and is the final model (--final_model best)."""
+    data = write_corpus(tmp_path / "data")
+    output = tmp_path / "run"
+    flags = ("--eval_strategy", "steps", "--eval_steps", "1", "--save_steps", "1", "--save_total_limit", "1")
+    argv = train_argv(
+        data, output, *flags, "--patience", "2", "--metric_for_best_model", "bleu", "--final_model", "best"
+    )
+    first = run([str(BIN / "vanilla-train"), *argv, "--max_steps", "2"])
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = run([str(BIN / "vanilla-train"), *argv, "--max_steps", "8"])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resuming from " + str(output / "checkpoint-2") in again.stderr, again.stderr[-3000:]
+    assert [p.name for p in complete_checkpoints(output)] == ["checkpoint-1", "checkpoint-3"]
+    state = json.loads((output / "checkpoint-3" / "trainer_state.json").read_text())
+    assert [(entry["step"], entry["eval_bleu"]) for entry in state["log_history"] if "eval_bleu" in entry] == [
+        (1, 0.0),
+        (2, 0.0),
+        (3, 0.0),
+    ]
+    assert state["stateful_callbacks"]["EarlyStoppingCallback"]["attributes"] == {"early_stopping_patience_counter": 2}
+    assert (state["global_step"], state["best_metric"]) == (3, 0.0)
+    assert state["best_model_checkpoint"] == str(output / "checkpoint-1")
+    assert json.loads((output / FinishedRun.FILE).read_text())["step"] == 3
+    assert json.loads((output / "eval_results.json").read_text())["final_model"] == {
+        "model": "best",
+        "checkpoints": ["checkpoint-1"],
+        "why": "--final_model best: its validation bleu (0) was the run's best",
+    }
+    assert_same_weights(load_file(output / "checkpoint-1" / "model.safetensors"), output)

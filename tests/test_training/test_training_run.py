@@ -111,6 +111,11 @@ def test_learning_curve_summary_and_averaging(trained_run):
     assert summary["command"].startswith("vanilla-train --dataset files") and "--average_last 2" in summary["command"]
     # the final model is the mean of checkpoints 4 and 6 (§6.1), not the last weights
     assert summary["averaged_checkpoints"] == ["checkpoint-4", "checkpoint-6"]
+    assert summary["final_model"] == {  # the record says which model was scored, and why
+        "model": "average",
+        "checkpoints": ["checkpoint-4", "checkpoint-6"],
+        "why": "--final_model average: §6.1's average of the last 2 checkpoints (--average_last)",
+    }
     assert run["steps"] == 6 and summary["epochs"] == round(results["train"]["epoch"], 2) > 0
     # one launch, steps 0-6, its minutes those of the summary, what it ran on that of the run
     [launch] = run["launches"]

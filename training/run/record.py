@@ -31,6 +31,9 @@ from ..schedules import describe as describe_schedule
 logger = logging.getLogger("vanilla_train")
 
 
+CHOICES = ("length_penalty_search", "averaged_checkpoints", "final_model")  # what the final evaluation chose
+
+
 def resolved_arguments(
     model_args: ModelArguments, data_args: DataArguments, training_args, run: ResolvedRun | None = None
 ) -> dict:
@@ -200,7 +203,11 @@ def write_summary(folder: Path, report: RunReport, output_dir: Path) -> None:
         test_set_name(data_args.dataset): scores("test"),
         "validation": scores("validation"),
         "beam": {"num_beams": decoding.num_beams, "length_penalty": decoding.length_penalty},
-        **{key: results[key] for key in ("length_penalty_search", "averaged_checkpoints") if key in results},
+        **{
+            key: results[key]
+            for key in ("length_penalty_search", "averaged_checkpoints", "final_model")
+            if key in results
+        },
         "epochs": round(results["train"]["epoch"], 2),
         "train_minutes": round(report.train_minutes, 2),
         "wall_clock_minutes": round(report.wall_minutes, 2),  # the whole command: data, training, final evaluation

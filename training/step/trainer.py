@@ -193,10 +193,17 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
 
     def average_newest(self, count: int) -> list[Path]:
         """§6.1: the model becomes the mean of the run's ``count`` newest complete checkpoints
-        (``average.average_newest_into``), which are returned. Under FSDP 1 its wrapper is averaged, not its inner
-        module of flat parameters (FSDP 2 shards the model itself)."""
-        model = self.model_wrapped if self.is_fsdp_enabled else self.accelerator.unwrap_model(self.model)
-        return average_newest_into(model, self.args.output_dir, count)
+        (``average.average_newest_into``, into ``weights_target``), which are returned."""
+        return average_newest_into(self.weights_target(), self.args.output_dir, count)
+
+    def load_checkpoint_weights(self, checkpoint: Path) -> None:
+        """The model becomes ``checkpoint``'s (--final_model best): the average of that one checkpoint."""
+        load_average(self.weights_target(), [checkpoint])
+
+    def weights_target(self) -> torch.nn.Module:
+        """The module checkpoint weights are loaded into: under FSDP 1 its wrapper, not its inner module of flat
+        parameters (FSDP 2 shards the model itself)."""
+        return self.model_wrapped if self.is_fsdp_enabled else self.accelerator.unwrap_model(self.model)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """Trainer's save of the model (a checkpoint's, or the final model), its generation config holding the run's
