@@ -78,6 +78,7 @@ def resolve_run(
         streaming=data_args.streaming,
         save_on_signal=model_args.save_on_signal,
         max_train_minutes=model_args.max_train_minutes,
+        corpora=tuple(given_corpora(data_args)),
     )
     logger.info("precision: %s", precision_line(precision, on_cpu(training_args)))
     return replace(run, settings=run_settings(model_args, data_args, training_args, run))

@@ -15,6 +15,7 @@ from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.decoding import Decoding
 
 from .arguments import RecipeArguments
+from .data.corpus import Corpus
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +65,8 @@ class ResolvedRun:
     - ``precision``: what autocast runs, by accelerate's name ("no", "bf16", "fp16");
     - ``compile_mode``: the --torch_compile_mode the step runs; ``compiles``: whether inductor compiles here;
     - ``decoding``: how the run decodes; ``streaming``: a stream keeps its own position (Trainer skips no data);
-    - ``save_on_signal``, ``max_train_minutes``: how the run stops; ``settings``: what a relaunch compares
-      (``run_settings``)."""
+    - ``save_on_signal``, ``max_train_minutes``: how the run stops; ``corpora``: the training corpora of
+      --train_files, with their tags and weights; ``settings``: what a relaunch compares (``run_settings``)."""
 
     micro_batch: int
     sized_by: str
@@ -82,6 +83,7 @@ class ResolvedRun:
     streaming: bool
     save_on_signal: bool
     max_train_minutes: float
+    corpora: tuple[Corpus, ...]
     settings: dict | None = None
 
     @property

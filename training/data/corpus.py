@@ -18,7 +18,7 @@ import json
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -487,26 +487,26 @@ def _tagged(batch: dict, tag: str) -> dict:
     return {"source": [f"{tag} {source}" for source in batch["source"]]}
 
 
-def read_corpora(args: DataArguments) -> list[tuple[Corpus, datasets.Dataset]]:
+def read_corpora(corpora: Iterable[Corpus], args: DataArguments) -> list[tuple[Corpus, datasets.Dataset]]:
     """Each training corpus and its kept pairs (read, logged and cached as ``read_parallel_files``)."""
-    corpora = []
-    for corpus in given_corpora(args):
+    read = []
+    for corpus in corpora:
         pairs, report = read_parallel_files(list(corpus.files), args)
         report.log("train", " and ".join(corpus.files))
-        corpora.append((corpus, pairs))
-    return corpora
+        read.append((corpus, pairs))
+    return read
 
 
-def corpora_record(args: DataArguments) -> list[dict]:
-    """The run record's training corpora: each one's files, lines (pairs kept), tag and weight (none for the
-    bundled data or a Hub dataset). The pairs are counted from datasets' cache, filled when the run read them."""
-    return [corpus.record(len(pairs)) for corpus, pairs in read_corpora(args)]
+def corpora_record(corpora: Iterable[Corpus], args: DataArguments) -> list[dict]:
+    """The run record's training ``corpora``: each one's files, lines (pairs kept), tag and weight. The pairs are
+    counted from datasets' cache, filled when the run read them."""
+    return [corpus.record(len(pairs)) for corpus, pairs in read_corpora(corpora, args)]
 
 
 def training_pairs(args: DataArguments) -> datasets.Dataset:
     """The training split of several corpora: each one's pairs with its tag before each source, ``weighted_rows``
     of them, concatenated in the order given. A single plain corpus is its pairs as read."""
-    corpora = read_corpora(args)
+    corpora = read_corpora(given_corpora(args), args)
     if len(corpora) == 1 and corpora[0][0].plain:
         return corpora[0][1]
     parts = []

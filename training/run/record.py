@@ -218,7 +218,7 @@ def write_summary(folder: Path, report: RunReport, output_dir: Path) -> None:
         ),
         "machine_speed": report.speed,
         **({"text": text} if (text := text_form(data_args)) else {}),
-        **({"corpora": corpora_record(data_args)} if data_args.dataset == "files" else {}),
+        **({"corpora": corpora_record(run.corpora, data_args)} if data_args.dataset == "files" else {}),
     }
     for name in ("learning_curve.csv", "learning_curve.json"):
         if (output_dir / name).is_file():

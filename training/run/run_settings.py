@@ -20,7 +20,7 @@ from pathlib import Path
 from transformers import Seq2SeqTrainingArguments
 
 from ..arguments import ModelArguments, model_fields
-from ..data.corpus import DataArguments, given_corpora
+from ..data.corpus import DataArguments
 from ..resolved import ResolvedRun
 from ..schedules import UNPLANNED
 
@@ -61,7 +61,7 @@ def run_settings(
             "moses_lowercase_tokenize",
         )
     }
-    corpora = given_corpora(data_args)
+    corpora = run.corpora
     data["train_files"] = [file_identity(p) for corpus in corpora for p in corpus.files]
     if not all(corpus.plain for corpus in corpora) or len(corpora) > 1:  # (a single plain pair's settings as before)
         data["train_corpora"] = [{"tag": corpus.tag, "weight": corpus.weight} for corpus in corpora]
