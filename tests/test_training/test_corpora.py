@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from training_helpers import train_argv, write_corpus
+from training_helpers import tiny_preset, train_argv, write_corpus
 
 from training import train as train_cli
 from training.arguments import parse_args
-from training.build import build_data
+from training.build import build_data, check_tags
 from training.data.corpus import Corpus, given_corpora, load_parallel_data, weighted_rows
 from training.data.tokenizer import train_tokenizer
 from vanilla_tools.cli import UsageError
@@ -98,3 +98,23 @@ def test_a_run_records_its_corpora(tmp_path):
 def test_bad_groups_are_refused_in_one_line(group, message):
     with pytest.raises(UsageError, match=message):
         Corpus.parse(["a.en", "a.de", *group])
+
+
+def test_the_command_lines_corpora_replace_a_presets(tmp_path):
+    preset = tiny_preset(tmp_path)
+    from_preset = given_corpora(parse_args(["--config", str(preset), "--output_dir", "x"])[1])
+    assert [corpus.files for corpus in from_preset] == [
+        tuple(str(tmp_path / "data" / f"train.{lang}") for lang in ("en", "de"))
+    ]
+    argv = ["--config", str(preset), "--train_files", "a.en", "a.de", "--train_files", "b.en", "b.de", "tag=<BT>"]
+    assert given_corpora(parse_args([*argv, "--output_dir", "x"])[1]) == [
+        Corpus(("a.en", "a.de")),
+        Corpus(("b.en", "b.de"), TAG),
+    ]
+
+
+def test_a_given_tokenizer_must_hold_each_tag_whole():
+    tokenizer = train_tokenizer(["A dog runs.", "Ein Hund rennt."] * 5, 100, min_frequency=1)
+    with pytest.raises(UsageError, match=r"the tokenizer of tok has no token '<BT>': a corpus tag must be one token"):
+        check_tags(tokenizer, (TAG,), "tok")
+    check_tags(train_tokenizer(["A dog runs."] * 5, 100, min_frequency=1, tags=(TAG,)), (TAG,), "tok")
