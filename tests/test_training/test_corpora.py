@@ -10,7 +10,7 @@ from training_helpers import tiny_preset, train_argv, write_corpus
 
 from training import train as train_cli
 from training.arguments import parse_args
-from training.build import build_data, check_tags
+from training.build import build_data, check_streaming, check_tags
 from training.data.corpus import Corpus, given_corpora, load_parallel_data, weighted_rows
 from training.data.tokenizer import train_tokenizer
 from vanilla_tools.cli import UsageError
@@ -118,3 +118,10 @@ def test_a_given_tokenizer_must_hold_each_tag_whole():
     with pytest.raises(UsageError, match=r"the tokenizer of tok has no token '<BT>': a corpus tag must be one token"):
         check_tags(tokenizer, (TAG,), "tok")
     check_tags(train_tokenizer(["A dog runs."] * 5, 100, min_frequency=1, tags=(TAG,)), (TAG,), "tok")
+
+
+def test_streaming_refuses_several_corpora_tags_and_weights():
+    argv = ["--dataset", "files", "--train_files", "a.en", "a.de", "weight=2", "--streaming", "true"]
+    model_args, data_args, training_args = parse_args([*argv, "--max_steps", "5", "--output_dir", "x"])
+    with pytest.raises(UsageError, match=r"--streaming reads one --train_files corpus as it is"):
+        check_streaming(data_args, training_args)
