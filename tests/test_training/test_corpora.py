@@ -11,7 +11,7 @@ from training_helpers import tiny_preset, train_argv, write_corpus
 from training import train as train_cli
 from training.arguments import parse_args
 from training.build import build_data, check_streaming, check_tags
-from training.data.corpus import Corpus, given_corpora, load_parallel_data, weighted_rows
+from training.data.corpus import Corpus, DataArguments, given_corpora, load_parallel_data, weighted_rows
 from training.data.tokenizer import train_tokenizer
 from vanilla_tools.cli import UsageError
 
@@ -125,3 +125,11 @@ def test_streaming_refuses_several_corpora_tags_and_weights():
     model_args, data_args, training_args = parse_args([*argv, "--max_steps", "5", "--output_dir", "x"])
     with pytest.raises(UsageError, match=r"--streaming reads one --train_files corpus as it is"):
         check_streaming(data_args, training_args)
+
+
+def test_moses_preprocessing_refuses_tags(tmp_path):
+    real, synthetic = two_corpora(tmp_path)
+    groups = [real["train"], [*synthetic["train"], f"tag={TAG}"]]
+    args = DataArguments(dataset="files", train_files=groups, moses_lowercase_tokenize=True)
+    with pytest.raises(UsageError, match=r"--moses_lowercase_tokenize would lowercase and split the --train_files"):
+        load_parallel_data(args)

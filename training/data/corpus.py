@@ -549,6 +549,11 @@ def load_parallel_data(args: DataArguments, include_train: bool = True) -> datas
             "--moses_lowercase_tokenize preprocesses the Arrow tables, not --streaming's pairs: preprocess the files "
             "beforehand, or train without --streaming"
         )
+    if args.moses_lowercase_tokenize and corpus_tags(args):
+        raise UsageError(
+            "--moses_lowercase_tokenize would lowercase and split the --train_files tags (it runs after they are "
+            "put before the sources): preprocess the files beforehand, or train without tags"
+        )
     files = split_files(args)
     if files is None:
         raw = _hub_dataset(args)
