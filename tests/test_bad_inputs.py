@@ -123,6 +123,14 @@ def data(kit: Kit, train: list[str], **fields) -> DataArguments:
     return DataArguments(dataset="files", train_files=train, **fields)
 
 
+def two_corpora(kit: Kit, output: str, *second: str) -> list[str]:
+    """vanilla-train's arguments for the kit's corpus and a ``second`` --train_files group, into ``output``."""
+    return [
+        *("--dataset", "files", "--train_files", *kit.corpus["train"], "--train_files", *second),
+        *("--output_dir", str(kit.scratch / output)),
+    ]
+
+
 def damaged_run(kit: Kit, name: str, damage) -> str:
     """A copy of the trained run whose newest checkpoint (checkpoint-6) ``damage`` changed."""
     run = kit.copy_run(name)
@@ -939,6 +947,34 @@ CLI = [
         ],
         1,
         r"vanilla-train: error: .*c.en has 2 lines but .*c.de has 1",
+    ),
+    (
+        "train on a second corpus whose file is missing",
+        train_cli.main,
+        lambda k: [*two_corpora(k, "t4", str(k.scratch / "none.en"), k.corpus["train"][1])],
+        1,
+        r"vanilla-train: error: data file not found: .*none.en",
+    ),
+    (
+        "train on a second corpus of different line counts",
+        train_cli.main,
+        lambda k: [*two_corpora(k, "t5", k.text("d.en", "a\nb\n"), k.text("d.de", "x\n"), "tag=<BT>")],
+        1,
+        r"vanilla-train: error: .*d.en has 2 lines but .*d.de has 1",
+    ),
+    (
+        "train on a corpus tagged with two words",
+        train_cli.main,
+        lambda k: [*two_corpora(k, "t6", *k.corpus["train"], "tag=<B T>")],
+        1,
+        r"vanilla-train: error: --train_files tag='<B T>': a tag must be one token, without whitespace",
+    ),
+    (
+        "train on a corpus of negative weight",
+        train_cli.main,
+        lambda k: [*two_corpora(k, "t7", *k.corpus["train"], "weight=-2")],
+        1,
+        r"vanilla-train: error: --train_files weight=-2: must be a finite number >= 0",
     ),
     (
         "train with a dropout of 1",

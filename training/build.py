@@ -30,7 +30,15 @@ from vanilla_tools.hardware import precision_line
 from .arguments import ModelArguments, autocast_precision, model_fields, on_cpu
 from .data.batching import TokenizedPairs, TrainingSet, batch_shapes, share_batches_by_name
 from .data.bpe_dropout import BPEDropoutPairs
-from .data.corpus import DataArguments, load_parallel_data, source_key, text_form, tokenize_splits
+from .data.corpus import (
+    DataArguments,
+    corpus_tags,
+    given_corpora,
+    load_parallel_data,
+    source_key,
+    text_form,
+    tokenize_splits,
+)
 from .data.streaming import StreamingTokenBatches, streaming_pairs
 from .data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 from .resolved import ResolvedRun, RunDecoding, accumulation_steps
@@ -84,6 +92,7 @@ def resolve_run(
         streaming=data_args.streaming,
         save_on_signal=model_args.save_on_signal,
         max_train_minutes=model_args.max_train_minutes,
+        corpora=tuple(given_corpora(data_args)),
         patience=model_args.patience,
         best_metric=training_args.metric_for_best_model or ("loss" if model_args.patience else None),
     )
@@ -154,6 +163,7 @@ def run_tokenizer(
             tokenizer = load_tokenizer(folder)
             if not tokenizer.is_fast or tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
                 raise UsageError(f"the tokenizer of {folder} must be a fast tokenizer with a pad and an end token")
+            check_tags(tokenizer, corpus_tags(data_args), folder)
             return tokenizer
     if (output_dir / "tokenizer.json").is_file():
         return load_tokenizer(str(output_dir))
@@ -164,7 +174,14 @@ def run_tokenizer(
     else:
         sentences, key = partial(streamed_sentences, train, sample), ("stream", source_key(data_args, "train"), sample)
         count = sample
-    return learned_tokenizer(sentences, key, data_args.vocab_size, data_args.cache_dir, count)
+    return learned_tokenizer(sentences, key, data_args.vocab_size, data_args.cache_dir, count, corpus_tags(data_args))
+
+
+def check_tags(tokenizer: PreTrainedTokenizerBase, tags: tuple[str, ...], folder: str) -> None:
+    """Refuses a given tokenizer in which a corpus tag is not one token of its own (it would be split, or unknown)."""
+    for tag in tags:
+        if len(tokenizer.tokenize(tag)) != 1 or tokenizer.convert_tokens_to_ids(tag) == tokenizer.unk_token_id:
+            raise UsageError(f"the tokenizer of {folder} has no token {tag!r}: a corpus tag must be one token")
 
 
 @dataclass(frozen=True)
@@ -355,6 +372,9 @@ def check_streaming(data_args: DataArguments, training_args: Seq2SeqTrainingArgu
         raise UsageError("--streaming needs --max_steps: the stream of training pairs has no end")
     if data_args.bpe_dropout:
         raise UsageError("--streaming does not re-segment pairs (--bpe_dropout): the pairs are read once a pass")
+    corpora = given_corpora(data_args)
+    if len(corpora) > 1 or not all(corpus.plain for corpus in corpora):
+        raise UsageError("--streaming reads one --train_files corpus as it is: no several corpora, tags or weights")
     if training_args.dataloader_num_workers:
         raise UsageError(
             "--streaming needs --dataloader_num_workers 0: the stream's position is kept in the "

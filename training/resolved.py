@@ -16,6 +16,7 @@ from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
 
 from .arguments import RecipeArguments
+from .data.corpus import Corpus
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +68,8 @@ class ResolvedRun:
     - ``decoding``: how the run decodes; ``streaming``: a stream keeps its own position (Trainer skips no data);
     - ``save_on_signal``, ``max_train_minutes``: how the run stops; ``patience``: the evaluations in a row without
       improvement of ``best_metric`` (the validation metric --metric_for_best_model names, loss unless given) after
-      which it stops (fairseq's --patience; 0: never); ``settings``: what a relaunch compares
-      (``run_settings``)."""
+      which it stops (fairseq's --patience; 0: never); ``corpora``: the training corpora of --train_files, with
+      their tags and weights; ``settings``: what a relaunch compares (``run_settings``)."""
 
     micro_batch: int
     sized_by: str
@@ -85,6 +86,7 @@ class ResolvedRun:
     streaming: bool
     save_on_signal: bool
     max_train_minutes: float
+    corpora: tuple[Corpus, ...]
     patience: int = 0
     best_metric: str | None = None
     settings: dict | None = None

@@ -11,13 +11,14 @@ columns (train, validation, test), so the cost is linear in the corpus and memor
   ``source_length`` and ``target_length`` columns, which token batching reads as numpy arrays.
 """
 
+import argparse
 import gzip
 import itertools
 import json
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +47,15 @@ FEATURES = datasets.Features(
 )
 
 
+class EachCorpus(argparse.Action):
+    """--train_files given once per corpus: a list of groups (argparse's "append"), of which the command line's
+    replace a preset's (argparse would append them to it)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = getattr(namespace, self.dest, None)
+        setattr(namespace, self.dest, [*([] if given is self.default else given), list(values)])
+
+
 @dataclass
 class DataArguments:
     """Where the parallel text comes from and how it is cut into tokens."""
@@ -57,8 +67,14 @@ class DataArguments:
     dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset config, e.g. 'de-en' (wmt14)"})
     source_lang: str = field(default="en", metadata={"help": "source language code"})
     target_lang: str = field(default="de", metadata={"help": "target language code"})
-    train_files: list[str] | None = field(
-        default=None, metadata={"help": "SRC TGT plain-text files, or one .tsv / .jsonl file (with --dataset files)"}
+    train_files: list[str] | None = field(  # parsed: one list per corpus (action "append")
+        default=None,
+        metadata={
+            "help": "SRC TGT plain-text files, or one .tsv / .jsonl file (with --dataset files); given once per "
+            "corpus, each optionally followed by tag=TOKEN (prepended to its sources) and weight=W (its lines "
+            "W times over)",
+            "action": EachCorpus,
+        },
     )
     validation_files: list[str] | None = field(default=None, metadata={"help": "as --train_files, for validation"})
     test_files: list[str] | None = field(default=None, metadata={"help": "as --train_files, for the final test"})
@@ -412,6 +428,96 @@ def _hub_dataset(args: DataArguments) -> datasets.DatasetDict:
     return datasets.DatasetDict(splits)
 
 
+@dataclass(frozen=True)
+class Corpus:
+    """One training corpus of --train_files: its ``files``, the ``tag`` token prepended to its sources (Caswell et
+    al. 2019's tagged back-translation) and its upsampling ``weight``."""
+
+    files: tuple[str, ...]
+    tag: str | None = None
+    weight: float = 1.0
+
+    @classmethod
+    def parse(cls, items: list[str]) -> "Corpus":
+        """One --train_files group: its files, then optionally ``tag=TOKEN`` and ``weight=W``; refuses a tag that
+        would not be one token and a negative or unreadable weight, in one line."""
+        options = dict(item.split("=", 1) for item in items if item.startswith(("tag=", "weight=")))
+        files = tuple(item for item in items if not item.startswith(("tag=", "weight=")))
+        tag = options.get("tag")
+        if tag is not None and (not tag or any(c.isspace() for c in tag)):
+            raise UsageError(f"--train_files tag={tag!r}: a tag must be one token, without whitespace")
+        try:
+            weight = float(options.get("weight", 1))
+        except ValueError:
+            raise UsageError(f"--train_files weight={options['weight']}: not a number") from None
+        if not weight >= 0 or weight == float("inf"):
+            raise UsageError(f"--train_files weight={options['weight']}: must be a finite number >= 0")
+        return cls(files, tag, weight)
+
+    @property
+    def plain(self) -> bool:
+        """Read as it is: no tag, weight 1."""
+        return self.tag is None and self.weight == 1
+
+    def record(self, lines: int) -> dict:
+        """The run record's entry for this corpus, with its ``lines`` (pairs kept)."""
+        return {"files": list(self.files), "lines": lines, "tag": self.tag, "weight": self.weight}
+
+
+def given_corpora(args: DataArguments) -> list[Corpus]:
+    """The corpora of --train_files: one per time it is given (a flat list, as Python callers pass it, is one)."""
+    groups = args.train_files or []
+    if groups and isinstance(groups[0], str):
+        groups = [groups]
+    return [Corpus.parse(list(group)) for group in groups]
+
+
+def corpus_tags(args: DataArguments) -> tuple[str, ...]:
+    """The tags of the training corpora, each once, in order: the tokenizer keeps each whole."""
+    return tuple(dict.fromkeys(c.tag for c in given_corpora(args) if c.tag is not None))
+
+
+def weighted_rows(rows: int, weight: float) -> np.ndarray:
+    """The rows a corpus of ``rows`` lines contributes at ``weight``: every row ``int(weight)`` times, then
+    ``round(frac * rows)`` rows spread evenly over it (row ``i * rows // k`` for i < k: deterministic, no seed)."""
+    whole, extra = int(weight), round((weight - int(weight)) * rows)
+    return np.concatenate([np.tile(np.arange(rows), whole), np.arange(extra) * rows // max(extra, 1)])
+
+
+def _tagged(batch: dict, tag: str) -> dict:
+    return {"source": [f"{tag} {source}" for source in batch["source"]]}
+
+
+def read_corpora(corpora: Iterable[Corpus], args: DataArguments) -> list[tuple[Corpus, datasets.Dataset]]:
+    """Each training corpus and its kept pairs (read, logged and cached as ``read_parallel_files``)."""
+    read = []
+    for corpus in corpora:
+        pairs, report = read_parallel_files(list(corpus.files), args)
+        report.log("train", " and ".join(corpus.files))
+        read.append((corpus, pairs))
+    return read
+
+
+def corpora_record(corpora: Iterable[Corpus], args: DataArguments) -> list[dict]:
+    """The run record's training ``corpora``: each one's files, lines (pairs kept), tag and weight. The pairs are
+    counted from datasets' cache, filled when the run read them."""
+    return [corpus.record(len(pairs)) for corpus, pairs in read_corpora(corpora, args)]
+
+
+def training_pairs(args: DataArguments) -> datasets.Dataset:
+    """The training split of several corpora: each one's pairs with its tag before each source, ``weighted_rows``
+    of them, concatenated in the order given. A single plain corpus is its pairs as read."""
+    corpora = read_corpora(given_corpora(args), args)
+    if len(corpora) == 1 and corpora[0][0].plain:
+        return corpora[0][1]
+    parts = []
+    for corpus, pairs in corpora:
+        if corpus.tag is not None:
+            pairs = pairs.map(_tagged, batched=True, fn_kwargs={"tag": corpus.tag}, desc=f"tag {corpus.tag}")
+        parts.append(pairs if corpus.weight == 1 else pairs.select(weighted_rows(len(pairs), corpus.weight)))
+    return datasets.concatenate_datasets(parts)
+
+
 def split_files(args: DataArguments) -> dict[str, list[str] | None] | None:
     """Where each split's pairs come from, decided here once for every reader (Arrow, --streaming, the tokenizer's
     cache key): the files of each split (the bundled Multi30k's, or --train_files and the others with --dataset
@@ -421,7 +527,8 @@ def split_files(args: DataArguments) -> dict[str, list[str] | None] | None:
     if args.dataset == "files":
         if not args.train_files:
             raise UsageError("--dataset files needs --train_files (and --validation_files, --test_files)")
-        return {"train": args.train_files, "validation": args.validation_files, "test": args.test_files}
+        train = [path for corpus in given_corpora(args) for path in corpus.files]
+        return {"train": train, "validation": args.validation_files, "test": args.test_files}
     return None
 
 
@@ -443,13 +550,20 @@ def load_parallel_data(args: DataArguments, include_train: bool = True) -> datas
             "--moses_lowercase_tokenize preprocesses the Arrow tables, not --streaming's pairs: preprocess the files "
             "beforehand, or train without --streaming"
         )
+    if args.moses_lowercase_tokenize and corpus_tags(args):
+        raise UsageError(
+            "--moses_lowercase_tokenize would lowercase and split the --train_files tags (it runs after they are "
+            "put before the sources): preprocess the files beforehand, or train without tags"
+        )
     files = split_files(args)
     if files is None:
         raw = _hub_dataset(args)
     else:
         splits = {}
+        if include_train and args.dataset == "files":
+            splits["train"] = training_pairs(args)
         for split, paths in files.items():
-            if paths and (include_train or split != "train"):
+            if paths and split not in splits and (include_train or split != "train"):
                 splits[split], report = read_parallel_files(paths, args)
                 report.log(split, " and ".join(paths))
         raw = datasets.DatasetDict(splits)

@@ -33,8 +33,11 @@ PAD, UNK, EOS = "<pad>", "<unk>", "</s>"
 SPECIAL_TOKENS = [PAD, UNK, EOS]  # ids 0, 1, 2: the model config's pad/decoder-start (0) and eos (2)
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, min_frequency: int = 2) -> PreTrainedTokenizerFast:
-    """Learn a shared BPE vocabulary of at most ``vocab_size`` tokens from source and target texts together."""
+def train_tokenizer(
+    texts: Iterable[str], vocab_size: int, min_frequency: int = 2, tags: tuple[str, ...] = ()
+) -> PreTrainedTokenizerFast:
+    """Learn a shared BPE vocabulary of at most ``vocab_size`` tokens from source and target texts together; the
+    corpora's ``tags`` are special tokens (ids 3, 4, ...), one id each, never split."""
     if vocab_size <= len(SPECIAL_TOKENS):
         raise UsageError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
@@ -42,13 +45,22 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int, min_frequency: int = 
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Metaspace(), pre_tokenizers.Punctuation()])
     tokenizer.decoder = decoders.Metaspace()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=SPECIAL_TOKENS, show_progress=False
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=SPECIAL_TOKENS + list(tags),
+        show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
     eos_id = tokenizer.token_to_id(EOS)
     # Every sequence, source or target, ends with </s>; the decoder starts from <pad> (Marian's convention).
     tokenizer.post_processor = processors.TemplateProcessing(single=f"$A {EOS}", special_tokens=[(EOS, eos_id)])
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token=PAD, unk_token=UNK, eos_token=EOS)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token=PAD,
+        unk_token=UNK,
+        eos_token=EOS,
+        **({"additional_special_tokens": list(tags)} if tags else {}),
+    )
 
 
 def sample_sentences(train: datasets.Dataset, count: int, seed: int) -> Iterator[str]:
@@ -84,12 +96,13 @@ def learned_tokenizer(
     vocab_size: int,
     cache_dir: str | None = None,
     sentence_count: int = 0,
+    tags: tuple[str, ...] = (),
 ) -> PreTrainedTokenizerFast:
     """``train_tokenizer`` on ``sentences()``, cached: the same data (``data_key``: its fingerprint and how it was
     sampled), size and recipe (this module's code) give the tokenizer learned before, without learning it again.
     More than ``LEARN_APART_ABOVE`` sentences (``sentence_count``, at most) are learned from in a spawned process,
-    so ``sentences`` must then pickle."""
-    key = Hasher.hash((data_key, vocab_size, Hasher.hash(train_tokenizer)))
+    so ``sentences`` must then pickle. ``tags``: ``train_tokenizer``'s."""
+    key = Hasher.hash((data_key, vocab_size, Hasher.hash(train_tokenizer), *((tags,) if tags else ())))
     folder = Path(cache_dir or datasets.config.HF_DATASETS_CACHE) / "vanilla-tokenizers" / key
     if (folder / "tokenizer.json").is_file():
         logger.info("tokenizer: learned before, from the same data (%s)", folder)
@@ -99,9 +112,9 @@ def learned_tokenizer(
     start = time.monotonic()
     try:
         if sentence_count > LEARN_APART_ABOVE:
-            _learn_in_a_process(sentences, vocab_size, staging)
+            _learn_in_a_process(sentences, vocab_size, staging, tags)
         else:
-            _learn_into(staging, sentences, vocab_size)
+            _learn_into(staging, sentences, vocab_size, tags)
         staging.rename(folder)  # atomic: a half-written tokenizer is never taken from the cache
     except OSError:
         if not (folder / "tokenizer.json").is_file():  # not merely another process that cached it meanwhile
@@ -113,17 +126,21 @@ def learned_tokenizer(
     return tokenizer
 
 
-def _learn_into(folder: Path, sentences: Callable[[], Iterator[str]], vocab_size: int) -> None:
+def _learn_into(
+    folder: Path, sentences: Callable[[], Iterator[str]], vocab_size: int, tags: tuple[str, ...] = ()
+) -> None:
     """``train_tokenizer`` on ``sentences()``, saved in ``folder``."""
-    train_tokenizer(sentences(), vocab_size).save_pretrained(folder)
+    train_tokenizer(sentences(), vocab_size, tags=tags).save_pretrained(folder)
 
 
-def _learn_in_a_process(sentences: Callable[[], Iterator[str]], vocab_size: int, folder: Path) -> None:
+def _learn_in_a_process(
+    sentences: Callable[[], Iterator[str]], vocab_size: int, folder: Path, tags: tuple[str, ...] = ()
+) -> None:
     """``_learn_into`` in a spawned process (forking would copy this process's memory, and the tokenizers library
     disables its threads in a forked child); its errors are raised here."""
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         try:
-            pool.submit(_learn_into, folder, sentences, vocab_size).result()
+            pool.submit(_learn_into, folder, sentences, vocab_size, tags).result()
         except BrokenProcessPool:
             raise ChildProcessError(
                 "learning the tokenizer failed: its process ended abruptly (killed, most likely for lack of memory; "

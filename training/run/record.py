@@ -24,7 +24,7 @@ from vanilla_tools.provenance import git_commit, machine
 from vanilla_tools.run_files import TrainingRecipe, write_json
 
 from ..arguments import ModelArguments
-from ..data.corpus import DataArguments
+from ..data.corpus import DataArguments, corpora_record
 from ..resolved import ResolvedRun
 from ..schedules import describe as describe_schedule
 
@@ -177,7 +177,8 @@ def machine_speed(device: str, measure: bool) -> Iterator[dict]:
 
 def write_summary(folder: Path, report: RunReport, output_dir: Path) -> None:
     """summary.json, the record of the run: its test and validation scores, its beam (the final evaluation's
-    decoding), minutes (of this launch), parameters, the command and every argument it resolved to, the run
+    decoding), minutes (of this launch), parameters, the command and every argument it resolved to, the training
+    corpora of --dataset files (``corpus.corpora_record``: files, lines, tag, weight), the run
     (``run_record``: code, machine, device, precision, budget, seed, steps, its launches and micro-batch) and the
     machine's speed; and the learning curve (from ``output_dir``)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -224,6 +225,7 @@ def write_summary(folder: Path, report: RunReport, output_dir: Path) -> None:
         ),
         "machine_speed": report.speed,
         **({"text": text} if (text := text_form(data_args)) else {}),
+        **({"corpora": corpora_record(run.corpora, data_args)} if data_args.dataset == "files" else {}),
     }
     for name in ("learning_curve.csv", "learning_curve.json"):
         if (output_dir / name).is_file():

@@ -61,7 +61,10 @@ def run_settings(
             "moses_lowercase_tokenize",
         )
     }
-    data["train_files"] = [file_identity(p) for p in data_args.train_files or ()]
+    corpora = run.corpora
+    data["train_files"] = [file_identity(p) for corpus in corpora for p in corpus.files]
+    if not all(corpus.plain for corpus in corpora) or len(corpora) > 1:  # (a single plain pair's settings as before)
+        data["train_corpora"] = [{"tag": corpus.tag, "weight": corpus.weight} for corpus in corpora]
     if data_args.streaming:
         data["streaming_window"] = data_args.streaming_window
     batches = {
