@@ -27,13 +27,14 @@ deadline=${DEADLINE_S:-540}
 OUT=$out STEP_S=${STEP_S:-330} bash benchmarks/gpu_check.sh
 # Translation (issue 110, item 4): benchmarks/gpu_translate.py on the model in TRANSLATE_MODEL (default
 # .device/translate-model, prepared as docs/performance.md says), for TRANSLATE_S seconds (default 150) or what is
-# left before the deadline; its record, rewritten after each mode, is gpu-translate.json.
+# left before the deadline; its record, rewritten after each mode, is gpu-translate.json. TRANSLATE_ARGS: more of
+# its flags (the CPU rehearsal's --limit).
 model=${TRANSLATE_MODEL:-.device/translate-model}
 left=$((deadline - SECONDS - 10))
 budget=$((left < ${TRANSLATE_S:-150} ? left : ${TRANSLATE_S:-150}))
 if [ -d "$model" ] && [ "$budget" -ge 60 ]; then
     PYTHONPATH=$PWD timeout "$budget" python3 -m benchmarks.gpu_translate "$model" --json "$out/gpu-translate.json" \
-        > "$out/translate.log" 2>&1
+        ${TRANSLATE_ARGS:-} > "$out/translate.log" 2>&1
     echo "gpu_translate exit $? after at most $budget s"; grep -E "^(generate|ct2)" "$out/translate.log" | cut -c1-300
 else
     echo "gpu_translate: not run (model folder $model; $budget s left)"

@@ -481,7 +481,9 @@ class SinusoidalPositionalEncoding(nn.Module):
     def forward(self, position_ids: torch.Tensor, positions_needed: int) -> torch.Tensor:
         """position_ids (L,) -> (L, d_model); ``positions_needed`` (a host integer: no value is read back from the
         device) is one more than the largest of them."""
-        if not is_torchdynamo_compiling() and positions_needed > self.table.shape[0]:
+        if positions_needed > self.table.shape[0]:
+            if is_torchdynamo_compiling():  # a buffer cannot grow inside a compiled graph: it computes what it needs
+                return sinusoid_table(positions_needed, self.dim, self.layout).to(self.table)[position_ids]
             size = max(positions_needed, 2 * self.table.shape[0])
             self.table = sinusoid_table(size, self.dim, self.layout).to(self.table.device)
         return self.table[position_ids]

@@ -395,29 +395,38 @@ def test_the_gpu_step_benchmark_refuses_a_machine_without_a_gpu(tmp_path, monkey
             wmt14_step.main(["--data", str(tmp_path), *mode])
 
 
-def test_a_gpu_call_rehearsed_on_the_cpu_brings_back_only_its_new_records_in_the_files_a_call_returns(tmp_path):
+def test_a_gpu_call_rehearsed_on_the_cpu_brings_back_only_its_new_records_in_the_files_a_call_returns(
+    tmp_path, tokenizer
+):
     """benchmarks/gpu_call.sh as a lent GPU runs it, here on the CPU: the step benchmark refuses (no GPU), the FSDP
-    part is left out (CHECK_FSDP=0), and gpu_experiments.sh trains the pending runs of a tiny Table 3 sweep within the
-    budget. What comes back fits what a call returns (at most 8 files, 2 folders down): the new records in one
-    archive (none of those already in results/table3), ready to unpack into results/table3, and the logs in another."""
+    part is left out (CHECK_FSDP=0), the translation benchmark runs on a tiny model's first lines (its GPU modes
+    skipped, each with its reason), and gpu_experiments.sh trains the pending runs of a tiny Table 3 sweep within the
+    budget. What comes back fits what a call returns (at most 8 files, 2 folders down): the translation's record,
+    the new records in one archive (none of those already in results/table3), ready to unpack into results/table3,
+    and the logs in another."""
     import json
     import os
     import subprocess
     import sys
     import tarfile
 
+    from helpers import saved_model_with_tokenizer
     from training_helpers import tiny_preset
 
     from training.run.record import check_run_record
 
     root = Path(__file__).resolve().parents[2]
     preset, out = tiny_preset(tmp_path), tmp_path / "out"
+    model = saved_model_with_tokenizer(tmp_path / "translate-model", tokenizer, end_bias=8.0)
     env = {
         **os.environ,
         "OUT": str(out),
         "RUNS": str(tmp_path / "runs"),
         "CHECK_FSDP": "0",
         "DEADLINE_S": "400",
+        "TRANSLATE_MODEL": str(model),
+        "TRANSLATE_S": "120",
+        "TRANSLATE_ARGS": "--limit 8",
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     }
     done = subprocess.run(
@@ -447,11 +456,26 @@ def test_a_gpu_call_rehearsed_on_the_cpu_brings_back_only_its_new_records_in_the
     assert "FSDP: not checked (CHECK_FSDP=0)" in done.stdout
     assert "no GPU: the runs train on the CPU" in done.stdout and "experiments.table3 exit 0" in done.stdout
     assert "new records: 1\n2-steps/fp32/base/seed-1/table3.json" in done.stdout
-    assert sorted(path.name for path in out.rglob("*")) == ["logs.tgz", "new-records.txt", "table3-records.tgz"]
+    assert "gpu_translate exit 0" in done.stdout
+    assert sorted(path.name for path in out.rglob("*")) == [
+        "gpu-translate.json",
+        "logs.tgz",
+        "new-records.txt",
+        "table3-records.tgz",
+    ]
+    translation = json.loads((out / "gpu-translate.json").read_text())
+    assert [row["batch_size"] for row in translation["references"]] == [64, 1]
+    assert all(row["device"] == "cpu" and row["bleu"] >= 0 for row in translation["references"])
+    assert not [row for row in translation["modes"] if "failed" in row]
+    ran = sorted((row["engine"], row["batch_size"]) for row in translation["modes"] if "skipped" not in row)
+    assert ran == [("generate", 1), ("generate", 64), ("generate-static-compiled", 1), ("generate-static-compiled", 64)]
+    assert all(row["sentences_per_s"] > 0 and row["lines"] == 8 for row in translation["modes"] if "skipped" not in row)
+    skipped = [row["skipped"] for row in translation["modes"] if "skipped" in row]
+    assert len(skipped) == 5 and all("float16" in reason for reason in skipped)  # the GPU's precisions
     with tarfile.open(out / "logs.tgz") as logs:
         names = logs.getnames()
         step_log = logs.extractfile("./step.log").read().decode()
-    assert {"./machine.txt", "./step.log", "./table3.log"} <= set(names)
+    assert {"./machine.txt", "./step.log", "./translate.log", "./table3.log"} <= set(names)
     assert "measures a GPU's step: no CUDA device here" in step_log
     with tarfile.open(out / "table3-records.tgz") as archive:
         archive.extractall(tmp_path / "records", filter="data")

@@ -313,3 +313,15 @@ def test_empty_batch():
         model(input_ids=empty, decoder_input_ids=empty)
     with pytest.raises(ValueError, match="non-empty"):
         model.generate(torch.zeros(0, 3, dtype=torch.long), max_new_tokens=2)
+
+
+def test_compiled_sinusoids_reach_past_the_table():
+    """§3.5's extrapolation holds in a compiled graph too: a buffer cannot grow inside one, so past the table the
+    graph computes the sinusoids it needs, the same values eager grows the table to (before, inductor's kernel
+    indexed out of bounds: a static cache's translation of a line longer than max_position_embeddings)."""
+    encoding = SinusoidalPositionalEncoding(16, 8, "interleaved")
+    positions = torch.arange(40)
+    compiled = torch.compile(encoding, backend="eager", fullgraph=True)
+    assert torch.equal(compiled(positions, 40), SinusoidalPositionalEncoding(64, 8, "interleaved")(positions, 40))
+    assert encoding.table.shape[0] == 16  # (eager's growth is left to eager)
+    assert torch.equal(encoding(positions, 40), compiled(positions, 40)) and encoding.table.shape[0] == 40
