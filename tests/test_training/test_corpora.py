@@ -127,9 +127,15 @@ def test_streaming_refuses_several_corpora_tags_and_weights():
         check_streaming(data_args, training_args)
 
 
-def test_moses_preprocessing_refuses_tags(tmp_path):
+def test_moses_preprocessing_keeps_a_tag_whole(tmp_path):
+    """The text form prepares each corpus before its tag goes on: lowercasing and Moses' tokenizer would make "<BT>"
+    into "< bt >" (they ran after the tag, and the two were refused together, until issue 113's round needed both)."""
     real, synthetic = two_corpora(tmp_path)
-    groups = [real["train"], [*synthetic["train"], f"tag={TAG}"]]
+    (tmp_path / "odd.en").write_text("A dog's ball.\n", encoding="utf-8")
+    (tmp_path / "odd.de").write_text("Ein Ball.\n", encoding="utf-8")
+    groups = [real["train"], [str(tmp_path / "odd.en"), str(tmp_path / "odd.de"), f"tag={TAG}", "weight=2"]]
     args = DataArguments(dataset="files", train_files=groups, moses_lowercase_tokenize=True)
-    with pytest.raises(UsageError, match=r"--moses_lowercase_tokenize would lowercase and split the --train_files"):
-        load_parallel_data(args)
+    train = load_parallel_data(args)["train"]
+    assert len(train) == 40 + 2
+    assert train["source"][-2:] == [f"{TAG} a dog 's ball ."] * 2
+    assert train["target"][-1] == "ein ball ."

@@ -504,18 +504,16 @@ def corpora_record(corpora: Iterable[Corpus], args: DataArguments) -> list[dict]
     return [corpus.record(len(pairs)) for corpus, pairs in read_corpora(corpora, args)]
 
 
-def training_pairs(args: DataArguments) -> datasets.Dataset:
-    """The training split of several corpora: each one's pairs with its tag before each source, ``weighted_rows``
-    of them, concatenated in the order given. A single plain corpus is its pairs as read."""
-    corpora = read_corpora(given_corpora(args), args)
-    if len(corpora) == 1 and corpora[0][0].plain:
-        return corpora[0][1]
+def training_pairs(args: DataArguments, form: TextForm) -> datasets.Dataset:
+    """The training split of several corpora: each one's pairs in the text ``form``, then its tag before each source
+    (so --moses_lowercase_tokenize leaves the tag whole), ``weighted_rows`` of them, concatenated in the order given."""
     parts = []
-    for corpus, pairs in corpora:
+    for corpus, pairs in read_corpora(given_corpora(args), args):
+        pairs = prepared_split(pairs, form, args, "train")
         if corpus.tag is not None:
             pairs = pairs.map(_tagged, batched=True, fn_kwargs={"tag": corpus.tag}, desc=f"tag {corpus.tag}")
         parts.append(pairs if corpus.weight == 1 else pairs.select(weighted_rows(len(pairs), corpus.weight)))
-    return datasets.concatenate_datasets(parts)
+    return parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
 
 
 def split_files(args: DataArguments) -> dict[str, list[str] | None] | None:
@@ -550,25 +548,20 @@ def load_parallel_data(args: DataArguments, include_train: bool = True) -> datas
             "--moses_lowercase_tokenize preprocesses the Arrow tables, not --streaming's pairs: preprocess the files "
             "beforehand, or train without --streaming"
         )
-    if args.moses_lowercase_tokenize and corpus_tags(args):
-        raise UsageError(
-            "--moses_lowercase_tokenize would lowercase and split the --train_files tags (it runs after they are "
-            "put before the sources): preprocess the files beforehand, or train without tags"
-        )
+    form = text_form(args)
     files = split_files(args)
     if files is None:
         raw = _hub_dataset(args)
-    else:
-        splits = {}
-        if include_train and args.dataset == "files":
-            splits["train"] = training_pairs(args)
-        for split, paths in files.items():
-            if paths and split not in splits and (include_train or split != "train"):
-                splits[split], report = read_parallel_files(paths, args)
-                report.log(split, " and ".join(paths))
-        raw = datasets.DatasetDict(splits)
-    form = text_form(args)
-    return raw if form.raw else map_splits(raw, TextFormMap(form), args, "lowercase and tokenize")
+        return raw if form.raw else map_splits(raw, TextFormMap(form), args, "lowercase and tokenize")
+    splits = {}
+    if include_train and args.dataset == "files":
+        splits["train"] = training_pairs(args, form)
+    for split, paths in files.items():
+        if paths and split not in splits and (include_train or split != "train"):
+            pairs, report = read_parallel_files(paths, args)
+            report.log(split, " and ".join(paths))
+            splits[split] = prepared_split(pairs, form, args, split)
+    return datasets.DatasetDict(splits)
 
 
 def text_form(args: DataArguments) -> TextForm:
@@ -577,6 +570,13 @@ def text_form(args: DataArguments) -> TextForm:
     if args.moses_lowercase_tokenize:
         return TextForm.moses_lowercase(args.source_lang, args.target_lang)
     return TextForm()
+
+
+def prepared_split(pairs: datasets.Dataset, form: TextForm, args: DataArguments, split: str) -> datasets.Dataset:
+    """One split's pairs in the text ``form`` (as they are for raw text)."""
+    if form.raw:
+        return pairs
+    return map_splits(datasets.DatasetDict({split: pairs}), TextFormMap(form), args, "lowercase and tokenize")[split]
 
 
 def map_splits(raw: datasets.DatasetDict, function, args: DataArguments, what: str) -> datasets.DatasetDict:
