@@ -29,7 +29,7 @@ from benchmarks import (
     translate_memory,
     wmt14_step,
 )
-from experiments import comparable, recipe, reproduce, results_index, subword_nmt, table3, verdict
+from experiments import backtranslation, comparable, recipe, reproduce, results_index, subword_nmt, table3, verdict
 from hub_card import card, push
 from inference import attention, bench, ct2, demo, onnx_runtime, translate
 from training.api import run_launches, run_train_minutes
@@ -59,6 +59,7 @@ TOOLS = {  # console script or module -> its argument parser
     "benchmarks.training_step": training_step.arguments,
     "experiments.recipe": recipe.arguments,
     "experiments.reproduce": reproduce.arguments,
+    "experiments.backtranslation": backtranslation.arguments,
     "experiments.subword_nmt": subword_nmt.arguments,
     "benchmarks.load_check": load_check.arguments,
     "benchmarks.wmt14_step": wmt14_step.arguments,
@@ -161,6 +162,12 @@ def test_results_page_is_generated_from_the_records():
     """The page is the committed records' (a user's own runs, `make demo`'s among them, add untracked ones)."""
     kept = {path.parent for path in tracked("results/*/summary.json")}
     assert page_text("docs/results.md") == results_index.index(ROOT / "results", kept)
+
+
+def test_the_backtranslation_page_is_generated_from_its_records():
+    assert page_text("docs/backtranslation.md") == backtranslation.page(
+        backtranslation.Budget(), backtranslation.RESULTS
+    )
 
 
 def test_the_preset_runs_at_earlier_code_have_their_own_mean(tmp_path, monkeypatch):

@@ -1,0 +1,159 @@
+"""One back-translation round (experiments.backtranslation): the halves of Multi30k's training set, the runs and
+their order, what a record must match to be skipped, the scores' bootstrap, and the page written from records."""
+
+import gzip
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from training_helpers import synthetic_run
+
+from experiments import backtranslation as bt
+from vanilla_tools.cli import UsageError
+from vanilla_tools.metrics import tokenized_bleu
+
+REFERENCES = bt.read_bundled("test_2016_flickr.de")
+
+
+def test_the_halves_split_every_pair_once_by_a_fixed_permutation(tmp_path):
+    a, b = bt.halves(29000)
+    assert (len(a), len(b)) == (14500, 14500)
+    assert np.array_equal(np.sort(np.concatenate([a, b])), np.arange(29000))
+    assert np.array_equal(bt.halves(29000)[0], a)  # the same split in every session
+    assert a[:5].tolist() != list(range(5))  # not the file's first half
+    bt.prepare_data(tmp_path, 100)
+    english, german = bt.read_bundled("train.en", 100), bt.read_bundled("train.de", 100)
+    a_en, a_de = ((tmp_path / f"A.{lang}").read_text().splitlines() for lang in ("en", "de"))
+    assert len(a_en) == len(a_de) == 50
+    pairs = dict(zip(english, german, strict=True))
+    assert all(pairs[en] == de for en, de in zip(a_en, a_de, strict=True))  # aligned
+    assert set(a_en).isdisjoint((tmp_path / "B.en").read_text().splitlines())
+    assert len((tmp_path / "test.de").read_text().splitlines()) == 1000
+
+
+def test_unchanged_files_are_not_written_again(tmp_path):
+    """datasets' cache keys on a file's time: a second call must not touch the files it would write alike."""
+    bt.prepare_data(tmp_path, 60)
+    stamp = (tmp_path / "A.en").stat().st_mtime_ns
+    bt.prepare_data(tmp_path, 60)
+    assert (tmp_path / "A.en").stat().st_mtime_ns == stamp
+
+
+def test_the_plan_runs_the_reverse_model_then_first_seeds_then_further_seeds():
+    runs = [str(run) for run in bt.plan(bt.Budget())]
+    assert runs[:3] == ["reverse-de-en seed 1", "A seed 1", "A+B seed 1"]
+    assert runs[-4:] == ["A seed 2", "A+BT-sample-tagged seed 2", "A seed 3", "A+BT-sample-tagged seed 3"]
+    assert len(runs) == 1 + 3 + 1 + 3 + 3
+    assert [str(r) for r in bt.plan(bt.Budget(), (bt.BY_NAME["A"],))] == ["A seed 1", "A seed 2", "A seed 3"]
+
+
+def test_each_condition_trains_on_its_corpora_and_the_budget_stated():
+    tagged = bt.Run.forward(bt.BY_NAME["A+BT-sample-tagged"], 2).settings(bt.Budget())
+    groups = " ".join(tagged)
+    assert "--train_files {data}/A.en {data}/A.de --train_files {data}/B.bt-sample.en {data}/B.de tag=<BT>" in groups
+    assert "tag=" not in " ".join(bt.Run.forward(bt.BY_NAME["A+BT-beam"], 1).settings(bt.Budget()))
+    assert "{data}/B.en {data}/B.de" in " ".join(bt.Run.forward(bt.BY_NAME["A+B"], 1).settings(bt.Budget()))
+    reverse = bt.Run.reverse().settings(bt.Budget())
+    assert reverse[reverse.index("--source_lang") + 1] == "de"
+    for flag, value in (("--max_steps", "2000"), ("--tokens_per_step", "4096"), ("--bf16", "false"), ("--seed", "2")):
+        assert tagged[tagged.index(flag) + 1] == value
+    assert bt.Budget.of(2000) == bt.Budget()
+    assert bt.Budget.of(4) == bt.Budget(4, 4096, 2, 1, 4)
+    with pytest.raises(UsageError, match="--steps 0: a run needs at least 1 step"):
+        bt.Budget.of(0)
+
+
+def record(results, run: bt.Run, budget: bt.Budget, translations: list[str], **test) -> None:
+    folder = results / budget.folder / run.folder
+    folder.mkdir(parents=True)
+    (folder / bt.TRANSLATIONS).write_text("".join(f"{line}\n" for line in translations))
+    summary = {"run": synthetic_run(), "test": test, "train_minutes": 12.5, "settings": run.settings(budget)}
+    (folder / bt.SUMMARY).write_text(json.dumps(summary))
+
+
+def test_a_record_stands_for_a_run_only_with_its_settings(tmp_path):
+    budget, run = bt.Budget(), bt.Run.forward(bt.BY_NAME["A"], 1)
+    record(tmp_path, run, budget, ["x"])
+    assert bt.recorded(run, budget, tmp_path)["train_minutes"] == 12.5
+    assert bt.recorded(bt.Run.forward(bt.BY_NAME["A"], 2), budget, tmp_path) is None
+    other = tmp_path / "other"
+    record(other, bt.Run("A", 1, ("en", "de"), ("--train_files", "elsewhere")), budget, ["x"])
+    assert bt.recorded(bt.Run.forward(bt.BY_NAME["A"], 1), budget, other) is None
+
+
+def worse(lines: list[str], every: int) -> list[str]:
+    """Each line with every ``every``-th word dropped: a translation that loses more the smaller ``every`` is."""
+    return [" ".join(w for i, w in enumerate(line.split()) if i % every != every - 1) for line in lines]
+
+
+def test_the_bootstrap_statistics_give_the_scores_own_bleu():
+    hypotheses = worse(REFERENCES[:200], 3)
+    statistics = bt.sentence_statistics(hypotheses, REFERENCES[:200])
+    assert statistics.shape == (200, 10)
+    assert round(bt.corpus_bleu(statistics), 2) == tokenized_bleu(hypotheses, REFERENCES[:200], "de")[0]
+
+
+def test_the_gap_fraction_and_its_interval():
+    references = REFERENCES[:300]
+    stats = {every: bt.sentence_statistics(worse(references, every), references) for every in (2, 3, 6)}
+    a, middle, upper = [stats[2]], [stats[3]], [stats[6]]
+    expected = (bt.corpus_bleu(stats[3]) - bt.corpus_bleu(stats[2])) / (
+        bt.corpus_bleu(stats[6]) - bt.corpus_bleu(stats[2])
+    )
+    gap = bt.gap_fraction(a, middle, upper)
+    assert gap["fraction"] == pytest.approx(expected)
+    assert 0 < gap["low"] < gap["fraction"] < gap["high"] < 1
+    assert gap["draws"] == bt.BOOTSTRAP_DRAWS
+    assert bt.gap_fraction(a, middle, upper) == gap  # deterministic
+    nothing = bt.gap_fraction(a, [stats[2], stats[2]], upper)  # the treatment is A again: its interval holds 0
+    assert nothing["fraction"] == 0 and nothing["low"] <= 0 <= nothing["high"]
+
+
+def test_the_page_is_written_from_the_records(tmp_path):
+    budget = bt.Budget()
+    for name, seeds, every, score in (
+        ("A", (1, 2), 2, 30.0),
+        ("A+B", (1,), 6, 40.0),
+        ("A+BT-sample-tagged", (1,), 3, 35.0),
+    ):
+        for seed in seeds:
+            run = bt.Run.forward(bt.BY_NAME[name], seed)
+            record(tmp_path, run, budget, worse(REFERENCES, every), bleu=score + seed, bleu_lc_tok=score)
+    page = bt.page(budget, tmp_path)
+    assert "| A alone | 31.00, 32.00 (mean 31.50) | 30.00, 30.00 (mean 30.00) |  |" in page
+    assert "| A + BT by sampling, untagged | not run | not run |  |" in page
+    row = next(line for line in page.splitlines() if line.startswith("| A + BT by sampling, tagged"))
+    assert row.startswith("| A + BT by sampling, tagged | 36.00 | 35.00 | ")
+    assert "- A + BT by sampling, tagged recovers" in page and "it helps: its interval is above 0" in page
+    assert "Not yet run: reverse-de-en seed 1, A+BT-sample seed 1," in page
+    assert "A seed 1: code " in page
+
+
+def test_the_synthetic_english_kept_in_the_results_is_what_a_fresh_clone_trains_on(tmp_path):
+    """With both back-translations kept, no reverse model is needed: they are written where the runs read them."""
+    budget, results, runs = bt.Budget(), tmp_path / "results", tmp_path / "runs"
+    kept = results / budget.folder / "synthetic"
+    kept.mkdir(parents=True)
+    for mode in bt.BACK_TRANSLATIONS:
+        with gzip.open(kept / f"B.bt-{mode}.en.gz", "wt", encoding="utf-8") as f:
+            f.write(f"a {mode} line\n")
+    assert bt.synthetic_kept(budget, results)
+    (runs / "data").mkdir(parents=True)
+    bt.back_translate(budget, runs, results)
+    assert (runs / "data" / "B.bt-sample.en").read_text() == "a sample line\n"
+
+
+def test_a_missing_reverse_model_is_named_with_what_to_do(tmp_path):
+    with pytest.raises(UsageError, match=r"holds no model to back-translate with: delete .*reverse-de-en"):
+        bt.back_translate(bt.Budget(), tmp_path / "runs", tmp_path / "results")
+
+
+def test_the_report_writes_the_page_and_trains_nothing(tmp_path):
+    page = tmp_path / "page.md"
+    argv = ["--report", "--results", str(tmp_path), "--runs", str(tmp_path / "runs"), "--page", str(page)]
+    done = subprocess.run([sys.executable, "-m", "experiments.backtranslation", *argv], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "No back-translation run is compared yet." in page.read_text()
+    assert not (tmp_path / "runs").exists()
