@@ -157,3 +157,31 @@ def test_the_report_writes_the_page_and_trains_nothing(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "No back-translation run is compared yet." in page.read_text()
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_a_rehearsal_runs_the_round_whole_and_a_second_call_skips_it(tmp_path):
+    """200 pairs, 2 steps a run, the tagged sampling condition: the reverse model trained and recorded, B's German
+    back-translated both ways and kept, the forward run trained on A and the tagged synthetic pairs, its test2016
+    translated and recorded, the page written; then the same command trains nothing."""
+    results, page = tmp_path / "results", tmp_path / "page.md"
+    argv = ["--pairs", "200", "--steps", "2", "--conditions", "A+BT-sample-tagged", "--runs", str(tmp_path / "runs")]
+    argv += ["--results", str(results), "--page", str(page)]
+    done = subprocess.run([sys.executable, "-m", "experiments.backtranslation", *argv], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    budget = bt.Budget.of(2)
+    kept = results / budget.folder / "synthetic"
+    for mode in bt.BACK_TRANSLATIONS:
+        with gzip.open(kept / f"B.bt-{mode}.en.gz", "rt", encoding="utf-8") as f:
+            assert len(f.read().splitlines()) == 100
+        assert json.loads((kept / f"B.bt-{mode}.en.json").read_text())["lines"] == 100
+    forward = json.loads((results / budget.folder / "A+BT-sample-tagged" / "seed-1" / bt.SUMMARY).read_text())
+    assert [corpus["tag"] for corpus in forward["corpora"]] == [None, bt.TAG]
+    assert forward["run"]["steps"] == 2 and forward["run"]["precision"] == "fp32"
+    translations = results / budget.folder / "A+BT-sample-tagged" / "seed-1" / bt.TRANSLATIONS
+    assert len(translations.read_text().splitlines()) == 1000
+    assert "A+BT-sample-tagged seed 1: code" in page.read_text()
+    again = subprocess.run([sys.executable, "-m", "experiments.backtranslation", *argv], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "A+BT-sample-tagged seed 1: recorded, skipped" in again.stderr
+    assert "vanilla_train" not in again.stderr
