@@ -1,9 +1,9 @@
 """PaperSeq2SeqTrainer and transformers' Trainer: every internal of transformers, Accelerate, torch, datasets and
-argparse that training/ and vanilla_tools/ touch is found in their code and listed in vanilla_tools/private_uses.py
-with its reason, the libraries' releases are those the uses were checked on, only the trainer's module reaches into
-a Trainer's private parts, the private methods it still overrides exist as it expects them (a release that renames
-one fails here, by name, rather than silently skipping our override), and the public hooks it moved to do their
-work."""
+argparse that the repository's code touches (training/, vanilla_tools/, modeling_vanilla/, inference/, experiments/,
+benchmarks/) is found in its code and listed in vanilla_tools/private_uses.py with its reason, the libraries'
+releases are those the uses were checked on, only the trainer's module reaches into a Trainer's private parts, the
+private methods it still overrides exist as it expects them (a release that renames one fails here, by name, rather
+than silently skipping our override), and the public hooks it moved to do their work."""
 
 import ast
 import inspect
@@ -28,7 +28,10 @@ from vanilla_tools.private_uses import CHECKED, PRIVATE_USES
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "training"
-PACKAGES = (PACKAGE, ROOT / "vanilla_tools")  # vanilla-train and its floor
+# vanilla-train and its floor, the model (parsed only: its files import no registry), the entry points and tools
+PACKAGES = tuple(
+    ROOT / name for name in ("training", "vanilla_tools", "modeling_vanilla", "inference", "experiments", "benchmarks")
+)
 OVERRIDDEN = [hook for hook in PRIVATE_USES if hook in vars(PaperSeq2SeqTrainer)]
 
 
