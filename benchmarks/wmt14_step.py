@@ -53,6 +53,7 @@ from training.api import (
     load_parallel_data,
     load_preset,
     parse_args,
+    text_form,
     tokenize_splits,
     train_tokenizer,
 )
@@ -115,7 +116,9 @@ def write_lengths(folder: Path) -> None:
     tests/test_training/test_batch_shapes.py counts (its fixture is a copy)."""
     with tempfile.TemporaryDirectory() as out:
         _, data_args, _ = parse_args(["--config", PRESET, "--output_dir", out, *data_flags(folder)])
-    data = tokenize_splits(load_parallel_data(data_args), load_tokenizer(str(folder / "tokenizer")), data_args)
+    data = tokenize_splits(
+        load_parallel_data(data_args, text_form(data_args)), load_tokenizer(str(folder / "tokenizer")), data_args
+    )
     source, target = lengths(data["train"])
     np.savez_compressed(folder / LENGTHS, source=source.astype(np.uint8), target=target.astype(np.uint8))
 

@@ -36,6 +36,7 @@ from training.api import (
     run_launches,
     run_train_minutes,
     stopping_signal,
+    text_form,
     tokenize_splits,
 )
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
@@ -123,7 +124,9 @@ def throughput(summary: dict, run: Seed, output_dir: Path) -> dict[str, int]:
     seconds = run_train_minutes(summary) * 60
     record = summary["run"]
     _, data_args, _ = parse_args([*run.settings(), "--output_dir", str(output_dir)])
-    data = tokenize_splits(load_parallel_data(data_args), load_tokenizer(str(output_dir)), data_args)
+    data = tokenize_splits(
+        load_parallel_data(data_args, text_form(data_args)), load_tokenizer(str(output_dir)), data_args
+    )
     source, target = lengths(data["train"])
     return {
         "batch_tokens_per_second": round(record["budget"]["tokens_per_step"] * record["steps"] / seconds),

@@ -24,7 +24,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
-from training.api import SPECIAL_TOKENS, load_parallel_data, parse_args
+from training.api import SPECIAL_TOKENS, load_parallel_data, parse_args, text_form
 from vanilla_tools.cli import UsageError, console_script
 
 from .reproduce import CONFIG
@@ -124,7 +124,7 @@ def arguments() -> argparse.ArgumentParser:
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     _, data_args, _ = parse_args(["--config", args.config, "--output_dir", args.out])
-    data = load_parallel_data(data_args)
+    data = load_parallel_data(data_args, text_form(data_args))
     train = data["train"]
     tokenizer = subword_nmt_tokenizer(read_merges(Path(args.codes)), [*train["source"], *train["target"]])
     tokenizer.save_pretrained(args.out)

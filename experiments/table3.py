@@ -65,6 +65,7 @@ from training.api import (
     parse_args,
     run_record,
     stopping_signal,
+    text_form,
     tokenize_splits,
 )
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
@@ -233,7 +234,9 @@ def shown(path: Path) -> str:
 def validation_set(argv: list[str], tokenizer):
     """The run's validation set (its own data arguments), tokenized as the run tokenized it."""
     _, data_args, _ = parse_args(argv)
-    return tokenize_splits(load_parallel_data(data_args, include_train=False), tokenizer, data_args)["validation"]
+    return tokenize_splits(
+        load_parallel_data(data_args, text_form(data_args), include_train=False), tokenizer, data_args
+    )["validation"]
 
 
 def validation_perplexity(model_dir: Path, validation, tokenizer, batch_size: int = 64) -> tuple[float, int]:

@@ -19,7 +19,6 @@ from contextvars import ContextVar
 from pathlib import Path
 
 import torch
-from transformers.utils import is_torchdynamo_compiling
 
 _VALUES_CHECKED = ContextVar("vanilla_transformer_values_checked", default=False)
 
@@ -43,7 +42,7 @@ def may_read_values(tensor: torch.Tensor, training: bool = False) -> bool:
     """Whether reading ``tensor``'s values back to the host is allowed here: never while compiling (a data-dependent
     branch would break the graph); always where the read waits for no device; on an accelerator, neither in a training
     step (``training``: a synchronisation every step) nor inside ``values_checked``."""
-    if is_torchdynamo_compiling():
+    if torch.compiler.is_compiling():
         return False
     return not reads_synchronise(tensor) or not (training or _VALUES_CHECKED.get())
 

@@ -40,7 +40,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs, can_return_tuple, is_torchdynamo_compiling, logging
+from transformers.utils import TransformersKwargs, can_return_tuple, logging
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
@@ -330,7 +330,7 @@ class MultiHeadAttention(nn.Module):
         implementation = self.config._attn_implementation if self.config is not None else "sdpa"
         if implementation == "sdpa" and math_attention_is_faster(q, k):
             implementation = "eager"
-            if not is_torchdynamo_compiling():
+            if not torch.compiler.is_compiling():
                 logger.warning_once(
                     f"attn_implementation='sdpa' runs as 'eager' (the same attention, as matmul and softmax) while "
                     f"training in {q.dtype} on the CPU over short sequences, where it is faster (speedups.py)"
@@ -482,7 +482,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         """position_ids (L,) -> (L, d_model); ``positions_needed`` (a host integer: no value is read back from the
         device) is one more than the largest of them."""
         if positions_needed > self.table.shape[0]:
-            if is_torchdynamo_compiling():  # a buffer cannot grow inside a compiled graph: it computes what it needs
+            if torch.compiler.is_compiling():  # a buffer cannot grow inside a compiled graph: it computes what it needs
                 return sinusoid_table(positions_needed, self.dim, self.layout).to(self.table)[position_ids]
             size = max(positions_needed, 2 * self.table.shape[0])
             self.table = sinusoid_table(size, self.dim, self.layout).to(self.table.device)

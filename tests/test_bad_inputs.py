@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import datasets
 import huggingface_hub
 import pytest
 import torch
@@ -34,7 +35,7 @@ from modeling_vanilla.modeling_vanilla import VanillaTransformerEncoder
 from training import train as train_cli
 from training.arguments import parse_args
 from training.data.bpe_dropout import BPEDropoutPairs
-from training.data.corpus import DataArguments, load_parallel_data
+from training.data.corpus import DataArguments, load_parallel_data, text_form
 from training.run import plot_curve
 from training.run.checkpoints import COMPLETE_MARKER as MARKER
 from training.run.checkpoints import resolve_checkpoint
@@ -121,6 +122,11 @@ def without_shared_embedding(kit: Kit) -> Path:
 
 def data(kit: Kit, train: list[str], **fields) -> DataArguments:
     return DataArguments(dataset="files", train_files=train, **fields)
+
+
+def read_data(args: DataArguments) -> datasets.DatasetDict:
+    """The splits of ``args`` in the text form they ask for, as a tool without a run reads them."""
+    return load_parallel_data(args, text_form(args))
 
 
 def two_corpora(kit: Kit, output: str, *second: str) -> list[str]:
@@ -469,49 +475,49 @@ ERRORS = [
     # ---- data ---------------------------------------------------------------------------------------------------
     (
         "files of different line counts",
-        lambda k: load_parallel_data(data(k, [k.text("a.en", "a\nb\nc\n"), k.text("a.de", "x\ny\n")])),
+        lambda k: read_data(data(k, [k.text("a.en", "a\nb\nc\n"), k.text("a.de", "x\ny\n")])),
         ValueError,
         r"a.en has 3 lines but .*a.de has 2: parallel files must have one line per sentence pair",
     ),
     (
         "empty training files",
-        lambda k: load_parallel_data(data(k, [k.text("e.en", ""), k.text("e.de", "")])),
+        lambda k: read_data(data(k, [k.text("e.en", ""), k.text("e.de", "")])),
         ValueError,
         r"train: no usable sentence pair in .*e.en and .*e.de \(dropped: none\)",
     ),
     (
         "training files of invalid UTF-8 only",
-        lambda k: load_parallel_data(data(k, [k.text("u.en", b"\xff\xfe\n\xc3\n"), k.text("u.de", "x\ny\n")])),
+        lambda k: read_data(data(k, [k.text("u.en", b"\xff\xfe\n\xc3\n"), k.text("u.de", "x\ny\n")])),
         ValueError,
         r"train: no usable sentence pair .* \(dropped: 2 invalid UTF-8\)",
     ),
     (
         "a data file that does not exist",
-        lambda k: load_parallel_data(data(k, [str(k.scratch / "missing.en"), k.text("m.de", "x\n")])),
+        lambda k: read_data(data(k, [str(k.scratch / "missing.en"), k.text("m.de", "x\n")])),
         FileNotFoundError,
         r"data file not found: .*missing.en",
     ),
     (
         "a TSV line of three columns",
-        lambda k: load_parallel_data(data(k, [k.text("t.tsv", "a\tb\nc\td\te\n")])),
+        lambda k: read_data(data(k, [k.text("t.tsv", "a\tb\nc\td\te\n")])),
         ValueError,
         r"t.tsv:2: expected 2 tab-separated columns, found 3",
     ),
     (
         "a JSONL line that is not JSON",
-        lambda k: load_parallel_data(data(k, [k.text("j.jsonl", '{"en": "a", "de": "b"}\n{"en": \n')])),
+        lambda k: read_data(data(k, [k.text("j.jsonl", '{"en": "a", "de": "b"}\n{"en": \n')])),
         ValueError,
         r"j.jsonl:2: not valid JSON",
     ),
     (
         "a JSONL line without the target language",
-        lambda k: load_parallel_data(data(k, [k.text("k.jsonl", '{"en": "a", "fr": "b"}\n')])),
+        lambda k: read_data(data(k, [k.text("k.jsonl", '{"en": "a", "fr": "b"}\n')])),
         ValueError,
         r"k.jsonl:1: needs keys 'en' and 'de', has \['en', 'fr'\]",
     ),
     (
         "a gzip training file cut short",
-        lambda k: load_parallel_data(
+        lambda k: read_data(
             data(
                 k,
                 [
@@ -525,27 +531,25 @@ ERRORS = [
     ),
     (
         "a .gz training file that is not gzip",
-        lambda k: load_parallel_data(
-            data(k, [k.text("plain.en.gz", "A dog.\n"), k.text("plain.de.gz", "Ein Hund.\n")])
-        ),
+        lambda k: read_data(data(k, [k.text("plain.en.gz", "A dog.\n"), k.text("plain.de.gz", "Ein Hund.\n")])),
         ValueError,
         r"plain.en.gz is not a whole gzip file \(Not a gzipped file",
     ),
     (
         "three data files",
-        lambda k: load_parallel_data(data(k, [k.text("f1", "a\n")] * 3)),
+        lambda k: read_data(data(k, [k.text("f1", "a\n")] * 3)),
         ValueError,
         r"give two parallel files or one .tsv/.jsonl file, got 3",
     ),
     (
         "one plain text file",
-        lambda k: load_parallel_data(data(k, [k.text("one.txt", "a\n")])),
+        lambda k: read_data(data(k, [k.text("one.txt", "a\n")])),
         ValueError,
         r"one.txt: a single data file must be .tsv or .jsonl",
     ),
     (
         "--dataset files without files",
-        lambda k: load_parallel_data(DataArguments(dataset="files")),
+        lambda k: read_data(DataArguments(dataset="files")),
         ValueError,
         r"--dataset files needs --train_files",
     ),
@@ -588,7 +592,7 @@ ERRORS = [
     ),
     (
         "Moses preprocessing of a stream",
-        lambda k: load_parallel_data(DataArguments(streaming=True, moses_lowercase_tokenize=True)),
+        lambda k: read_data(DataArguments(streaming=True, moses_lowercase_tokenize=True)),
         ValueError,
         r"--moses_lowercase_tokenize preprocesses the Arrow tables, not --streaming's pairs",
     ),

@@ -4,7 +4,7 @@ import of it (tests/test_architecture.py holds them to it). The modules behind i
 from .arguments import LOADER_ON_CUDA, load_preset, on_cpu, parse_args
 from .build import build_trainer
 from .data.batching import TokenBatchSampler
-from .data.corpus import lengths, load_parallel_data, tokenize_splits
+from .data.corpus import lengths, load_parallel_data, text_form, tokenize_splits
 from .data.tokenizer import SPECIAL_TOKENS, train_tokenizer
 from .run.checkpoints import checkpoint_step, complete_checkpoints
 from .run.plot_curve import curve_columns
@@ -36,6 +36,7 @@ __all__ = [
     "run_record",
     "run_train_minutes",
     "stopping_signal",
+    "text_form",
     "tokenize_splits",
     "train_tokenizer",
 ]

@@ -31,6 +31,7 @@ from .arguments import ModelArguments, autocast_precision, model_fields, on_cpu
 from .data.batching import TokenizedPairs, TrainingSet, batch_shapes, share_batches_by_name
 from .data.bpe_dropout import BPEDropoutPairs
 from .data.corpus import (
+    Corpus,
     DataArguments,
     corpus_tags,
     given_corpora,
@@ -66,7 +67,7 @@ def resolve_run(
     """The run resolved (``resolved.ResolvedRun``), the one place each value derived from the command and the machine
     is decided: the batch shapes on the device, the precision, the micro-batch (``micro_batch.size_micro_batch``,
     which may probe the device with the run's model), the accumulation, the compile mode, the learning rate, the
-    decodings, and the settings a relaunch compares."""
+    decodings, the training corpora, the text form, and the settings a relaunch compares."""
     device, processes = training_args.device.type, training_args.world_size
     shapes = batch_shapes(data_args, device)
     precision = autocast_precision(training_args)
@@ -93,6 +94,7 @@ def resolve_run(
         save_on_signal=model_args.save_on_signal,
         max_train_minutes=model_args.max_train_minutes,
         corpora=tuple(given_corpora(data_args)),
+        text_form=text_form(data_args),
         patience=model_args.patience,
         best_metric=training_args.metric_for_best_model or ("loss" if model_args.patience else None),
     )
@@ -154,16 +156,17 @@ def run_tokenizer(
     train: datasets.Dataset | datasets.IterableDataset,
     output_dir: Path,
     seed: int,
+    tags: tuple[str, ...],
 ) -> PreTrainedTokenizerBase:
     """The start model's tokenizer, the one --tokenizer names, the run's own (a run being resumed, or the first
     process's), else one learned from a sample of ``train`` (a Dataset, or the stream of --streaming), or taken
-    from the cache of tokenizers."""
+    from the cache of tokenizers; a given or learned one holds each of the corpora's ``tags`` as one token."""
     for folder in (model_args.model_name_or_path, data_args.tokenizer):
         if folder:
             tokenizer = load_tokenizer(folder)
             if not tokenizer.is_fast or tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
                 raise UsageError(f"the tokenizer of {folder} must be a fast tokenizer with a pad and an end token")
-            check_tags(tokenizer, corpus_tags(data_args), folder)
+            check_tags(tokenizer, tags, folder)
             return tokenizer
     if (output_dir / "tokenizer.json").is_file():
         return load_tokenizer(str(output_dir))
@@ -174,7 +177,7 @@ def run_tokenizer(
     else:
         sentences, key = partial(streamed_sentences, train, sample), ("stream", source_key(data_args, "train"), sample)
         count = sample
-    return learned_tokenizer(sentences, key, data_args.vocab_size, data_args.cache_dir, count, corpus_tags(data_args))
+    return learned_tokenizer(sentences, key, data_args.vocab_size, data_args.cache_dir, count, tags)
 
 
 def check_tags(tokenizer: PreTrainedTokenizerBase, tags: tuple[str, ...], folder: str) -> None:
@@ -197,20 +200,22 @@ class RunData:
 
 
 def build_data(
-    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments
+    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments, run: ResolvedRun
 ) -> RunData:
-    """The data and the tokenizer (trained on the training text unless the run or the start model has one, and
-    saved into the run's directory), the first process filling datasets' cache for the others."""
+    """The data in the ``run``'s text form and the tokenizer holding its corpora's tags (trained on the training text
+    unless the run or the start model has one, and saved into the run's directory), the first process filling
+    datasets' cache for the others."""
     output_dir = Path(training_args.output_dir)
     if data_args.streaming:
-        check_streaming(data_args, training_args)
+        check_streaming(data_args, training_args, run.corpora)
     cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
     with write_guard(cache, "datasets' cache", "rerun, or pass --cache_dir on another disk"):
         with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
-            raw = load_parallel_data(data_args, include_train=not data_args.streaming)
+            raw = load_parallel_data(data_args, run.text_form, include_train=not data_args.streaming)
         train = streaming_pairs(data_args) if data_args.streaming else raw["train"]
         with training_args.main_process_first(desc="tokenizer"):
-            tokenizer = run_tokenizer(model_args, data_args, train, output_dir, training_args.seed)
+            tags = corpus_tags(run.corpora)
+            tokenizer = run_tokenizer(model_args, data_args, train, output_dir, training_args.seed, tags)
             if training_args.should_save and not (output_dir / "tokenizer.json").is_file():
                 # a half-written tokenizer.json would be the relaunch's tokenizer
                 with output_guard(output_dir, "the tokenizer", (output_dir / "tokenizer.json").unlink):
@@ -237,9 +242,9 @@ def build_trainer(
     run = run or resolve_run(model_args, data_args, training_args)
     log_step_size(run)
     set_seed(training_args.seed)
-    data = build_data(model_args, data_args, training_args)
+    data = build_data(model_args, data_args, training_args, run)
     model = build_model(model_args, data.tokenizer)
-    model.config.text_form = text_form(data_args).as_config()  # the text it learns: every checkpoint says so
+    model.config.text_form = run.text_form.as_config()  # the text it learns: every checkpoint says so
     model.text_form_applied = True  # its evaluations decode the data so prepared
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     run.write(training_args, validation=data.validation is not None)
@@ -365,14 +370,16 @@ def training_set(
     return TokenizedPairs(train)
 
 
-def check_streaming(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> None:
-    """What --streaming needs: a length in steps (the stream has no end), no BPE-dropout, no worker processes (the
-    stream keeps, in the training process, where each window began, for the checkpoints)."""
+def check_streaming(
+    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, corpora: tuple[Corpus, ...]
+) -> None:
+    """What --streaming needs: a length in steps (the stream has no end), no BPE-dropout, one plain corpus of the
+    run's ``corpora`` (``ResolvedRun.corpora``), no worker processes (the stream keeps, in the training process,
+    where each window began, for the checkpoints)."""
     if training_args.max_steps <= 0:
         raise UsageError("--streaming needs --max_steps: the stream of training pairs has no end")
     if data_args.bpe_dropout:
         raise UsageError("--streaming does not re-segment pairs (--bpe_dropout): the pairs are read once a pass")
-    corpora = given_corpora(data_args)
     if len(corpora) > 1 or not all(corpus.plain for corpus in corpora):
         raise UsageError("--streaming reads one --train_files corpus as it is: no several corpora, tags or weights")
     if training_args.dataloader_num_workers:

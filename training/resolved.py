@@ -3,7 +3,7 @@ once, before anything is built, by ``build.resolve_run`` (the one function that 
 one way from it: the builders, the Trainer, the callbacks and the record read them here, and it writes the parsed
 Seq2SeqTrainingArguments once (``write``), as transformers' ``TrainingArguments.__post_init__`` sets its derived
 fields where the arguments are made. tests/test_training/test_resolved.py fails on an accumulation, batch shapes,
-micro-batch or precision computed anywhere else."""
+micro-batch, precision, text form or list of corpora computed anywhere else."""
 
 import logging
 from dataclasses import dataclass, replace
@@ -14,6 +14,7 @@ from transformers.trainer_utils import IntervalStrategy
 from vanilla_tools.batch_shapes import BatchShapes
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
+from vanilla_tools.text_form import TextForm
 
 from .arguments import RecipeArguments
 from .data.corpus import Corpus
@@ -69,7 +70,9 @@ class ResolvedRun:
     - ``save_on_signal``, ``max_train_minutes``: how the run stops; ``patience``: the evaluations in a row without
       improvement of ``best_metric`` (the validation metric --metric_for_best_model names, loss unless given) after
       which it stops (fairseq's --patience; 0: never); ``corpora``: the training corpora of --train_files, with
-      their tags and weights; ``settings``: what a relaunch compares (``run_settings``)."""
+      their tags and weights (the tokenizer keeps each tag whole); ``text_form``: the text the model reads and
+      writes (--moses_lowercase_tokenize's, or raw), which the data is prepared in, the model's config states and
+      the record describes; ``settings``: what a relaunch compares (``run_settings``)."""
 
     micro_batch: int
     sized_by: str
@@ -87,6 +90,7 @@ class ResolvedRun:
     save_on_signal: bool
     max_train_minutes: float
     corpora: tuple[Corpus, ...]
+    text_form: TextForm
     patience: int = 0
     best_metric: str | None = None
     settings: dict | None = None

@@ -1,12 +1,16 @@
-"""Every private name of another library that vanilla-train and its floor (``training``, ``vanilla_tools``) use, in
-one registry: the library, why no public way serves, and the public alternative where there is one (``public``). A
-private name may change in any release: ``CHECKED`` holds the releases of each library the uses were checked on, and
-tests/test_training/test_trainer_hooks.py finds every use by parsing the code (tests/private_uses.py), failing on one
-used and not listed here, on one listed and no longer used, on a library release outside the range checked, and on
-an overridden method whose parameters a release changed (docs/architecture.md).
+"""Every private name of another library that the repository's code uses (vanilla-train and its floor:
+``training``, ``vanilla_tools``; the model: ``modeling_vanilla``; the entry points: ``inference``; and
+``experiments``, ``benchmarks``), in one registry: the library, why no public way serves, and the public alternative
+where there is one (``public``). A private name may change in any release: ``CHECKED`` holds the releases of each
+library the uses were checked on, and tests/test_training/test_trainer_hooks.py finds every use by parsing the code
+(tests/private_uses.py), failing on one used and not listed here, on one listed and no longer used, on a library
+release outside the range checked, and on an overridden method whose parameters a release changed
+(docs/architecture.md). modeling_vanilla/'s files travel to the Hub and import only torch and transformers: they are
+listed here, never import this.
 
-The transformers names: Trainer's private methods overridden or called, Trainer's own state read or set, and names
-of its modules that transformers does not export."""
+The transformers names: Trainer's private methods overridden or called, Trainer's own state read or set, the
+model's and the pipeline's hooks and the helpers transformers' own model files are written with, and names of its
+modules that transformers does not export."""
 
 from dataclasses import dataclass
 
@@ -207,5 +211,183 @@ PRIVATE_USES = {
         "torch",
         ("AOTAutograd's cache switch for custom autograd.Functions (configure_inductor)"),
         ("none (pytorch/pytorch#149751 leaves it off by default)"),
+    ),
+    # the model (modeling_vanilla/): what transformers' own model files are written with, not exported at its top
+    # level; the model cannot write them itself without leaving what transformers does for every model (attention
+    # implementations, output capture, caches, loading)
+    "ACT2FN": PrivateUse(
+        "transformers",
+        ("the FFN's activation by its config name (activation_function), and the names the config accepts"),
+        ("torch.nn's activations, by a table of our own: the names would differ from every transformers model's"),
+    ),
+    "GenerateOutput": PrivateUse(
+        "transformers",
+        ("generate()'s return annotation: the union of generation's output classes, as GenerationMixin's own"),
+        ("none: the top level exports neither the union nor its members"),
+    ),
+    "create_bidirectional_mask": PrivateUse(
+        "transformers",
+        (
+            "the encoder's padding mask and the decoder's cross-attention mask (§3.2.3) in the form the attention "
+            "implementation in use takes (sdpa, eager, flex, flash)"
+        ),
+        ("none: masks of our own would have to follow every implementation's form"),
+    ),
+    "create_causal_mask": PrivateUse(
+        "transformers",
+        ("the decoder's causal self-attention mask (§3.2.3), with the cache, in the implementation's form"),
+        ("none, as for create_bidirectional_mask"),
+    ),
+    "create_sliding_window_causal_mask": PrivateUse(
+        "transformers",
+        ("the decoder's causal mask under --attention_window (config.sliding_window)"),
+        ("none, as for create_bidirectional_mask"),
+    ),
+    "sliding_window_bidirectional_overlay": PrivateUse(
+        "transformers",
+        ("the encoder's window under --attention_window, added to its padding mask"),
+        ("none, as for create_bidirectional_mask"),
+    ),
+    "BaseModelOutput": PrivateUse(
+        "transformers",
+        ("the encoder's output, whose fields generate() and the pipelines read by name"),
+        ("none: transformers documents its model outputs under transformers.modeling_outputs only"),
+    ),
+    "BaseModelOutputWithPastAndCrossAttentions": PrivateUse(
+        "transformers",
+        ("the decoder's output, with its cache and attentions"),
+        ("none, as for BaseModelOutput"),
+    ),
+    "Seq2SeqModelOutput": PrivateUse(
+        "transformers",
+        ("VanillaTransformerModel's output"),
+        ("none, as for BaseModelOutput"),
+    ),
+    "Seq2SeqLMOutput": PrivateUse(
+        "transformers",
+        (
+            "VanillaTransformerForSeq2Seq's output (the logits and loss generate() and Trainer read); compat.py "
+            "finds by its fields the name this release gives the cache"
+        ),
+        ("none, as for BaseModelOutput"),
+    ),
+    "ALL_ATTENTION_FUNCTIONS": PrivateUse(
+        "transformers",
+        (
+            "the attention implementation config._attn_implementation names (sdpa, flash, flex, or one a user "
+            "registered), looked up for each call"
+        ),
+        (
+            "AttentionInterface is exported, for registering an implementation; the registry models look them up "
+            "in is this instance of it"
+        ),
+    ),
+    "Unpack": PrivateUse(
+        "transformers",
+        ("the annotation of the **kwargs transformers passes to the layers (Unpack[TransformersKwargs])"),
+        (
+            "typing.Unpack from Python 3.11 (the floor is 3.10) or typing_extensions, which the model's files "
+            "would need as a third import"
+        ),
+    ),
+    "TransformersKwargs": PrivateUse(
+        "transformers",
+        ("the keyword arguments transformers passes through a model to its layers (output_attentions, ...)"),
+        ("none: a typing aid, as in transformers' own models"),
+    ),
+    "can_return_tuple": PrivateUse(
+        "transformers",
+        ("gives forward's output as a tuple where return_dict=False asks"),
+        ("none but checking return_dict in each forward"),
+    ),
+    "merge_with_config_defaults": PrivateUse(
+        "transformers",
+        ("fills the stacks' forward arguments left None (output_attentions, use_cache) from the config"),
+        ("none but reading each from the config in each forward"),
+    ),
+    "OutputRecorder": PrivateUse(
+        "transformers",
+        ("names which module's output is the self- and the cross-attention weights capture_outputs collects"),
+        ("none: transformers 5 collects the attentions and hidden states so"),
+    ),
+    "capture_outputs": PrivateUse(
+        "transformers",
+        ("collects the stacks' attentions and hidden states by hooks where output_attentions asks for them"),
+        ("none but returning them from every layer, as transformers 4's models did"),
+    ),
+    "deprecate_kwarg": PrivateUse(
+        "transformers",
+        (
+            "compat.py: forward takes the cache as past_key_values too where a release renamed it cache, with "
+            "transformers' own FutureWarning"
+        ),
+        ("none but a wrapper of our own"),
+    ),
+    "_attn_implementation": PrivateUse(
+        "transformers",
+        (
+            "the attention implementation a model was loaded with (attn_implementation=...), read by the attention "
+            "layers and copied onto a model converted from Marian"
+        ),
+        ("none: PreTrainedConfig has no public attribute for it (its constructor takes attn_implementation)"),
+    ),
+    "_init_weights": PrivateUse(
+        "transformers",
+        ("overridden: tensor2tensor's initialisation, which post_init and from_pretrained apply to each module"),
+        ("none: post_init applies it; transformers' models initialise so"),
+    ),
+    "_tied_weights_keys": PrivateUse(
+        "transformers",
+        (
+            "the tied embeddings (§3.4: the shared source, target and output matrices), by target and source, "
+            "which saving, loading and tie_weights read"
+        ),
+        ("none: each transformers model declares its ties so"),
+    ),
+    "_prepare_cache_for_generation": PrivateUse(
+        "transformers",
+        (
+            "overridden: generate()'s encoder-decoder cache under --attention_window is remade full (cross-attention "
+            "sees the whole source), where transformers would make it of sliding-window layers"
+        ),
+        ("past_key_values given to generate(): every caller (pipelines, Hub users) would have to build it"),
+    ),
+    "_sanitize_parameters": PrivateUse(
+        "transformers",
+        ("the translation pipeline (pipeline_vanilla.py) sorts a call's arguments into its steps"),
+        ("none: transformers' documentation of a new pipeline names the methods it implements"),
+    ),
+    "_forward": PrivateUse(
+        "transformers",
+        ("the translation pipeline's generate() call"),
+        ("none, as for _sanitize_parameters"),
+    ),
+    "_prepare_generate_kwargs": PrivateUse(
+        "transformers",
+        ("the pipeline's generate() arguments over the call's, as a direct generate() call gets them (5.20 on)"),
+        ("none: the pipeline's generation_config holds transformers' defaults filled in"),
+    ),
+    "_prepare_generation_config": PrivateUse(
+        "transformers",
+        ("before 5.20: the model's own generation config so prepared, from which the pipeline's differs"),
+        ("none, as for _prepare_generate_kwargs"),
+    ),
+    # the entry points (inference/)
+    "_compile_all_devices": PrivateUse(
+        "transformers",
+        (
+            "vanilla-bench's generate-static-compiled mode on a CPU: transformers compiles generate()'s step on "
+            "CUDA only unless it is set"
+        ),
+        ("none: CompileConfig takes no public flag for it"),
+    ),
+    # benchmarks/
+    "AcceleratedOptimizer": PrivateUse(
+        "accelerate",
+        (
+            "benchmarks/host_time.py times accelerate's wrapper of the optimizer, as Trainer steps it, over an "
+            "optimizer of one element per parameter (accelerate.optimizer is not exported at the top level)"
+        ),
+        ("none: Trainer's own wrapped optimizer holds the run's parameters, whose arithmetic it would time"),
     ),
 }

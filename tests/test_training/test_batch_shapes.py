@@ -135,7 +135,7 @@ def test_the_flags_reach_the_sampler_from_the_command_line(tmp_path, caplog):
     assert all(len(batch["input_ids"]) % 2 == 0 for batch in batches[:-1])
     # evaluation's generate() counts §6.1's output length from the longest source, not the bucket
     mask = torch.tensor([[1] * 5 + [0] * 3, [1] * 7 + [0]])
-    assert trainer.generate_kwargs({"attention_mask": mask})["max_new_tokens"] == 7 + 50
+    assert trainer.generate_kwargs({"attention_mask": mask}, trainer.decoding.during)["max_new_tokens"] == 7 + 50
 
 
 def test_translation_batches_are_bucketed_and_translate_as_they_came(tmp_path, tokenizer):

@@ -10,8 +10,8 @@ from training_helpers import tiny_preset, train_argv, write_corpus
 
 from training import train as train_cli
 from training.arguments import parse_args
-from training.build import build_data, check_streaming, check_tags
-from training.data.corpus import Corpus, DataArguments, given_corpora, load_parallel_data, weighted_rows
+from training.build import build_data, check_streaming, check_tags, resolve_run
+from training.data.corpus import Corpus, DataArguments, given_corpora, load_parallel_data, text_form, weighted_rows
 from training.data.tokenizer import train_tokenizer
 from vanilla_tools.cli import UsageError
 
@@ -51,9 +51,10 @@ def test_two_corpora_make_the_training_set_tagged_and_weighted(tmp_path):
         "weight=2",
     ]
     model_args, data_args, training_args = parse_args(argv)
-    data = build_data(model_args, data_args, training_args)
+    run = resolve_run(model_args, data_args, training_args)
+    data = build_data(model_args, data_args, training_args, run)
     sources = [Path(p).read_text(encoding="utf-8").splitlines() for p in (real["train"][0], synthetic["train"][0])]
-    raw = load_parallel_data(data_args)["train"]
+    raw = load_parallel_data(data_args, run.text_form)["train"]
     assert len(raw) == len(data.train) == 40 + 2 * 10
     assert raw["source"] == sources[0] + [f"{TAG} {s}" for s in sources[1]] * 2
     tag_id = data.tokenizer.convert_tokens_to_ids(TAG)
@@ -124,7 +125,7 @@ def test_streaming_refuses_several_corpora_tags_and_weights():
     argv = ["--dataset", "files", "--train_files", "a.en", "a.de", "weight=2", "--streaming", "true"]
     model_args, data_args, training_args = parse_args([*argv, "--max_steps", "5", "--output_dir", "x"])
     with pytest.raises(UsageError, match=r"--streaming reads one --train_files corpus as it is"):
-        check_streaming(data_args, training_args)
+        check_streaming(data_args, training_args, tuple(given_corpora(data_args)))
 
 
 def test_moses_preprocessing_keeps_a_tag_whole(tmp_path):
@@ -135,7 +136,7 @@ def test_moses_preprocessing_keeps_a_tag_whole(tmp_path):
     (tmp_path / "odd.de").write_text("Ein Ball.\n", encoding="utf-8")
     groups = [real["train"], [str(tmp_path / "odd.en"), str(tmp_path / "odd.de"), f"tag={TAG}", "weight=2"]]
     args = DataArguments(dataset="files", train_files=groups, moses_lowercase_tokenize=True)
-    train = load_parallel_data(args)["train"]
+    train = load_parallel_data(args, text_form(args))["train"]
     assert len(train) == 40 + 2
     assert train["source"][-2:] == [f"{TAG} a dog 's ball ."] * 2
     assert train["target"][-1] == "ein ball ."

@@ -43,6 +43,23 @@ DERIVED = {
             ("record.py", "resolved_arguments"),
         },
     },
+    "text form": {
+        "calls": {"text_form", "moses_lowercase"},
+        "reads": {"moses_lowercase_tokenize"},
+        "in": {RESOLUTION, ("corpus.py", "text_form")},  # (the latter: the rule, from the data's flags)
+    },
+    "corpora": {
+        "calls": {"given_corpora"},
+        "reads": {"train_files"},
+        # the rule, from the flag; and the readers of the files, which tools without a run (experiments/) use too:
+        # each split's files, each corpus's pairs
+        "in": {
+            RESOLUTION,
+            ("corpus.py", "given_corpora"),
+            ("corpus.py", "split_files"),
+            ("corpus.py", "training_pairs"),
+        },
+    },
 }
 ARGUMENT_NAMES = ("data_args", "training_args", "args")  # the parsed arguments, as training/ names them
 
@@ -113,6 +130,9 @@ def test_only_the_resolved_run_writes_the_training_arguments():
         ("def f(data_args):\n    return BatchShapes.for_device('cpu', 128)\n", "batch shapes"),
         ("def f(data_args):\n    return data_args.max_tokens_per_batch * 2\n", "micro-batch"),
         ("def f(training_args):\n    return 'bf16' if training_args.bf16 else 'no'\n", "precision"),
+        ("def f(data_args):\n    return TextForm.moses_lowercase('en', 'de')\n", "text form"),
+        ("def f(data_args):\n    return data_args.moses_lowercase_tokenize and 'lowercased'\n", "text form"),
+        ("def f(data_args):\n    return [corpus.tag for corpus in given_corpora(data_args)]\n", "corpora"),
     ],
 )
 def test_the_checks_find_a_value_computed_elsewhere_and_a_second_write(tmp_path, planted, value):

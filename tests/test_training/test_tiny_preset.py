@@ -80,7 +80,8 @@ def test_the_text_is_lowercased_and_moses_tokenized_on_every_split(tmp_path):
     corpus = write_corpus(tmp_path / "data", pairs=20)
     files = {f"{split}_files": corpus[split] for split in ("train", "validation", "test")}
     data = load_parallel_data(
-        DataArguments(dataset="files", **files, moses_lowercase_tokenize=True, cache_dir=str(tmp_path / "cache"))
+        DataArguments(dataset="files", **files, moses_lowercase_tokenize=True, cache_dir=str(tmp_path / "cache")),
+        TextForm.moses_lowercase("en", "de"),
     )
     assert data["train"][0] == {
         "source": "two young , white males are outside near many bushes .",

@@ -13,6 +13,7 @@ from training.data import tokenizer as tokenizer_module
 from training.data.corpus import DataArguments, load_parallel_data
 from training.data.streaming import streaming_pairs
 from training.data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
+from vanilla_tools.text_form import TextForm
 
 
 def sentences_from(pid_file: Path, sentences) -> object:
@@ -36,7 +37,7 @@ def corpus(tmp_path_factory):
 
 
 def test_a_large_sample_is_learned_apart_into_the_same_tokenizer(corpus, tmp_path, apart):
-    train = load_parallel_data(DataArguments(dataset="files", train_files=corpus["train"]))["train"]
+    train = load_parallel_data(DataArguments(dataset="files", train_files=corpus["train"]), TextForm())["train"]
     sample = partial(sample_sentences, train, 300, 5)
     here = learned_tokenizer(sample, "key", 300, str(tmp_path / "here"), sentence_count=10)
     pid_file = tmp_path / "pid"

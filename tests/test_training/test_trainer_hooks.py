@@ -1,9 +1,9 @@
 """PaperSeq2SeqTrainer and transformers' Trainer: every internal of transformers, Accelerate, torch, datasets and
-argparse that training/ and vanilla_tools/ touch is found in their code and listed in vanilla_tools/private_uses.py
-with its reason, the libraries' releases are those the uses were checked on, only the trainer's module reaches into
-a Trainer's private parts, the private methods it still overrides exist as it expects them (a release that renames
-one fails here, by name, rather than silently skipping our override), and the public hooks it moved to do their
-work."""
+argparse that the repository's code touches (training/, vanilla_tools/, modeling_vanilla/, inference/, experiments/,
+benchmarks/) is found in its code and listed in vanilla_tools/private_uses.py with its reason, the libraries'
+releases are those the uses were checked on, only the trainer's module reaches into a Trainer's private parts, the
+private methods it still overrides exist as it expects them (a release that renames one fails here, by name, rather
+than silently skipping our override), and the public hooks it moved to do their work."""
 
 import ast
 import inspect
@@ -28,7 +28,10 @@ from vanilla_tools.private_uses import CHECKED, PRIVATE_USES
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "training"
-PACKAGES = (PACKAGE, ROOT / "vanilla_tools")  # vanilla-train and its floor
+# vanilla-train and its floor, the model (parsed only: its files import no registry), the entry points and tools
+PACKAGES = tuple(
+    ROOT / name for name in ("training", "vanilla_tools", "modeling_vanilla", "inference", "experiments", "benchmarks")
+)
 OVERRIDDEN = [hook for hook in PRIVATE_USES if hook in vars(PaperSeq2SeqTrainer)]
 
 
@@ -216,3 +219,23 @@ def test_max_grad_norm_clips_the_gradient_the_optimizer_steps_with(tmp_path):
     run.train()
     assert len(clipped.norms) == 3 and min(free.norms) > 0
     assert clipped.norms == pytest.approx([limit] * 3, rel=1e-5)
+
+
+def test_an_evaluations_search_lives_as_long_as_its_call(tmp_path, monkeypatch):
+    """evaluate and predict hand their search to each batch's generate() (``generate_kwargs``) for the length of the
+    call only: between calls, and after one that failed, the trainer holds none. (predict: an evaluation without
+    metrics computes its loss alone.)"""
+    run = trainer(tmp_path, predict_with_generate=True, per_device_eval_batch_size=4)
+    seen, asked = [], Decoding.paper(2, 0.6)
+    generate_kwargs = run.generate_kwargs
+    monkeypatch.setattr(
+        run, "generate_kwargs", lambda inputs, search: seen.append(search) or generate_kwargs(inputs, search)
+    )
+    assert run.search is None
+    run.predict(pairs().dataset, decoding=asked)
+    run.predict(pairs().dataset)
+    assert seen == [asked] * 3 + [run.decoding.final] * 3 and run.search is None
+    monkeypatch.setattr(run, "generate_kwargs", lambda inputs, search: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        run.predict(pairs().dataset)
+    assert run.search is None

@@ -31,6 +31,7 @@ from training.step.trainer import launch_metrics
 from vanilla_tools.cli import UsageError
 from vanilla_tools.metrics import score_translations, tokenized_bleu
 from vanilla_tools.run_files import TrainingRecipe
+from vanilla_tools.text_form import TextForm
 
 
 def test_tokenizer_is_shared_and_round_trips(tokenizer, tmp_path):
@@ -54,7 +55,7 @@ def test_tokenizer_rejects_a_vocabulary_smaller_than_its_specials():
 
 
 def test_bundled_multi30k_has_its_published_sizes():
-    data = load_parallel_data(DataArguments())
+    data = load_parallel_data(DataArguments(), TextForm())
     assert {split: len(d) for split, d in data.items()} == {"train": 29000, "validation": 1014, "test": 1000}
     assert data["train"][0] == {
         "source": "Two young, White males are outside near many bushes.",
@@ -152,7 +153,7 @@ def test_a_changed_file_is_read_again_and_an_unchanged_one_from_the_cache(tmp_pa
 def test_hub_dataset_offline_fails_clearly(monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # as HF_HUB_OFFLINE=1 at start-up
     with pytest.raises(RuntimeError, match="could not load Hub dataset 'wmt14'.*--dataset multi30k"):
-        load_parallel_data(DataArguments(dataset="wmt14", dataset_config="de-en"))
+        load_parallel_data(DataArguments(dataset="wmt14", dataset_config="de-en"), TextForm())
 
 
 def test_tokenization_truncates_keeping_eos_and_counts(tokenizer, tmp_path, caplog):
@@ -161,14 +162,16 @@ def test_tokenization_truncates_keeping_eos_and_counts(tokenizer, tmp_path, capl
     target = write(tmp_path / "t.de", [b"Ein Hund.", b"Ein Hund."])
     args = DataArguments(dataset="files", train_files=[source, target], max_source_length=8, cache_dir=str(tmp_path))
     with caplog.at_level(logging.INFO, logger="training.data.corpus"):
-        data = tokenize_splits(load_parallel_data(args), tokenizer, args)
+        data = tokenize_splits(load_parallel_data(args, TextForm()), tokenizer, args)
     first = data["train"][0]
     assert len(first["input_ids"]) == 8 and first["input_ids"][-1] == tokenizer.eos_token_id
     assert data["train"]["truncated"] == [True, False]
     assert data["train"]["source_length"] == [8, len(tokenizer("A dog.")["input_ids"])]
     assert "2 pairs tokenized, 1 truncated" in caplog.text
     tokenizer.save_pretrained(tmp_path / "tokenizer")  # the same tokenizer, loaded from disk: the same cache
-    again = tokenize_splits(load_parallel_data(args), AutoTokenizer.from_pretrained(tmp_path / "tokenizer"), args)
+    again = tokenize_splits(
+        load_parallel_data(args, TextForm()), AutoTokenizer.from_pretrained(tmp_path / "tokenizer"), args
+    )
     assert again["train"].cache_files == data["train"].cache_files
 
 

@@ -472,9 +472,10 @@ def given_corpora(args: DataArguments) -> list[Corpus]:
     return [Corpus.parse(list(group)) for group in groups]
 
 
-def corpus_tags(args: DataArguments) -> tuple[str, ...]:
-    """The tags of the training corpora, each once, in order: the tokenizer keeps each whole."""
-    return tuple(dict.fromkeys(c.tag for c in given_corpora(args) if c.tag is not None))
+def corpus_tags(corpora: Iterable[Corpus]) -> tuple[str, ...]:
+    """The tags of the training ``corpora`` (a run's: ``ResolvedRun.corpora``), each once, in order: the tokenizer
+    keeps each whole."""
+    return tuple(dict.fromkeys(c.tag for c in corpora if c.tag is not None))
 
 
 def weighted_rows(rows: int, weight: float) -> np.ndarray:
@@ -539,16 +540,16 @@ def source_key(args: DataArguments, split: str) -> tuple:
     return ("files", split, tuple(file_stamp(p) for p in files.get(split) or ()))
 
 
-def load_parallel_data(args: DataArguments, include_train: bool = True) -> datasets.DatasetDict:
+def load_parallel_data(args: DataArguments, form: TextForm, include_train: bool = True) -> datasets.DatasetDict:
     """train / validation / test splits with ``source`` and ``target`` text columns (no train with
-    ``include_train=False``: --streaming reads it as it trains), lowercased and Moses-tokenized with
-    --moses_lowercase_tokenize."""
-    if args.moses_lowercase_tokenize and args.streaming:
+    ``include_train=False``: --streaming reads it as it trains), in the text ``form``: the run's
+    (``ResolvedRun.text_form``), or for a tool reading a run's data without one (experiments/, benchmarks/), the one
+    its arguments give (``text_form``). It is passed, not derived here, so that a run decides it once."""
+    if not form.raw and args.streaming:
         raise UsageError(
             "--moses_lowercase_tokenize preprocesses the Arrow tables, not --streaming's pairs: preprocess the files "
             "beforehand, or train without --streaming"
         )
-    form = text_form(args)
     files = split_files(args)
     if files is None:
         raw = _hub_dataset(args)
@@ -565,8 +566,9 @@ def load_parallel_data(args: DataArguments, include_train: bool = True) -> datas
 
 
 def text_form(args: DataArguments) -> TextForm:
-    """The text the model reads and writes, decided here once: the data is prepared so, and the model's config says
-    so (``config.text_form``, which every entry point applies)."""
+    """The text the model reads and writes, as the arguments ask: the rule by which ``build.resolve_run`` decides a
+    run's once (``ResolvedRun.text_form``: the data is prepared so, and the model's config says so,
+    ``config.text_form``, which every entry point applies), and by which a tool without a run reads its data."""
     if args.moses_lowercase_tokenize:
         return TextForm.moses_lowercase(args.source_lang, args.target_lang)
     return TextForm()

@@ -22,6 +22,7 @@ from vanilla_tools.decoding import Decoding
 from vanilla_tools.hardware import fp32_gflops, precision
 from vanilla_tools.provenance import git_commit, machine
 from vanilla_tools.run_files import TrainingRecipe, write_json
+from vanilla_tools.text_form import TextForm
 
 from ..arguments import ModelArguments
 from ..data.corpus import DataArguments, corpora_record
@@ -224,7 +225,7 @@ def write_summary(folder: Path, report: RunReport, output_dir: Path) -> None:
             micro_batch=run.micro_batch_record,
         ),
         "machine_speed": report.speed,
-        **({"text": text} if (text := text_form(data_args)) else {}),
+        **({"text": text} if (text := text_description(run.text_form)) else {}),
         **({"corpora": corpora_record(run.corpora, data_args)} if data_args.dataset == "files" else {}),
     }
     for name in ("learning_curve.csv", "learning_curve.json"):
@@ -271,7 +272,7 @@ def write_recipe(
         parameters=sum(p.numel() for p in model.parameters()),
         recipe={
             "data": f"{data_args.dataset} {data_args.source_lang}->{data_args.target_lang}"
-            + (f", {text}" if (text := text_form(data_args)) else ""),
+            + (f", {text}" if (text := text_description(run.text_form)) else ""),
             "vocabulary": f"shared BPE, {model.config.vocab_size} tokens"
             + (f" (the tokenizer of {data_args.tokenizer})" if data_args.tokenizer else "")
             + (f", BPE-dropout {data_args.bpe_dropout} in training" if data_args.bpe_dropout else ""),
@@ -294,10 +295,11 @@ def write_recipe(
     ).write(output_dir)
 
 
-def text_form(data_args: DataArguments) -> str | None:
-    """What text the model reads and writes where it is not the corpus's own (None): with --moses_lowercase_tokenize,
-    lowercased, Moses-tokenized text, on which its references and both its BLEU scores are counted."""
-    if not data_args.moses_lowercase_tokenize:
+def text_description(form: TextForm) -> str | None:
+    """What text the model reads and writes (the run's text ``form``, ``ResolvedRun.text_form``) where it is not the
+    corpus's own (None): --moses_lowercase_tokenize's lowercased, Moses-tokenized text, on which its references and
+    both its BLEU scores are counted."""
+    if form.raw:
         return None
     return (
         "lowercased and Moses-tokenized (sacremoses) before the BPE: the model reads and writes lowercased, "

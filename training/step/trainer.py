@@ -6,7 +6,8 @@ callbacks and modules of their own: how it stops (``stopping``), how its checkpo
 
 import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cached_property, partial
 from pathlib import Path
 
@@ -61,10 +62,12 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         # how this run decodes (§6.1), built once from its arguments; the model's generation config is given its
         # final decoding when the model is saved (save_model), the one place it is written
         self.decoding = decoding
-        # the search of the evaluation in progress (evaluate, predict): Trainer's evaluation_loop calls prediction_step
-        # with a batch alone, so an evaluation's search reaches it only through the trainer, as Seq2SeqTrainer's own
-        # generate arguments do (its evaluate(**gen_kwargs) keeps them on the trainer for prediction_step)
-        self.search = decoding.during
+        # the search of the evaluation in progress, set for the length of its evaluate or predict call only
+        # (``searching``), None between them: Trainer's evaluation_loop calls prediction_step with a batch alone and
+        # no public parameter carries a search from evaluate to it, so it reaches prediction_step only through the
+        # trainer, as Seq2SeqTrainer's own generate arguments do (its evaluate(**gen_kwargs) keeps them on the trainer
+        # as _gen_kwargs, and they outlive the call)
+        self.search: Decoding | None = None
         self.stop = stop
         self.loader_wait = LoaderWait()  # the time the loop waits for its batches, reported in the logs (log)
 
@@ -156,15 +159,25 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
     ) -> dict[str, float]:
         """Seq2SeqTrainer's evaluation, searching as ``decoding`` says (default: the run's decoding during
         training)."""
-        self.search = decoding or self.decoding.during
-        return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+        with self.searching(decoding or self.decoding.during):
+            return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
 
     def predict(
         self, test_dataset, ignore_keys=None, metric_key_prefix: str = "test", decoding: Decoding | None = None
     ):
         """Seq2SeqTrainer's prediction, searching as ``decoding`` says (default: the run's final decoding)."""
-        self.search = decoding or self.decoding.final
-        return super().predict(test_dataset, ignore_keys, metric_key_prefix)
+        with self.searching(decoding or self.decoding.final):
+            return super().predict(test_dataset, ignore_keys, metric_key_prefix)
+
+    @contextmanager
+    def searching(self, search: Decoding) -> Iterator[None]:
+        """``search`` as the search of the evaluation inside (``self.search``, which its prediction_step reads), put
+        back as it was when the evaluation ends or fails: it never outlives the call that asked for it."""
+        outer, self.search = self.search, search
+        try:
+            yield
+        finally:
+            self.search = outer
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         # Seq2SeqTrainer fills the model's generation config with transformers' defaults after generating
@@ -173,7 +186,7 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         # put back as it was.
         generation_config = copy.deepcopy(self.model.generation_config)
         if self.args.predict_with_generate and not prediction_loss_only:
-            gen_kwargs = gen_kwargs or self.generate_kwargs(inputs)
+            gen_kwargs = gen_kwargs or self.generate_kwargs(inputs, self.search)
         try:
             return super().prediction_step(
                 model, self.for_the_model(inputs), prediction_loss_only, ignore_keys, **gen_kwargs
@@ -181,15 +194,15 @@ class PaperSeq2SeqTrainer(Seq2SeqTrainer):
         finally:
             self.model.generation_config = generation_config
 
-    def generate_kwargs(self, inputs: dict) -> dict:
-        """``generate()``'s arguments for a batch of ``inputs``: the search in progress (given to Seq2SeqTrainer's
+    def generate_kwargs(self, inputs: dict, search: Decoding) -> dict:
+        """``generate()``'s arguments for a batch of ``inputs``: the ``search`` (given to Seq2SeqTrainer's
         prediction_step whole, so none of its own flags is merged over it) and its output length, §6.1's counted
         from the batch's longest source, not its width: a batch padded to its bucket translates as it would
         unpadded. (One read of a value a batch where batches are padded, where the predictions are read back
         anyway; unpadded, the width is the longest source.)"""
         mask = inputs["attention_mask"]
         longest = int(mask.sum(dim=1).max()) if self.shapes.pads() else mask.shape[1]
-        return self.search.generate_kwargs(longest)
+        return search.generate_kwargs(longest)
 
     def average_newest(self, count: int) -> list[Path]:
         """§6.1: the model becomes the mean of the run's ``count`` newest complete checkpoints
