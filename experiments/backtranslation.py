@@ -313,8 +313,8 @@ def back_translate(budget: Budget, runs: Path, results: Path) -> None:
                     f"{shown(results / budget.folder / Run.reverse().name)} and it is trained again"
                 )
             output = runs / "data" / f"{name}.part"
-            argv = [str(runs / "data" / "B.de"), "--model", str(model), "--output", str(output), "--detokenize"]
-            argv += ["--engine", "ctranslate2", "--quantization", "float32", *flags]
+            options = ["--detokenize", "--engine", "ctranslate2", "--quantization", "float32", *flags]
+            argv = [str(runs / "data" / "B.de"), "--model", str(model), "--output", str(output), *options]
             vanilla("inference.translate", argv, f"back-translation by {mode}")
             lines = output.read_text(encoding="utf-8").splitlines()
             kept.mkdir(parents=True, exist_ok=True)
@@ -325,7 +325,7 @@ def back_translate(budget: Budget, runs: Path, results: Path) -> None:
                 kept / f"{name}.json",
                 {
                     "mode": mode,
-                    "translate": ["vanilla-translate", *argv[:1], *argv[3:]],
+                    "translate": ["vanilla-translate", "B.de", "--model", shown(model), "--output", name, *options],
                     "lines": len(lines),
                     "reverse_model": reverse.get("run", {}).get("code"),
                     "test2016_en": reverse.get("test"),
