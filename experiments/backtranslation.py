@@ -237,16 +237,17 @@ def write_if_changed(path: Path, lines: list[str]) -> None:
 
 
 def prepare_data(data: Path, pairs: int | None) -> None:
-    """The halves, validation and test2016 as vanilla-train's files in ``data`` (``pairs``: the first N training
-    pairs only, for a rehearsal)."""
+    """The halves, validation and test2016 as vanilla-train's files in ``data`` (``pairs``, a rehearsal: the first N
+    training pairs, and the first N // 10 lines of validation and test2016)."""
     data.mkdir(parents=True, exist_ok=True)
     train = {lang: read_bundled(f"train.{lang}", pairs) for lang in ("en", "de")}
     a, b = halves(len(train["en"]))
+    held_out = pairs and max(1, pairs // 10)
     for lang, lines in train.items():
         write_if_changed(data / f"A.{lang}", [lines[i] for i in a])
         write_if_changed(data / f"B.{lang}", [lines[i] for i in b])
-        write_if_changed(data / f"validation.{lang}", read_bundled(f"val.{lang}"))
-        write_if_changed(data / f"test.{lang}", read_bundled(f"test_2016_flickr.{lang}"))
+        write_if_changed(data / f"validation.{lang}", read_bundled(f"val.{lang}", held_out))
+        write_if_changed(data / f"test.{lang}", read_bundled(f"test_2016_flickr.{lang}", held_out))
 
 
 # The runs
@@ -395,8 +396,9 @@ def seed_statistics(budget: Budget, results: Path, condition: Condition, done: d
     references = read_bundled("test_2016_flickr.de")
     statistics = []
     for run in (r for r in done if r.name == condition.name):
-        path = results / budget.folder / run.folder / TRANSLATIONS
-        statistics.append(sentence_statistics(path.read_text(encoding="utf-8").splitlines(), references))
+        translations = (results / budget.folder / run.folder / TRANSLATIONS).read_text(encoding="utf-8").splitlines()
+        # a rehearsal's (--pairs) translate test2016's first lines; a run's are written whole before it is recorded
+        statistics.append(sentence_statistics(translations, references[: len(translations)]))
     return statistics
 
 
@@ -534,7 +536,9 @@ def arguments() -> argparse.ArgumentParser:
         help="the training sets to run (default: all; the reverse model runs where one needs it)",
     )
     parser.add_argument(
-        "--pairs", type=int, help="a rehearsal: the first N training pairs only (the budget's folder is the same)"
+        "--pairs",
+        type=int,
+        help="a rehearsal: the first N training pairs, N // 10 of validation and test2016 (records in --results)",
     )
     return parser
 

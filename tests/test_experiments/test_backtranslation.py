@@ -30,7 +30,10 @@ def test_the_halves_split_every_pair_once_by_a_fixed_permutation(tmp_path):
     pairs = dict(zip(english, german, strict=True))
     assert all(pairs[en] == de for en, de in zip(a_en, a_de, strict=True))  # aligned
     assert set(a_en).isdisjoint((tmp_path / "B.en").read_text().splitlines())
-    assert len((tmp_path / "test.de").read_text().splitlines()) == 1000
+    assert len((tmp_path / "test.de").read_text().splitlines()) == 10  # a rehearsal's: 100 // 10
+    bt.prepare_data(tmp_path / "all", None)
+    assert len((tmp_path / "all" / "test.de").read_text().splitlines()) == 1000
+    assert len((tmp_path / "all" / "A.de").read_text().splitlines()) == 14500
 
 
 def test_unchanged_files_are_not_written_again(tmp_path):
@@ -179,7 +182,7 @@ def test_a_rehearsal_runs_the_round_whole_and_a_second_call_skips_it(tmp_path):
     assert [corpus["tag"] for corpus in forward["corpora"]] == [None, bt.TAG]
     assert forward["run"]["steps"] == 2 and forward["run"]["precision"] == "fp32"
     translations = results / budget.folder / "A+BT-sample-tagged" / "seed-1" / bt.TRANSLATIONS
-    assert len(translations.read_text().splitlines()) == 1000
+    assert len(translations.read_text().splitlines()) == 20  # test2016's first 200 // 10
     assert "A+BT-sample-tagged seed 1: code" in page.read_text()
     again = subprocess.run([sys.executable, "-m", "experiments.backtranslation", *argv], capture_output=True, text=True)
     assert again.returncode == 0, again.stderr[-3000:]
