@@ -36,11 +36,10 @@ from .data.corpus import (
     corpus_tags,
     given_corpora,
     load_parallel_data,
-    source_key,
     text_form,
     tokenize_splits,
 )
-from .data.streaming import StreamingTokenBatches, streaming_pairs
+from .data.streaming import Stream, StreamingTokenBatches, streaming_pairs
 from .data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 from .resolved import ResolvedRun, RunDecoding, accumulation_steps
 from .run.checkpoints import CompleteCheckpoints, output_guard, trainer_arguments
@@ -153,14 +152,15 @@ def build_model(args: ModelArguments, tokenizer: PreTrainedTokenizerBase) -> Van
 def run_tokenizer(
     model_args: ModelArguments,
     data_args: DataArguments,
-    train: datasets.Dataset | datasets.IterableDataset,
+    train: datasets.Dataset | Stream,
     output_dir: Path,
     seed: int,
     tags: tuple[str, ...],
 ) -> PreTrainedTokenizerBase:
     """The start model's tokenizer, the one --tokenizer names, the run's own (a run being resumed, or the first
-    process's), else one learned from a sample of ``train`` (a Dataset, or the stream of --streaming), or taken
-    from the cache of tokenizers; a given or learned one holds each of the corpora's ``tags`` as one token."""
+    process's), else one learned from a sample of ``train`` (a Dataset, or --streaming's ``Stream``, cached under
+    its ``key``), or taken from the cache of tokenizers; a given or learned one holds each of the corpora's ``tags``
+    as one token."""
     for folder in (model_args.model_name_or_path, data_args.tokenizer):
         if folder:
             tokenizer = load_tokenizer(folder)
@@ -175,7 +175,7 @@ def run_tokenizer(
         sentences, key = partial(sample_sentences, train, sample, seed), (train._fingerprint, sample, seed)
         count = min(sample, 2 * len(train))
     else:
-        sentences, key = partial(streamed_sentences, train, sample), ("stream", source_key(data_args, "train"), sample)
+        sentences, key = partial(streamed_sentences, train.pairs, sample), ("stream", train.key, sample)
         count = sample
     return learned_tokenizer(sentences, key, data_args.vocab_size, data_args.cache_dir, count, tags)
 
@@ -212,7 +212,12 @@ def build_data(
     with write_guard(cache, "datasets' cache", "rerun, or pass --cache_dir on another disk"):
         with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
             raw = load_parallel_data(data_args, run.text_form, include_train=not data_args.streaming)
-        train = streaming_pairs(data_args) if data_args.streaming else raw["train"]
+        # the stream is given the run's corpora as resolved and the values it reads, not the arguments to derive them
+        if data_args.streaming:
+            languages = data_args.source_lang, data_args.target_lang
+            train = streaming_pairs(data_args.dataset, data_args.dataset_config, run.corpora, *languages)
+        else:
+            train = raw["train"]
         with training_args.main_process_first(desc="tokenizer"):
             tags = corpus_tags(run.corpora)
             tokenizer = run_tokenizer(model_args, data_args, train, output_dir, training_args.seed, tags)
@@ -225,7 +230,7 @@ def build_data(
     validation = shortest_first(splits["validation"]) if "validation" in splits else None
     if validation is not None and data_args.max_eval_samples:
         validation = spread_sample(validation, data_args.max_eval_samples)
-    return RunData(splits, train if data_args.streaming else splits["train"], validation, tokenizer)
+    return RunData(splits, train.pairs if data_args.streaming else splits["train"], validation, tokenizer)
 
 
 def build_trainer(
@@ -351,7 +356,9 @@ def training_set(
         return StreamingTokenBatches(
             train,
             tokenizer,
-            data_args,
+            data_args.max_source_length,
+            data_args.max_target_length,
+            data_args.streaming_window,
             run.micro_batch,
             training_args.process_index,
             run.processes,

@@ -70,9 +70,10 @@ class ResolvedRun:
     - ``save_on_signal``, ``max_train_minutes``: how the run stops; ``patience``: the evaluations in a row without
       improvement of ``best_metric`` (the validation metric --metric_for_best_model names, loss unless given) after
       which it stops (fairseq's --patience; 0: never); ``corpora``: the training corpora of --train_files, with
-      their tags and weights (the tokenizer keeps each tag whole); ``text_form``: the text the model reads and
-      writes (--moses_lowercase_tokenize's, or raw), which the data is prepared in, the model's config states and
-      the record describes; ``settings``: what a relaunch compares (``run_settings``)."""
+      their tags and weights (the tokenizer keeps each tag whole; --streaming reads its one corpus's files);
+      ``text_form``: the text the model reads and writes (--moses_lowercase_tokenize's, or raw), which the data is
+      prepared in, the model's config states and the record describes; ``settings``: what a relaunch compares
+      (``run_settings``)."""
 
     micro_batch: int
     sized_by: str

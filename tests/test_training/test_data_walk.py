@@ -156,21 +156,7 @@ def assembly_walk(folder: Path, monkeypatch, *flags: str) -> WalkCount:
 
 
 @pytest.mark.parametrize(
-    "flags",
-    [
-        (),
-        ("--bpe_dropout", "0.1"),
-        pytest.param(
-            ("--streaming",),
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="measured: 7 files entered, 7 comebacks, 0 upward: besides the default's 4, streaming.py's "
-                "streaming_pairs calls corpus.py's split_files, build.py's run_tokenizer calls corpus.py's source_key, "
-                "and build.py's training_set calls back into streaming.py (StreamingTokenBatches)",
-            ),
-        ),
-    ],
-    ids=["default", "bpe_dropout", "streaming"],
+    "flags", [(), ("--bpe_dropout", "0.1"), ("--streaming",)], ids=["default", "bpe_dropout", "streaming"]
 )
 def test_the_data_settings_walk_is_one_way(tmp_path, monkeypatch, flags):
     """The issue's bar, on the plain run and on each kind of training set whose assembly reads the settings

@@ -12,8 +12,8 @@ import torch
 from safetensors.torch import load_file
 from training_helpers import train_argv, write_corpus
 
-from training.data.corpus import DataArguments
-from training.data.streaming import StreamingTokenBatches, streaming_pairs
+from training.data.corpus import Corpus, file_stamp
+from training.data.streaming import Stream, StreamingTokenBatches, streaming_pairs
 
 TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
 BIN = Path(sys.executable).parent
@@ -30,10 +30,15 @@ def corpus(tmp_path_factory):
     return files
 
 
+def files_stream(files: list[str]) -> Stream:
+    """The stream of one corpus of ``files`` (English to German), as a --dataset files run's."""
+    return streaming_pairs("files", None, (Corpus(tuple(files)),), "en", "de")
+
+
 def stream(corpus, tokenizer, rank=0, world_size=1, seed=3) -> StreamingTokenBatches:
-    args = DataArguments(dataset="files", train_files=corpus["train"], max_tokens_per_batch=120, streaming_window=50)
+    """Windows of 50 pairs in batches of 120 tokens, sentences kept up to 128 tokens."""
     return StreamingTokenBatches(
-        streaming_pairs(args), tokenizer, args, args.max_tokens_per_batch, rank, world_size, seed
+        files_stream(corpus["train"]).pairs, tokenizer, 128, 128, 50, 120, rank, world_size, seed
     )
 
 
@@ -172,4 +177,16 @@ def test_streaming_checks_its_files_as_the_arrow_path_does(corpus, tmp_path):
         ([str(tmp_path / "missing.en"), corpus["train"][1]], FileNotFoundError, "data file not found: .*missing.en"),
     ):
         with pytest.raises(error, match=message):
-            streaming_pairs(DataArguments(dataset="files", train_files=files, streaming=True))
+            files_stream(files)
+
+
+def test_the_streams_key_names_its_files_as_they_are(corpus, tmp_path):
+    """The key of the tokenizer learned from a stream: its files' paths, sizes and modification times, so that a
+    changed file is a new key (the cached tokenizer of the old one is not taken)."""
+    files = [str(tmp_path / Path(path).name) for path in corpus["train"]]
+    for path, copied in zip(corpus["train"], files, strict=True):
+        Path(copied).write_bytes(Path(path).read_bytes())
+    key = files_stream(files).key
+    assert key == ("files", "train", tuple(file_stamp(path) for path in files))
+    Path(files[0]).write_bytes(Path(files[0]).read_bytes() + b"A dog.\n")
+    assert files_stream(files).key != key

@@ -10,7 +10,7 @@ import pytest
 from training_helpers import write_corpus
 
 from training.data import tokenizer as tokenizer_module
-from training.data.corpus import DataArguments, load_parallel_data
+from training.data.corpus import Corpus, DataArguments, load_parallel_data
 from training.data.streaming import streaming_pairs
 from training.data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
 from vanilla_tools.text_form import TextForm
@@ -50,7 +50,7 @@ def test_a_large_sample_is_learned_apart_into_the_same_tokenizer(corpus, tmp_pat
 
 
 def test_a_streamed_sample_is_learned_apart(corpus, tmp_path, apart):
-    stream = streaming_pairs(DataArguments(dataset="files", train_files=corpus["train"], streaming=True))
+    stream = streaming_pairs("files", None, (Corpus(tuple(corpus["train"])),), "en", "de").pairs
     pid_file = tmp_path / "pid"
     sentences = partial(sentences_from, pid_file, partial(streamed_sentences, stream, 300))
     tokenizer = learned_tokenizer(sentences, "stream", 300, str(tmp_path), sentence_count=300)

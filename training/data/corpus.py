@@ -518,9 +518,10 @@ def training_pairs(args: DataArguments, form: TextForm) -> datasets.Dataset:
 
 
 def split_files(args: DataArguments) -> dict[str, list[str] | None] | None:
-    """Where each split's pairs come from, decided here once for every reader (Arrow, --streaming, the tokenizer's
-    cache key): the files of each split (the bundled Multi30k's, or --train_files and the others with --dataset
-    files), or None for a Hub dataset (``args.dataset``, ``args.dataset_config``)."""
+    """Where each split's pairs come from, for the Arrow reader (``load_parallel_data``): the files of each split (the
+    bundled Multi30k's, or --train_files and the others with --dataset files), or None for a Hub dataset
+    (``args.dataset``, ``args.dataset_config``). (--streaming reads the run's resolved corpora instead:
+    ``streaming.streaming_pairs``.)"""
     if args.dataset == "multi30k":
         return {split: bundled_files(split, args.source_lang, args.target_lang) for split in BUNDLED_SPLITS}
     if args.dataset == "files":
@@ -529,15 +530,6 @@ def split_files(args: DataArguments) -> dict[str, list[str] | None] | None:
         train = [path for corpus in given_corpora(args) for path in corpus.files]
         return {"train": train, "validation": args.validation_files, "test": args.test_files}
     return None
-
-
-def source_key(args: DataArguments, split: str) -> tuple:
-    """What identifies the pairs of ``split`` without reading them: its files' paths, sizes and modification times,
-    or the Hub dataset's name and config."""
-    files = split_files(args)
-    if files is None:
-        return ("hub", args.dataset, args.dataset_config, split)
-    return ("files", split, tuple(file_stamp(p) for p in files.get(split) or ()))
 
 
 def load_parallel_data(args: DataArguments, form: TextForm, include_train: bool = True) -> datasets.DatasetDict:

@@ -31,17 +31,7 @@ from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.cli import UsageError
 
 from .batching import TrainingSet, length_order, make_batches
-from .corpus import (
-    FEATURES,
-    DataArguments,
-    PairTokenizer,
-    _row,
-    data_files,
-    file_stamp,
-    parallel_rows,
-    spans,
-    split_files,
-)
+from .corpus import FEATURES, Corpus, PairTokenizer, _row, data_files, file_stamp, parallel_rows, spans
 
 logger = logging.getLogger(__name__)
 STATE_FILE = "stream_state_rank{rank}.json"
@@ -50,32 +40,47 @@ STATE_FILE = "stream_state_rank{rank}.json"
 REMEMBERED_WINDOWS = 4
 
 
-def streaming_pairs(args: DataArguments) -> datasets.IterableDataset:
-    """The training pairs as an IterableDataset of {source, target, status} rows, from the source ``split_files``
-    names."""
-    if args.dataset == "multi30k":
+@dataclass(frozen=True)
+class Stream:
+    """--streaming's training pairs (an IterableDataset of {source, target, status} rows) and what identifies them
+    without reading them (``key``: the files' paths, sizes and modification times, or the Hub dataset's name and
+    config), which keys the tokenizer learned from them; decided together, where the stream's source is."""
+
+    pairs: datasets.IterableDataset
+    key: tuple
+
+
+def streaming_pairs(
+    dataset: str, dataset_config: str | None, corpora: tuple[Corpus, ...], source_lang: str, target_lang: str
+) -> Stream:
+    """The training pairs of the run's ``corpora`` (``ResolvedRun.corpora``: one plain corpus, as
+    ``build.check_streaming`` asks) with --dataset files, else of the Hub ``dataset`` (``dataset_config``) streamed;
+    given these values, not the DataArguments, so that the run's corpora are decided once, in its resolution."""
+    if dataset == "multi30k":
         raise UsageError("--streaming is for corpora too large to cache; the bundled Multi30k trains without it")
-    files = split_files(args)
-    if files is not None:
-        train = files["train"]
-        return datasets.IterableDataset.from_generator(
+    if dataset == "files":
+        train = [path for corpus in corpora for path in corpus.files]
+        stamps = tuple(file_stamp(p) for p in train)
+        pairs = datasets.IterableDataset.from_generator(
             parallel_rows,
             features=FEATURES,
             gen_kwargs={
                 "paths": tuple(train),
                 "spans": spans(data_files(train), 1),
-                "source_lang": args.source_lang,
-                "target_lang": args.target_lang,
-                "stamps": tuple(file_stamp(p) for p in train),
+                "source_lang": source_lang,
+                "target_lang": target_lang,
+                "stamps": stamps,
             },
         )
-    stream = datasets.load_dataset(args.dataset, args.dataset_config or None, split="train", streaming=True)
+        return Stream(pairs, ("files", "train", stamps))
+    stream = datasets.load_dataset(dataset, dataset_config or None, split="train", streaming=True)
 
     def rows(batch: dict) -> dict:
-        pairs = [_row(pair[args.source_lang], pair[args.target_lang]) for pair in batch["translation"]]
+        pairs = [_row(pair[source_lang], pair[target_lang]) for pair in batch["translation"]]
         return {name: [pair[name] for pair in pairs] for name in FEATURES}
 
-    return stream.map(rows, batched=True, remove_columns=["translation"], features=FEATURES)
+    pairs = stream.map(rows, batched=True, remove_columns=["translation"], features=FEATURES)
+    return Stream(pairs, ("hub", dataset, dataset_config, "train"))
 
 
 @dataclass
@@ -96,16 +101,21 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset, TrainingSet):
         self,
         source: datasets.IterableDataset,
         tokenizer: PreTrainedTokenizerBase,
-        args: DataArguments,
+        max_source_length: int,
+        max_target_length: int,
+        window: int,
         max_tokens: int,
         rank: int = 0,
         world_size: int = 1,
         seed: int = 0,
         shapes: BatchShapes = UNPADDED,
     ):
+        """The values of the DataArguments it reads, given once (not the arguments): the tokens kept per sentence,
+        ``window`` (--streaming_window: the pairs tokenized and sorted together); ``max_tokens``: the run's
+        micro-batch."""
         self.source = split_dataset_by_node(source, rank=rank, world_size=world_size)
-        self.encode = PairTokenizer(tokenizer, args.max_source_length, args.max_target_length)
-        self.max_tokens, self.window = max_tokens, args.streaming_window  # max_tokens: the run's micro-batch
+        self.encode = PairTokenizer(tokenizer, max_source_length, max_target_length)
+        self.max_tokens, self.window = max_tokens, window
         self.seed, self.rank, self.shapes = seed, rank, shapes
         self.resume_from: dict | None = None  # set by resume(): where the next batch is
         self.starts: deque[WindowStart] = deque(maxlen=REMEMBERED_WINDOWS)
