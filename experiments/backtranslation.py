@@ -456,11 +456,12 @@ def page(budget: Budget, results: Path) -> str:
             f"{gap_cell(gaps.get(condition.name))} |"
         )
     lines += ["", *findings(by_condition, gaps), "", "## The runs", ""]
+    # no minutes: a run's wall clock depends on the machine and what ran beside it (its summary.json has them)
     for run, record in done.items():
         about, direction = record["run"], "->".join(run.direction)
         lines.append(
             f"- {run}: code {about['code']['commit'][:7]}, {about['device']['name']}, {about['precision']}, "
-            f"{about['steps']:,} steps in {record['train_minutes']:.1f} training minutes; test2016 "
+            f"{about['steps']:,} steps; test2016 "
             f"{record['test']['bleu_lc_tok']} lowercased tokenized BLEU ({direction})."
         )
     missing = [str(run) for run in plan(budget) if run not in done]
