@@ -38,21 +38,18 @@ code, machine, device, precision, steps and seed) with the experiment's settings
 import argparse
 import gzip
 import logging
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from sacrebleu.metrics import BLEU
 
-from training.api import stopping_signal
 from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.run_files import read_json, write_json
 from vanilla_tools.text_form import TextForm
 
 from .comparable import FP32, precision_flags
-from .table3 import ROOT, shown
+from .launch import ROOT, launch, shown
 
 logger = logging.getLogger("backtranslation")
 BUNDLED = ROOT / "data" / "multi30k"
@@ -254,13 +251,8 @@ def prepare_data(data: Path, pairs: int | None) -> None:
 
 
 def vanilla(module: str, argv: list[str], what: str) -> None:
-    """``python -m module argv`` in its own process; a stop by a signal or a failure is one line."""
-    logger.info("%s: %s %s", what, module, " ".join(argv))
-    done = subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT)
-    if (stopped := stopping_signal(done.returncode)) is not None:
-        raise UsageError(f"{what}: stopped by {stopped}; the same command goes on where it stopped")
-    if done.returncode:
-        raise UsageError(f"{what}: {module} exited with status {done.returncode} (its message above)")
+    """One program of the round; stopped by a signal, the same command goes on where it stopped."""
+    launch(module, argv, what, after_stop="; the same command goes on where it stopped")
 
 
 def recorded(run: Run, budget: Budget, results: Path) -> dict | None:

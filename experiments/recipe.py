@@ -38,8 +38,6 @@ import json
 import logging
 import math
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,14 +52,14 @@ from training.api import (
     run_launches,
     run_record,
     run_train_minutes,
-    stopping_signal,
 )
 from vanilla_tools.cli import UsageError, console_script, pyplot
 from vanilla_tools.run_files import read_json
 
 from . import comparable
 from .comparable import experiment_precision, precision_flags, why_not
-from .table3 import ROOT, matching_record, shown
+from .launch import ROOT, launch, shown
+from .table3 import matching_record
 from .verdict import CONFIDENCE, t_quantile
 
 logger = logging.getLogger("recipe")
@@ -177,19 +175,16 @@ def train(candidate: Candidate, preset: str, precision: str, runs: Path, results
         "--summary_dir",
         shown(record_dir),
     ]
-    logger.info("%s: vanilla-train %s", candidate.name, " ".join(argv))
-    done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
-    if (stopped := stopping_signal(done.returncode)) is not None:
-        raise UsageError(
-            f"{candidate.name}: stopped by {stopped}, with a complete checkpoint in "
-            f"{shown(output_dir)}; the same command goes on from it"
-        )
-    if done.returncode:
-        raise UsageError(
-            f"{candidate.name}: vanilla-train exited with status {done.returncode} (its command and "
-            f"message above; where it refused the run in {shown(output_dir)}, --start_over trains the "
-            "candidate again from scratch)"
-        )
+    launch(
+        "training.train",
+        argv,
+        candidate.name,
+        after_stop=f", with a complete checkpoint in {shown(output_dir)}; the same command goes on from it",
+        after_failure=(
+            f"its command and message above; where it refused the run in {shown(output_dir)}, --start_over trains "
+            "the candidate again from scratch"
+        ),
+    )
     summary = read_json(record_dir / "summary.json")
     if summary is None:  # vanilla-train found the run finished, and its summary is gone
         raise UsageError(

@@ -23,8 +23,6 @@ outside the seeds' mean."""
 import argparse
 import logging
 import shutil
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +33,6 @@ from training.api import (
     parse_args,
     run_launches,
     run_train_minutes,
-    stopping_signal,
     text_form,
     tokenize_splits,
 )
@@ -43,8 +40,8 @@ from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.run_files import read_json, write_json
 
 from . import results_index
+from .launch import ROOT, launch, shown
 from .results_index import test_scores
-from .table3 import ROOT, shown
 
 logger = logging.getLogger("reproduce")
 CONFIG = "multi30k-tiny"  # Wu et al.'s recipe (training/configs/multi30k-tiny.yaml names their files)
@@ -100,15 +97,8 @@ def train(run: Seed, output_dir: Path) -> None:
         "--summary_dir",
         shown(record_folder(output_dir)),
     ]
-    logger.info("%s: vanilla-train %s", run, " ".join(argv))
-    done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
-    if (stopped := stopping_signal(done.returncode)) is not None:
-        raise UsageError(
-            f"{run}: stopped by {stopped}, with a complete checkpoint in {shown(output_dir)}; the same "
-            "command goes on from it"
-        )
-    if done.returncode:
-        raise UsageError(f"{run}: vanilla-train exited with status {done.returncode} (its message above)")
+    after_stop = f", with a complete checkpoint in {shown(output_dir)}; the same command goes on from it"
+    launch("training.train", argv, str(run), after_stop=after_stop)
 
 
 def record_folder(output_dir: Path) -> Path:

@@ -15,10 +15,10 @@ import statistics
 from pathlib import Path
 
 from training.api import check_run_record, run_launches, run_train_minutes
+from vanilla_tools.provenance import ROOT
 
 from .verdict import CONFIDENCE, mean_interval
 
-ROOT = Path(__file__).resolve().parent.parent
 INTRO = Path(__file__).with_name("results_intro.md")  # the page's opening: what a record holds, and since when
 ROLES = {
     "canonical": "The canonical run",

@@ -46,8 +46,6 @@ import json
 import logging
 import math
 import shutil
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -64,7 +62,6 @@ from training.api import (
     load_parallel_data,
     parse_args,
     run_record,
-    stopping_signal,
     text_form,
     tokenize_splits,
 )
@@ -75,11 +72,13 @@ from vanilla_tools.run_files import read_json, write_json
 
 from . import comparable, table3_page
 from .comparable import BF16, FP32, code_key, experiment_precision, precision_flags
+from .launch import ROOT, launch, shown
 
 logger = logging.getLogger("table3")
-ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results" / "table3"
 PAGE = ROOT / "docs" / "table3.md"
+# A stopped run's checkpoint is not the sweep's way on: each run trains in one launch (--overwrite_output_dir)
+AFTER_STOP = "; a Table 3 run trains in one launch, so the sweep trains it again from its start when it runs again"
 RECORD = "table3.json"
 STEPS = 1000  # the first budget: every row, three seeds
 # the (C) rows and the rows that disagree with the paper at STEPS: whether a lag is a slower start, or stays at the end
@@ -226,11 +225,6 @@ def select(names: list[str] | None, records: list[dict]) -> list[Row]:
     return [row for row in ROWS if row.name in chosen]
 
 
-def shown(path: Path) -> str:
-    """A path as the record shows it: relative to the repository where it is inside."""
-    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
 def validation_set(argv: list[str], tokenizer):
     """The run's validation set (its own data arguments), tokenized as the run tokenized it."""
     _, data_args, _ = parse_args(argv)
@@ -333,15 +327,7 @@ def train(run: Run, preset: str, runs: Path, results: Path, code: str) -> dict:
         # model would make the relaunch a no-op) is removed by vanilla-train, which names it; its points go here
         for stale in (TRAINED, CURVE_POINTS):
             (output_dir / stale).unlink(missing_ok=True)
-        logger.info("%s: vanilla-train %s", run.folder, " ".join(argv))
-        done = subprocess.run([sys.executable, "-m", "training.train", *argv], cwd=ROOT)
-        if (stopped := stopping_signal(done.returncode)) is not None:  # its checkpoint: not this sweep's way on
-            raise UsageError(
-                f"{run.folder}: stopped by {stopped}; a Table 3 run trains in one launch, so the sweep "
-                "trains it again from its start when it runs again"
-            )
-        if done.returncode:
-            raise UsageError(f"{run.folder}: vanilla-train exited with status {done.returncode} (command above)")
+        launch("training.train", argv, run.folder, after_stop=AFTER_STOP, after_failure="command above")
         command_minutes = (time.monotonic() - start) / 60
         write_json(output_dir / TRAINED, {"argv": argv, "code": code, "minutes": command_minutes})
     else:

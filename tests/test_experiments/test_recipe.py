@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 from training_helpers import stop_at_step_2, synthetic_run, tiny_preset
 
-from experiments import comparable, lr_walk, recipe, table3
+from experiments import comparable, launch, lr_walk, recipe, table3
 from experiments.comparable import FP32, experiment_precision
 from training.arguments import parse_args
 from vanilla_tools.cli import UsageError
@@ -397,7 +397,7 @@ def test_a_stopped_candidate_goes_on_from_its_checkpoint_and_one_of_other_settin
 def test_a_candidate_stopped_by_a_signal_is_said_to_go_on(tmp_path, monkeypatch, status, message):
     """vanilla-train's status after a signal's checkpoint (128 + its number) says the same command goes on; any other
     failure points at its message and, for a folder of other settings, --start_over. Nothing is recorded."""
-    monkeypatch.setattr(recipe.subprocess, "run", lambda command, cwd: subprocess.CompletedProcess(command, status))
+    monkeypatch.setattr(launch.subprocess, "run", lambda command, cwd: subprocess.CompletedProcess(command, status))
     candidate = next(c for c in recipe.ROUNDS[2].candidates if c.name == "dropout-0.3")
     with pytest.raises(UsageError, match=message):
         recipe.train(candidate, "multi30k", FP32, tmp_path / "runs", tmp_path / "results", start_over=False)

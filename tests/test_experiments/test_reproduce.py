@@ -9,7 +9,7 @@ import time
 import pytest
 from training_helpers import stop_at_step_2, synthetic_run, tiny_preset
 
-from experiments import reproduce, results_index
+from experiments import launch, reproduce, results_index
 from training.api import run_train_minutes
 from vanilla_tools.cli import UsageError, load_tokenizer
 from vanilla_tools.text_form import TextForm
@@ -71,7 +71,7 @@ def test_a_damaged_record_is_named_with_what_to_do(tmp_path):
     ],
 )
 def test_a_stopped_seed_is_said_to_go_on_and_nothing_is_filed(tmp_path, monkeypatch, status, message):
-    monkeypatch.setattr(reproduce.subprocess, "run", lambda command, cwd: subprocess.CompletedProcess(command, status))
+    monkeypatch.setattr(launch.subprocess, "run", lambda command, cwd: subprocess.CompletedProcess(command, status))
     with pytest.raises(UsageError, match=message):
         reproduce.run(["--seeds", "2", "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results")])
     assert not (tmp_path / "results").exists()

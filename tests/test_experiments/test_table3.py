@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from training_helpers import synthetic_run, tiny_preset
 
-from experiments import comparable, table3, table3_page
+from experiments import comparable, launch, table3, table3_page
 from experiments.comparable import BF16, FP32, experiment_precision
 from experiments.verdict import difference
 from training.data.batching import batch_shapes
@@ -220,13 +220,13 @@ def test_a_measurement_cut_short_goes_on_from_its_kept_points_without_training_a
     assert [checkpoint.name for checkpoint in output.glob("checkpoint-*")] == ["checkpoint-2"]
     (kept,) = json.loads((output / table3.CURVE_POINTS).read_text())
     monkeypatch.setattr(table3, "validation_perplexity", measure)
-    run_command = table3.subprocess.run
+    run_command = launch.subprocess.run
 
     def not_trained(command, *args, **kwargs):  # git, for the code's provenance, still runs
         assert "training.train" not in command, "trained again"
         return run_command(command, *args, **kwargs)
 
-    monkeypatch.setattr(table3.subprocess, "run", not_trained)
+    monkeypatch.setattr(launch.subprocess, "run", not_trained)
     table3.run(argv)
     record = json.loads((tmp_path / "results" / "2-steps" / "fp32" / "base" / "seed-1" / "table3.json").read_text())
     assert record["curve"][0] == kept and kept["step"] == 1 and kept["validation_ppl"] > 1
@@ -527,7 +527,7 @@ def test_a_run_an_older_checkouts_runner_recorded_is_filed_with_its_run_record(t
 def test_a_run_stopped_by_a_signal_is_said_to_train_again_from_its_start(tmp_path, monkeypatch, status, message):
     """vanilla-train's status after a signal's checkpoint (128 + its number): the sweep, which trains each run in
     one launch (--overwrite_output_dir), says the run trains again rather than that its checkpoint goes on."""
-    monkeypatch.setattr(table3.subprocess, "run", lambda command, cwd: subprocess.CompletedProcess(command, status))
+    monkeypatch.setattr(launch.subprocess, "run", lambda command, cwd: subprocess.CompletedProcess(command, status))
     one = table3.Run(next(row for row in table3.ROWS if row.name == "C-layers-4"), 1, 1000, FP32)
     with pytest.raises(UsageError, match=message):
         table3.train(one, "multi30k", tmp_path / "runs", tmp_path / "results", code="abc")
