@@ -41,7 +41,7 @@ def run(argv: list[str] | None = None) -> dict:
     """vanilla-train: train, average, evaluate, save; returns the results (what eval_results.json holds)."""
     run_start = time.monotonic()
     model_args, data_args, training_args = parse_args(argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=log_level(training_args))
     prepare_process(training_args)
     with holding_output_dir(training_args):
         results = train_and_evaluate(argv, run_start, model_args, data_args, training_args)
@@ -50,6 +50,13 @@ def run(argv: list[str] | None = None) -> dict:
     # The trainer, gone with train_and_evaluate's frame, no longer holds it (tests/ddp_probe.py checks).
     PartialState().destroy_process_group()
     return results
+
+
+def log_level(training_args: Seq2SeqTrainingArguments) -> int:
+    """The run's story (INFO) from the process where transformers logs (``should_log``: each machine's first, or
+    the very first with --log_on_each_node false); the others log at --log_level_replica (warning by default), as
+    transformers' example scripts set it, so a line is not repeated once a process."""
+    return logging.INFO if training_args.should_log else training_args.get_process_log_level()
 
 
 def train_and_evaluate(

@@ -176,6 +176,7 @@ def test_two_process_training_with_evaluation_runs_to_the_end(launcher, corpus, 
     )
     result = run([*launch(launcher), "-m", "training.train", *argv])
     assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("vanilla_train: precision: ") == 1  # the run's story told once, not once a process
     results = json.loads((tmp_path / "eval_results.json").read_text())
     curve = (tmp_path / "learning_curve.csv").read_text().splitlines()
     assert [line.split(",")[1] for line in curve[1:]] == ["2", "4"]
