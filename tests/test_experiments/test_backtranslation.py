@@ -123,12 +123,21 @@ def test_the_page_is_written_from_the_records(tmp_path):
     ):
         for seed in seeds:
             run = bt.Run.forward(bt.BY_NAME[name], seed)
-            record(tmp_path, run, budget, worse(REFERENCES, every), bleu=score + seed, bleu_lc_tok=score)
+            ratio = 1 - 0.01 * seed
+            record(
+                tmp_path,
+                run,
+                budget,
+                worse(REFERENCES, every),
+                bleu=score + seed,
+                bleu_lc_tok=score,
+                length_ratio=ratio,
+            )
     page = bt.page(budget, tmp_path)
-    assert "| A alone | 31.00, 32.00 (mean 31.50) | 30.00, 30.00 (mean 30.00) |  |" in page
-    assert "| A + BT by sampling, untagged | not run | not run |  |" in page
+    assert "| A alone | 31.00, 32.00 (mean 31.50) | 30.00, 30.00 (mean 30.00) | 0.990, 0.980 (mean 0.985) |  |" in page
+    assert "| A + BT by sampling, untagged | not run | not run | not run |  |" in page
     row = next(line for line in page.splitlines() if line.startswith("| A + BT by sampling, tagged"))
-    assert row.startswith("| A + BT by sampling, tagged | 36.00 | 35.00 | ")
+    assert row.startswith("| A + BT by sampling, tagged | 36.00 | 35.00 | 0.990 | ")
     assert "- A + BT by sampling, tagged recovers" in page and "it helps: its interval is above 0" in page
     assert "Not yet run: reverse-de-en seed 1, A+BT-sample seed 1," in page
     assert "A seed 1: code " in page
