@@ -33,9 +33,10 @@ def launch(
     signal (the status 128 + its number that vanilla-train leaves after saving a checkpoint) raises
     ``what: stopped by SIGTERM<after_stop>``; any other failure
     ``what: <its console script> exited with status N (<after_failure>)``."""
-    logger.info("%s: %s %s", what, program(module), " ".join(argv))
+    name = program(module)
+    logger.info("%s: %s %s", what, name, " ".join(argv))
     done = subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT)
     if (stopped := stopping_signal(done.returncode)) is not None:
         raise UsageError(f"{what}: stopped by {stopped}{after_stop}")
     if done.returncode:
-        raise UsageError(f"{what}: {program(module)} exited with status {done.returncode} ({after_failure})")
+        raise UsageError(f"{what}: {name} exited with status {done.returncode} ({after_failure})")
