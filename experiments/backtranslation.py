@@ -463,13 +463,13 @@ def page(budget: Budget, results: Path) -> str:
         lines.append(
             f"- {run}: code {about['code']['commit'][:7]}, {about['device']['name']}, {about['precision']}, "
             f"{about['steps']:,} steps; test2016 "
-            f"{record['test']['bleu_lc_tok']} lowercased tokenized BLEU ({direction})."
+            f"{record['test']['bleu_lc_tok']:.2f} lowercased tokenized BLEU ({direction})."
         )
     missing = [str(run) for run in plan(budget) if run not in done]
     lines += ["", "Not yet run: " + (", ".join(missing) if missing else "none") + "."]
     lines += [
         "",
-        f"The intervals: {BOOTSTRAP_DRAWS} bootstrap draws of the 1,000 test sentences and, for a condition with "
+        f"The intervals: {BOOTSTRAP_DRAWS:,} bootstrap draws of the 1,000 test sentences and, for a condition with "
         "several, of its seeds; the upper bound's single seed is drawn over sentences only, so its seed variance is "
         "not in them.",
     ]

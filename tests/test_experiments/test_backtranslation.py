@@ -141,6 +141,8 @@ def test_the_page_is_written_from_the_records(tmp_path):
     assert "- A + BT by sampling, tagged recovers" in page and "it helps: its interval is above 0" in page
     assert "Not yet run: reverse-de-en seed 1, A+BT-sample seed 1," in page
     assert "A seed 1: code " in page
+    assert "steps; test2016 30.00 lowercased tokenized BLEU (en->de)." in page
+    assert "The intervals: 1,000 bootstrap draws" in page
 
 
 def test_the_synthetic_english_kept_in_the_results_is_what_a_fresh_clone_trains_on(tmp_path):
