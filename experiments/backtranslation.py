@@ -403,6 +403,15 @@ def scores_cell(runs: list[dict], key: str, digits: int = 2) -> str:
     return listed if len(values) == 1 else f"{listed} (mean {np.mean(values):.{digits}f})"
 
 
+def code_cell(about: dict) -> str:
+    """The commit that trained a run (its record's ``run``); a run resumed after a stop names each launch's commit and
+    the steps it trained."""
+    launches = about.get("launches", [])
+    if len(launches) < 2:
+        return about["code"]["commit"][:7]
+    return ", ".join(f"{run['code']['commit'][:7]} (steps {run['first_step']}-{run['last_step']})" for run in launches)
+
+
 def gap_cell(gap: dict | None) -> str:
     if gap is None or gap["fraction"] is None:
         return ""
@@ -461,7 +470,7 @@ def page(budget: Budget, results: Path) -> str:
     for run, record in done.items():
         about, direction = record["run"], "->".join(run.direction)
         lines.append(
-            f"- {run}: code {about['code']['commit'][:7]}, {about['device']['name']}, {about['precision']}, "
+            f"- {run}: code {code_cell(about)}, {about['device']['name']}, {about['precision']}, "
             f"{about['steps']:,} steps; test2016 "
             f"{record['test']['bleu_lc_tok']:.2f} lowercased tokenized BLEU ({direction})."
         )

@@ -140,9 +140,18 @@ def test_the_page_is_written_from_the_records(tmp_path):
     assert row.startswith("| A + BT by sampling, tagged | 36.00 | 35.00 | 0.990 | ")
     assert "- A + BT by sampling, tagged recovers" in page and "it helps: its interval is above 0" in page
     assert "Not yet run: reverse-de-en seed 1, A+BT-sample seed 1," in page
-    assert "A seed 1: code " in page
     assert "steps; test2016 30.00 lowercased tokenized BLEU (en->de)." in page
+    assert "- A seed 1: code new0000, test, fp32, 1,000 steps;" in page
     assert "The intervals: 1,000 bootstrap draws" in page
+
+
+def test_a_resumed_run_names_each_launch_commit_and_steps():
+    run = synthetic_run()
+    assert bt.code_cell(run) == "new0000"
+    launches = [{"code": {"commit": "e214e72aaa"}, "first_step": 0, "last_step": 63}]
+    assert bt.code_cell({**run, "launches": launches}) == "new0000"
+    launches.append({"code": {"commit": "accaa93bbb"}, "first_step": 63, "last_step": 2000})
+    assert bt.code_cell({**run, "launches": launches}) == "e214e72 (steps 0-63), accaa93 (steps 63-2000)"
 
 
 def test_the_synthetic_english_kept_in_the_results_is_what_a_fresh_clone_trains_on(tmp_path):
