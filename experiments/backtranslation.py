@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 from sacrebleu.metrics import BLEU
 
+from training.api import run_launches
 from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.run_files import read_json, write_json
 from vanilla_tools.text_form import TextForm
@@ -403,12 +404,12 @@ def scores_cell(runs: list[dict], key: str, digits: int = 2) -> str:
     return listed if len(values) == 1 else f"{listed} (mean {np.mean(values):.{digits}f})"
 
 
-def code_cell(about: dict) -> str:
-    """The commit that trained a run (its record's ``run``); a run resumed after a stop names each launch's commit and
+def code_cell(record: dict) -> str:
+    """The commit that trained a run (its summary.json's); a run resumed after a stop names each launch's commit and
     the steps it trained."""
-    launches = about.get("launches", [])
+    launches = run_launches(record)
     if len(launches) < 2:
-        return about["code"]["commit"][:7]
+        return record["run"]["code"]["commit"][:7]
     return ", ".join(f"{run['code']['commit'][:7]} (steps {run['first_step']}-{run['last_step']})" for run in launches)
 
 
@@ -470,7 +471,7 @@ def page(budget: Budget, results: Path) -> str:
     for run, record in done.items():
         about, direction = record["run"], "->".join(run.direction)
         lines.append(
-            f"- {run}: code {code_cell(about)}, {about['device']['name']}, {about['precision']}, "
+            f"- {run}: code {code_cell(record)}, {about['device']['name']}, {about['precision']}, "
             f"{about['steps']:,} steps; test2016 "
             f"{record['test']['bleu_lc_tok']:.2f} lowercased tokenized BLEU ({direction})."
         )

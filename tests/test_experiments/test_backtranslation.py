@@ -147,11 +147,11 @@ def test_the_page_is_written_from_the_records(tmp_path):
 
 def test_a_resumed_run_names_each_launch_commit_and_steps():
     run = synthetic_run()
-    assert bt.code_cell(run) == "new0000"
+    assert bt.code_cell({"run": run}) == "new0000"
     launches = [{"code": {"commit": "e214e72aaa"}, "first_step": 0, "last_step": 63}]
-    assert bt.code_cell({**run, "launches": launches}) == "new0000"
+    assert bt.code_cell({"run": {**run, "launches": launches}}) == "new0000"
     launches.append({"code": {"commit": "accaa93bbb"}, "first_step": 63, "last_step": 2000})
-    assert bt.code_cell({**run, "launches": launches}) == "e214e72 (steps 0-63), accaa93 (steps 63-2000)"
+    assert bt.code_cell({"run": {**run, "launches": launches}}) == "e214e72 (steps 0-63), accaa93 (steps 63-2000)"
 
 
 def test_the_synthetic_english_kept_in_the_results_is_what_a_fresh_clone_trains_on(tmp_path):
