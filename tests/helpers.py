@@ -1,10 +1,12 @@
 """Tiny, seeded models and batches shared by the tests."""
 
+import logging
 import socket
 
 import torch
+import transformers
 
-from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
+from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq, compat
 
 PAD, EOS, VOCAB = 0, 2, 61
 # Prepended to a script run in a fresh process: the repository's packages cannot be imported there, as on a machine
@@ -17,6 +19,20 @@ class Block(importlib.abc.MetaPathFinder):
             raise ModuleNotFoundError(name)
 sys.meta_path.insert(0, Block())
 """
+
+
+def release_notes(installed: str = transformers.__version__) -> list[str]:
+    """What importing the model logs about the transformers release ``installed``: note_untested_release's one line
+    where it lies outside the tested range, else nothing (a console script's stderr holds it above its own lines)."""
+    notes = []
+    handler = logging.Handler()
+    handler.emit = lambda record: notes.append(record.getMessage())
+    compat.logger.addHandler(handler)
+    try:
+        compat.note_untested_release(installed)
+    finally:
+        compat.logger.removeHandler(handler)
+    return notes
 
 
 def tiny_config(**overrides) -> VanillaTransformerConfig:

@@ -1,33 +1,29 @@
-"""What a package touches of the internals of transformers, Accelerate, torch and datasets (argparse's through
-transformers' HfArgumentParser), found by parsing its code with ``ast``:
+"""What a package touches of the private names (a leading underscore) of transformers, Accelerate, torch and datasets
+(argparse's through transformers' HfArgumentParser), found by parsing its code with ``ast``:
 
-- a name imported from a module of transformers' or Accelerate's that the library's top level does not export
-  (``TRAINER_STATE_NAME``, ``BatchRebalanceSampler``), or one with a leading underscore, or from a private module
-  (``torch._inductor.cpp_builder``: ``_inductor``);
+- a private name imported from one of their modules, or a private module (``torch._inductor.cpp_builder``:
+  ``_inductor``);
 - ``x._name`` where ``x`` is one of their objects, or ``getattr(x, "_name")``: a Trainer, its accelerator, arguments,
   a parser; ``self`` and ``super()`` in a class derived from one of theirs, when the name is the library class's (a
-  private method overridden or called, such as ``_save_checkpoint``), not the subclass's own;
-- Trainer's own state: an attribute of a Trainer that Trainer's code assigns itself (``gather_function``,
-  ``callback_handler``), read when it is not Trainer's public surface (its constructor's parameters, the attributes
-  its docstring lists, the arguments callbacks get, its public methods), set when it is not a constructor parameter.
+  private method overridden or called, such as ``_save_checkpoint``), not the subclass's own.
 
 Their objects are told apart by what the code says: a name annotated with, or assigned from, one of their classes
 (or a subclass of the package's), the parameters of a method overriding one of theirs (a callback's ``args``,
-``state``, ``control``), a variable named ``trainer``, and whatever is reached from one of these."""
+``state``, ``control``), a variable named ``trainer``, and whatever is reached from one of these. Public names are
+not listed, even those a library's top level does not export (``transformers.modeling_outputs.BaseModelOutput``) or
+that Trainer sets itself (``trainer.state``): a release that drops one fails the import or the tests that use it."""
 
 import ast
 import importlib
 import inspect
-import re
 import textwrap
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from transformers import Seq2SeqTrainer, Trainer, TrainerCallback
+from transformers import Trainer
 
 LIBRARIES = ("transformers", "accelerate", "torch", "datasets")
-TOP_LEVEL_API = ("transformers", "accelerate")  # what their top level does not export is internal
 NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})  # public, by Python's naming
 
 
@@ -64,21 +60,6 @@ def assigned_attributes(cls: type) -> frozenset[str]:
                     if isinstance(leaf, ast.Attribute) and isinstance(leaf.value, ast.Name) and leaf.value.id == "self":
                         names.add(leaf.attr)
     return frozenset(names)
-
-
-@cache
-def trainer_parameters() -> frozenset[str]:
-    return frozenset(inspect.signature(Seq2SeqTrainer.__init__).parameters) - {"self"}
-
-
-@cache
-def trainer_public() -> frozenset[str]:
-    """Trainer's public surface: its constructor's parameters, the attributes its docstring lists, the arguments its
-    callbacks are given, its public methods and properties."""
-    listed = set(re.findall(r"- \*\*(\w+)\*\* --", Trainer.__doc__ or ""))
-    callback_args = set(re.findall(r"^\s{8}(\w+) \(", TrainerCallback.__doc__ or "", re.MULTILINE))
-    methods = {name for name in dir(Seq2SeqTrainer) if not name.startswith("_")}
-    return trainer_parameters() | listed | callback_args | methods
 
 
 def library_object(module: str, name: str) -> object:
@@ -159,40 +140,29 @@ class Finder(ast.NodeVisitor):
             isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
         )
 
-    # the checks
-    def attribute(self, value: ast.AST, name: str, node: ast.AST, store: bool) -> None:
+    # the check
+    def attribute(self, value: ast.AST, name: str, node: ast.AST) -> None:
+        if not private(name):
+            return
         if self.owner is not None and self.is_self(value):
             bases = self.classes[self.owner]
-            ours = not any(hasattr(base, name) or name in assigned_attributes(base) for base in bases)
-            if private(name) and not ours:
-                self.use(name, node)
-            elif any(issubclass(base, Trainer) for base in bases):
-                self.trainer_state(name, node, store, on_trainer=False)
+            if not any(hasattr(base, name) or name in assigned_attributes(base) for base in bases):
+                return  # the subclass's own
+            self.use(name, node)
         elif self.is_library(value):
-            if private(name):
-                self.use(name, node, on_trainer=self.is_trainer(value))
-            elif self.is_trainer(value):
-                self.trainer_state(name, node, store, on_trainer=True)
-
-    def trainer_state(self, name: str, node: ast.AST, store: bool, on_trainer: bool) -> None:
-        if name.startswith("_") or name not in assigned_attributes(Seq2SeqTrainer):
-            return
-        if (store and name not in trainer_parameters()) or (not store and name not in trainer_public()):
-            self.use(name, node, on_trainer)
+            self.use(name, node, on_trainer=self.is_trainer(value))
 
     # the walk
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         root = (node.module or "").split(".")[0]
         if node.level or root not in LIBRARIES:
             return
-        library = importlib.import_module(root)
         for part in node.module.split("."):
             if private(part):
                 self.use(part, node)
         for alias in node.names:
             self.imported[alias.asname or alias.name] = library_object(node.module, alias.name)
-            internal = root in TOP_LEVEL_API and node.module != root and not hasattr(library, alias.name)
-            if private(alias.name) or internal:
+            if private(alias.name):
                 self.use(alias.name, node)
 
     def visit_Import(self, node: ast.Import) -> None:
@@ -233,7 +203,7 @@ class Finder(ast.NodeVisitor):
                 self.scope.library.add(target.id)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        self.attribute(node.value, node.attr, node, isinstance(node.ctx, ast.Store))
+        self.attribute(node.value, node.attr, node)
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -241,7 +211,7 @@ class Finder(ast.NodeVisitor):
         if isinstance(function, ast.Name) and function.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2:
             name = node.args[1]
             if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                self.attribute(node.args[0], name.value, node, function.id == "setattr")
+                self.attribute(node.args[0], name.value, node)
         self.generic_visit(node)
 
 

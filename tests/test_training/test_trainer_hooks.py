@@ -1,20 +1,19 @@
-"""PaperSeq2SeqTrainer and transformers' Trainer: every internal of transformers, Accelerate, torch, datasets and
+"""PaperSeq2SeqTrainer and transformers' Trainer: every private name of transformers, Accelerate, torch, datasets and
 argparse that the repository's code touches (training/, vanilla_tools/, modeling_vanilla/, inference/, experiments/,
-benchmarks/) is found in its code and listed in vanilla_tools/private_uses.py with its reason, the libraries'
-releases are those the uses were checked on, only the trainer's module reaches into a Trainer's private parts, the
+benchmarks/) is found in its code and listed in tests/private_registry.py with its reason, and exists and behaves on
+the installed releases, whichever they are; only the trainer's module reaches into a Trainer's private parts, the
 private methods it still overrides exist as it expects them (a release that renames one fails here, by name, rather
 than silently skipping our override), and the public hooks it moved to do their work."""
 
 import ast
 import inspect
-import platform
-from importlib import metadata
 from pathlib import Path
 
 import pytest
 import torch
+import transformers
 from helpers import tiny_model
-from packaging import version
+from private_registry import PRIVATE_USES
 from private_uses import private_uses
 from training_helpers import pad, pairs
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
@@ -24,7 +23,6 @@ from training.resolved import RunDecoding
 from training.schedules import NoamSchedule
 from training.step.trainer import PaperSeq2SeqTrainer
 from vanilla_tools.decoding import Decoding
-from vanilla_tools.private_uses import CHECKED, PRIVATE_USES
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "training"
@@ -41,20 +39,37 @@ def unlisted(uses) -> list[str]:
 
 def test_every_internal_touched_is_listed_with_its_reason():
     uses = [use for package in PACKAGES for use in private_uses(package)]
-    assert not unlisted(uses), f"internals used, not in vanilla_tools/private_uses.py: {unlisted(uses)}"
+    assert not unlisted(uses), f"private names used, not in tests/private_registry.py: {unlisted(uses)}"
     unused = sorted(set(PRIVATE_USES) - {use.name for use in uses})
-    assert not unused, f"vanilla_tools/private_uses.py lists what the package no longer touches: {unused}"
-    assert all(len(use.why) > 20 and use.library in CHECKED for use in PRIVATE_USES.values())
+    assert not unused, f"tests/private_registry.py lists what the code no longer touches: {unused}"
+    assert all(name.startswith("_") and len(use.why) > 20 for name, use in PRIVATE_USES.items())
 
 
-@pytest.mark.parametrize("library", sorted(CHECKED))
-def test_each_library_is_a_release_its_private_uses_were_checked_on(library):
-    """A release outside the range checked may have moved a private name: check the registry's names on it, then
-    widen CHECKED."""
-    installed = platform.python_version() if library == "argparse" else metadata.version(library)
-    release = version.parse(installed).release
-    oldest, newest = (version.parse(bound).release for bound in CHECKED[library])
-    assert oldest <= release[: len(oldest)] and release[: len(newest)] <= newest, (library, installed)
+@pytest.mark.parametrize("name", sorted(PRIVATE_USES))
+def test_each_private_name_exists_and_behaves_on_the_installed_release(name):
+    """Whatever release pip installed: the name resolves (or, where a release lacks it, the one the code uses
+    instead does), and where a call is cheap it does what the code relies on."""
+    use = PRIVATE_USES[name]
+    try:
+        found = use.find()
+    except (AttributeError, ImportError) as error:
+        assert use.instead, f"{use.library} has no {name} any more: {error}"
+        PRIVATE_USES[use.instead].find()  # the code's way on this release
+        return
+    assert use.behaves is None or use.behaves(found), f"{use.library}'s {name} no longer serves: {use.why}"
+
+
+def test_a_release_without_a_private_name_fails_by_name_unless_the_code_has_another_way(monkeypatch):
+    """A release that drops a name the code needs fails the check, naming it; one that drops a name the code uses only
+    where the other is missing (the pipeline's before and since transformers 5.20) passes."""
+    monkeypatch.delattr(transformers.Trainer, "_save_checkpoint")
+    with pytest.raises(AssertionError, match="transformers has no _save_checkpoint any more"):
+        test_each_private_name_exists_and_behaves_on_the_installed_release("_save_checkpoint")
+    monkeypatch.delattr(transformers.Pipeline, "_prepare_generate_kwargs")
+    test_each_private_name_exists_and_behaves_on_the_installed_release("_prepare_generate_kwargs")
+    monkeypatch.setattr(transformers.CompileConfig, "_compile_all_devices", True)
+    with pytest.raises(AssertionError, match="_compile_all_devices no longer serves"):
+        test_each_private_name_exists_and_behaves_on_the_installed_release("_compile_all_devices")
 
 
 PLANTED = """
@@ -99,7 +114,7 @@ def test_only_the_trainers_module_reaches_into_a_trainer():
 SOURCE = """
 import transformers
 from transformers import Seq2SeqTrainer, TrainerCallback
-from transformers.trainer import PREFIX_CHECKPOINT_DIR
+from transformers.trainer import PREFIX_CHECKPOINT_DIR, _is_peft_model
 from transformers.trainer_utils import IntervalStrategy, TrainOutput
 
 
@@ -128,17 +143,12 @@ def test_the_internals_are_found_in_the_code(tmp_path):
     (tmp_path / "module.py").write_text(SOURCE)
     found = {(use.name, use.line, use.on_trainer) for use in private_uses(tmp_path)}
     assert found == {
-        ("PREFIX_CHECKPOINT_DIR", 4, False),  # transformers' top level does not export them
-        ("TrainOutput", 5, False),
-        ("gather_function", 10, False),  # Trainer's own state, set
-        ("accelerator", 10, False),  # and read where it is not public
-        ("_save_checkpoint", 12, False),  # a private method called
+        ("_is_peft_model", 4, False),  # a private name imported (PREFIX_CHECKPOINT_DIR and TrainOutput are public)
+        ("_save_checkpoint", 12, False),  # a private method called (Trainer's gather_function and accelerator are not)
         ("_inner_training_loop", 14, False),  # and overridden (``_own``, the subclass's own, is not Trainer's)
         ("_frozen", 20, False),  # a callback's arguments are Trainer's objects
         ("_tied_weights_keys", 20, False),
-        ("control", 24, True),
-        ("callback_handler", 24, True),
-        ("_gen_kwargs", 25, True),  # by getattr too; namedtuple's _replace is public
+        ("_gen_kwargs", 25, True),  # by getattr too, on a Trainer; namedtuple's _replace is public
     }
 
 
