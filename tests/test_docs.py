@@ -290,16 +290,18 @@ def tracked(pattern: str) -> list[Path]:
     return sorted(ROOT / path for path in found.stdout.split())
 
 
-def demo_record() -> dict:
-    """The newest committed record of `make demo` (results/DATE-demo/summary.json)."""
-    return json.loads(tracked("results/*-demo/summary.json")[-1].read_text())
+def demo_records() -> list[dict]:
+    """The newest committed record of `make demo` (results/DATE-demo*/summary.json) for each precision it trained in
+    (bf16 and fp32: the README gives what to expect on each kind of CPU measured)."""
+    records = [json.loads(path.read_text()) for path in tracked("results/*-demo*/summary.json")]
+    return list({record["run"]["precision"]: record for record in records}.values())
 
 
 def headline_figures() -> list[tuple[str, str]]:
     """(page, text): each headline figure of the README and docs/performance.md as its record gives it."""
     eager, compiled = (benchmark(f"training-step-profile{kind}")["profile"] for kind in ("", "-compiled"))
     interleaved, compare = benchmark("training-step-compiled")["interleaved"], benchmark("training-step")["comparison"]
-    load, demo = benchmark("load-check")["measurement"], demo_record()
+    load = benchmark("load-check")["measurement"]
     performance = "docs/performance.md"
     return [
         (performance, f"{1e3 * eager['step_s_median']:.1f} ms ({eager['tokens_per_s']:,.0f} tokens/s)"),
@@ -311,11 +313,24 @@ def headline_figures() -> list[tuple[str, str]]:
         (performance, f"{compare['first_steps_s']['now']:.0f} s"),
         (performance, f"**{1e3 * load['scan_s']:.1f} ms** of a {1e3 * load['from_pretrained_s']:.1f} ms load"),
         *curve_figures(performance),
-        ("README.md", f"{clock(demo['train_minutes'])} of training, {clock(demo['wall_clock_minutes'])} for the whole"),
-        ("README.md", f"test2016 BLEU {demo['test2016']['bleu']:.2f}, chrF {demo['test2016']['chrf']:.2f}"),
+        *demo_figures(),
         ("README.md", f"{compare['speedup']:.2f}x"),
         *serving_figures(),
         *preset_figures(),
+    ]
+
+
+def demo_figures() -> list[tuple[str, str]]:
+    return [
+        figure
+        for demo in demo_records()
+        for figure in (
+            (
+                "README.md",
+                f"{clock(demo['train_minutes'])} of training, {clock(demo['wall_clock_minutes'])} for the whole",
+            ),
+            ("README.md", f"test2016 BLEU {demo['test2016']['bleu']:.2f}, chrF {demo['test2016']['chrf']:.2f}"),
+        )
     ]
 
 

@@ -28,9 +28,10 @@ from vanilla_tools.run_files import EvalResults
 from .arguments import DataArguments, ModelArguments, parse_args
 from .build import build_trainer, holding_output_dir, prepare_process, resolve_run
 from .finish import load_final_model, mark_finished, save_final_model, write_run_files
+from .run.checkpoints import checkpoint_step
 from .run.hub_push import HubPush
 from .run.launches import Launches
-from .run.record import RunReport, machine_speed
+from .run.record import PhaseMinutes, RunReport, evaluation_minutes, machine_speed
 from .run.relaunch import plan_start
 from .step.evaluation import final_evaluation
 
@@ -90,6 +91,7 @@ def train_and_evaluate(
         trainer.training_set.resume(begin.checkpoint)
         launches.resume(begin.checkpoint)
     measure = bool(model_args.summary_dir) and trainer.is_world_process_zero()
+    first_step = checkpoint_step(begin.checkpoint) if begin.checkpoint else 0
     with machine_speed(str(training_args.device), measure) as speed:
         start = time.monotonic()
         train_result = trainer.train(resume_from_checkpoint=str(begin.checkpoint) if begin.checkpoint else None)
@@ -101,6 +103,7 @@ def train_and_evaluate(
     logger.info("evaluating the %s model (%s)", final_model["model"], final_model["why"])
     train_minutes = (time.monotonic() - start) / 60
     trainer.log_metrics("train", train_result.metrics)
+    final_start = time.monotonic()
     evaluated, decoding = final_evaluation(
         trainer,
         data,
@@ -111,8 +114,10 @@ def train_and_evaluate(
         data_args.target_lang,
     )
     results.update(evaluated)
+    final_minutes = (time.monotonic() - final_start) / 60
     save_final_model(trainer, decoding, train_result.metrics)  # with the decoding it was evaluated with
     if trainer.is_world_process_zero():
+        prepare_minutes, wall_minutes = (start - run_start) / 60, (time.monotonic() - run_start) / 60
         report = RunReport(
             arguments=(model_args, data_args, training_args),
             run=resolved,
@@ -121,9 +126,16 @@ def train_and_evaluate(
             decoding=decoding,
             model=trainer.model,
             train_minutes=train_minutes,
-            wall_minutes=(time.monotonic() - run_start) / 60,
+            wall_minutes=wall_minutes,
             speed=speed,
             launches=launches.history(trainer.state.global_step, train_minutes),
+            phases=PhaseMinutes(
+                prepare=prepare_minutes,
+                train=train_minutes,
+                evaluations_in_training=evaluation_minutes(trainer.state.log_history, first_step),
+                final_evaluation=final_minutes,
+                rest=wall_minutes - prepare_minutes - train_minutes - final_minutes,
+            ),
         )
         write_run_files(trainer, report)
     if hub is not None:

@@ -65,10 +65,15 @@ def test_run_writes_a_loadable_model_with_results(trained_run):
     assert model.config.text_form == "raw"  # trained without --moses_lowercase_tokenize: read as given
 
 
+def state_log(trained_run) -> list[dict]:
+    """Trainer's log of the run (its last checkpoint's trainer_state.json)."""
+    return json.loads((trained_run["output"] / "checkpoint-6" / "trainer_state.json").read_text())["log_history"]
+
+
 def test_training_reduced_the_loss(trained_run):
-    state = json.loads((trained_run["output"] / "checkpoint-6" / "trainer_state.json").read_text())
-    losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
-    learning_rates = [entry["learning_rate"] for entry in state["log_history"] if "learning_rate" in entry]
+    log = state_log(trained_run)
+    losses = [entry["loss"] for entry in log if "loss" in entry]
+    learning_rates = [entry["learning_rate"] for entry in log if "learning_rate" in entry]
     assert losses[-1] < losses[0]
     peak = 2.0 * 32**-0.5 * 4**-0.5  # lr_scale * d_model^-0.5 * warmup^-0.5 at step 4
     assert max(learning_rates) == pytest.approx(peak, rel=1e-6)
@@ -108,6 +113,18 @@ def test_learning_curve_summary_and_averaging(trained_run):
     assert min(summary["machine_speed"].values()) > 0
     assert summary["validation"]["chrf"] == results["validation"]["validation_chrf"]
     assert 0 < summary["train_minutes"] <= summary["wall_clock_minutes"] and summary["parameters"] > 0
+    # where the minutes went (the demo's profile): the phases make up the whole command, training's are train_minutes,
+    # the evaluations at steps 3 and 6 lie within training, and the final evaluation decoded both splits
+    phases = summary["phase_minutes"]
+    assert set(phases) == {"prepare", "train", "evaluations_in_training", "final_evaluation", "rest"}
+    assert sum(phases[name] for name in ("prepare", "train", "final_evaluation", "rest")) == pytest.approx(
+        summary["wall_clock_minutes"], abs=0.03
+    )
+    evaluations = [entry["eval_runtime"] for entry in state_log(trained_run) if "eval_runtime" in entry]
+    assert len(evaluations) == 2 and phases["evaluations_in_training"] == round(sum(evaluations) / 60, 2)
+    assert phases["train"] == summary["train_minutes"] and phases["evaluations_in_training"] <= phases["train"]
+    decodes = (results["validation"]["validation_runtime"] + results["test"]["test_runtime"]) / 60
+    assert phases["final_evaluation"] >= round(decodes, 2) - 0.01 and min(phases.values()) >= 0
     assert summary["command"].startswith("vanilla-train --dataset files") and "--average_last 2" in summary["command"]
     # the final model is the mean of checkpoints 4 and 6 (§6.1), not the last weights
     assert summary["averaged_checkpoints"] == ["checkpoint-4", "checkpoint-6"]

@@ -142,13 +142,38 @@ def check_run_record(run: dict) -> None:
 
 
 @dataclass(frozen=True)
+class PhaseMinutes:
+    """Where a launch's minutes went (the record's ``phase_minutes``, docs/training.md; ``make demo``'s profile):
+    preparing the run (arguments, data and tokenizer, the model and trainer), training (Trainer's loop and the final
+    model's loading: ``train_minutes``), of which the evaluations during training, the final evaluation (§6.1's
+    decodes of the final splits, scored), and the rest (saving the final model)."""
+
+    prepare: float
+    train: float
+    evaluations_in_training: float
+    final_evaluation: float
+    rest: float
+
+    def as_record(self) -> dict[str, float]:
+        return {name: round(minutes, 2) for name, minutes in vars(self).items()}
+
+
+def evaluation_minutes(log_history: list[dict], first_step: int) -> float:
+    """The minutes of the evaluations Trainer logged (their ``eval_runtime``) after ``first_step``: this launch's."""
+    return (
+        sum(entry["eval_runtime"] for entry in log_history if "eval_runtime" in entry and entry["step"] > first_step)
+        / 60
+    )
+
+
+@dataclass(frozen=True)
 class RunReport:
     """What a trained run's files and record are written from (``write_summary``, ``finish.write_run_files``): its
     ``arguments`` as parsed (model, data, training) and the ``run`` resolved from them, the command (``argv``; None:
     this process's), the ``results`` (eval_results.json's), the ``decoding`` its final evaluation chose (the saved
     model's), the trained ``model``, its ``train_minutes`` (this launch's training) and ``wall_minutes`` (the whole
-    command), the machine's ``speed`` (fp32 GFLOP/s before and after this launch's training: ``machine_speed``) and the
-    run's ``launches``."""
+    command), the machine's ``speed`` (fp32 GFLOP/s before and after this launch's training: ``machine_speed``), the
+    run's ``launches`` and where this launch's minutes went (``phases``)."""
 
     arguments: tuple
     run: ResolvedRun
@@ -160,6 +185,7 @@ class RunReport:
     wall_minutes: float
     speed: dict
     launches: list[dict]
+    phases: PhaseMinutes
 
 
 @contextmanager
@@ -213,6 +239,7 @@ def write_summary(folder: Path, report: RunReport, output_dir: Path) -> None:
         "epochs": round(results["train"]["epoch"], 2),
         "train_minutes": round(report.train_minutes, 2),
         "wall_clock_minutes": round(report.wall_minutes, 2),  # the whole command: data, training, final evaluation
+        "phase_minutes": report.phases.as_record(),
         "parameters": sum(p.numel() for p in report.model.parameters()),
         "command": "vanilla-train " + " ".join(sys.argv[1:] if report.argv is None else report.argv),
         "arguments": resolved,
