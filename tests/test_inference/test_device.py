@@ -17,6 +17,7 @@ from inference.ct2 import CTranslate2Engine
 from inference.engine import GenerateEngine
 from modeling_vanilla import VanillaTransformerForSeq2Seq
 from vanilla_tools import device as placement
+from vanilla_tools import hardware
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
 
@@ -78,14 +79,68 @@ def test_generate_runs_in_float32_by_default_on_either_device(monkeypatch):
 )
 def test_a_precision_the_device_cannot_run_is_refused_naming_both(monkeypatch, device, dtype, cpu_bf16, message):
     cuda(monkeypatch, 1, capability=(7, 5))
-    monkeypatch.setattr(placement, "cpu_bf16", lambda: cpu_bf16)
+    monkeypatch.setattr(hardware, "cpu_bf16", lambda: cpu_bf16)
     with pytest.raises(UsageError) as refused:
         placement.resolve_dtype(dtype, torch.device(device))
     assert str(refused.value).startswith(message)
 
 
+def emulating_gpus(monkeypatch, capabilities: dict[int, tuple[int, int]]) -> None:
+    """As if this machine had a CUDA device of each of ``capabilities`` (by index), every one of which creates bf16
+    tensors, as torch's default ``is_bf16_supported()`` counts: emulated below compute capability 8."""
+    cuda(monkeypatch, len(capabilities))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capabilities[device.index or 0])
+    monkeypatch.setattr(torch.cuda, "_check_bf16_tensor_supported", lambda device: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.version, "hip", None)
+
+
+@pytest.mark.parametrize(("capability", "native"), [((7, 5), False), ((7, 0), False), ((8, 0), True), ((9, 0), True)])
+def test_one_bf16_rule_for_training_and_translating_native_bf16_only(monkeypatch, capability, native):
+    """vanilla-train's default --bf16 and vanilla-translate's --dtype bfloat16 agree: a GPU that only emulates bf16
+    (which torch.cuda.is_bf16_supported() counts by default) gets neither."""
+    emulating_gpus(monkeypatch, {0: capability})
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: type("P", (), {"major": capability[0]}))
+    assert torch.cuda.is_bf16_supported()  # torch's default rule says yes to all of them
+    assert hardware.bf16_supported() is native
+    assert hardware.native_bf16(torch.device("cuda:0")) is native
+    assert (placement.dtype_refusal("bfloat16", torch.device("cuda:0")) is None) is native
+
+
+def test_the_bf16_rule_asks_of_the_device_named_not_the_current_one(monkeypatch):
+    emulating_gpus(monkeypatch, {0: (7, 5), 1: (9, 0)})
+    assert not hardware.native_bf16(torch.device("cuda:0")) and hardware.native_bf16(torch.device("cuda:1"))
+    assert placement.resolve_dtype("bfloat16", torch.device("cuda:1")) is torch.bfloat16
+
+
+@pytest.mark.parametrize("has", [True, False])
+def test_on_a_cpu_the_bf16_rule_is_avx512_bf16_or_amx(monkeypatch, has):
+    cuda(monkeypatch, 0)
+    monkeypatch.setattr(hardware, "cpu_bf16", lambda: has)
+    assert hardware.bf16_supported() is has and hardware.native_bf16(torch.device("cpu")) is has
+    assert (placement.dtype_refusal("bfloat16", torch.device("cpu")) is None) is has
+
+
+@pytest.mark.parametrize(
+    ("devices", "use_cpu", "cuda_present", "kind"),
+    [(0, False, None, "cpu"), (1, False, None, "cuda"), (1, True, None, "cpu"), (0, False, True, "cuda")],
+)
+def test_one_device_rule_for_a_run_a_translation_and_a_record(monkeypatch, devices, use_cpu, cuda_present, kind):
+    """hardware.device_type: vanilla-translate's --device auto, vanilla-train's default and table3's reading of a
+    recorded machine (``cuda_present``: that machine's GPUs) all take it."""
+    from experiments.table3 import device_kind
+    from training.arguments import on_cpu
+
+    cuda(monkeypatch, devices)
+    assert hardware.device_type(use_cpu, cuda_present) == kind
+    if cuda_present is None:
+        assert on_cpu(type("Args", (), {"use_cpu": use_cpu})()) is (kind == "cpu")
+    if cuda_present is None and not use_cpu:
+        assert device_kind() == kind and placement.resolve_device("auto").type == kind
+
+
 def test_bfloat16_on_a_cpu_with_it_in_hardware_casts_the_model(monkeypatch, tokenizer, tmp_path):
-    monkeypatch.setattr(placement, "cpu_bf16", lambda: True)
+    monkeypatch.setattr(hardware, "cpu_bf16", lambda: True)
     model = VanillaTransformerForSeq2Seq.from_pretrained(saved_model_with_tokenizer(tmp_path, tokenizer))
     placed = placement.place(model, *placement.resolve_placement("cpu", "bfloat16"))
     assert {p.dtype for p in placed.parameters()} == {torch.bfloat16} and not placed.training
