@@ -29,6 +29,7 @@ from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS
 from vanilla_tools.cli import UsageError, console_script, load_model, load_tokenizer, positive_int, whole_gzip
 from vanilla_tools.decoding import Decoding
 from vanilla_tools.device import add_device_arguments, place, resolve_placement
+from vanilla_tools.line_counts import check_counts
 from vanilla_tools.metrics import score_in_form
 from vanilla_tools.run_files import TrainingRecipe
 from vanilla_tools.text_form import TextForm, output_text, served_text_form
@@ -234,17 +235,18 @@ def arguments() -> argparse.ArgumentParser:
     return parser
 
 
-ONE_PER_LINE = {"--references": "reference", "--prefix": "prefix", "--score": "translation"}  # a file's lines
+def count_lines(path: str) -> int:
+    return sum(1 for _ in read_lines(path))
 
 
-def check_line_counts(input_path: str, flag: str, path: str, count: int) -> None:
-    """Refused before translating unless the input file has one line per line of ``flag``'s file, ``path``, of
-    ``count`` lines (scoring would fail after it)."""
-    lines = sum(1 for _ in read_lines(input_path))
-    if lines != count:
-        raise UsageError(
-            f"{input_path} has {lines} lines but {flag} {path} has {count}: one {ONE_PER_LINE[flag]} per input line"
-        )
+def check_side_files(input_path: str, side_files: dict[str, str | None], references: list[str] | None) -> None:
+    """Refused before translating (scoring would fail after it): a file of ``side_files`` (flag -> path) that has
+    not one line per line of the input file, which is counted once (``references``: that file, already read)."""
+    given = {flag: path for flag, path in side_files.items() if path is not None}
+    lines = count_lines(input_path) if given else 0
+    for flag, path in given.items():
+        count = len(references) if flag == "--references" else count_lines(path)
+        check_counts((input_path, f"{flag} {path}"), (lines, count), modes.one_per_line(flag))
 
 
 def check_output(output: str, inputs: dict[str, str | None]) -> None:
@@ -268,10 +270,7 @@ def run(argv: list[str] | None = None) -> None:
 
     references = list(read_lines(args.references)) if args.references else None
     if args.input != "-":  # (stdin is counted as it is translated)
-        for flag, path in side_files.items():
-            if path is not None:
-                count = len(references) if flag == "--references" else sum(1 for _ in read_lines(path))
-                check_line_counts(args.input, flag, path, count)
+        check_side_files(args.input, side_files, references)
     device, dtype = resolve_placement(args.device, args.dtype)
     tokenizer = load_tokenizer(args.model, args.trust_remote_code)
     model = place(load_model(args.model, args.trust_remote_code), device, dtype)
