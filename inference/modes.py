@@ -62,6 +62,9 @@ def check_modes(args: argparse.Namespace) -> None:
                 ("--prefix", args.prefix),
                 ("--nbest", args.nbest),
                 ("--references", args.references),
+                ("--num_beams", args.num_beams),  # forced decoding searches for nothing
+                ("--length_penalty", args.length_penalty is not None),
+                ("--detokenize", args.detokenize),  # it writes scores, no text
             )
             if given
         ]

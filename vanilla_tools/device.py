@@ -89,8 +89,9 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
         "--dtype",
         choices=DTYPES,
         default=None,
-        help=f"generate()'s precision (default {DEFAULT_DTYPE}: docs/performance.md says why); CTranslate2's "
-        "is --quantization",
+        help=f"the precision the engine computes in (default {DEFAULT_DTYPE}: docs/performance.md says why): "
+        "generate()'s, CTranslate2's compute type (with --quantization int8: int8 weights, the rest in it; without "
+        "--dtype: the --quantization), refused by the onnx engine (float32 only)",
     )
 
 
