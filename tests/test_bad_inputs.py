@@ -1205,6 +1205,27 @@ def test_stdin_that_is_not_utf8_is_named(kit):
     )
 
 
+@pytest.mark.parametrize(("mode", "lines"), [("--prefix", "Ein\n"), ("--score", "Ein Hund.\nEine Katze.\nEin Mann.\n")])
+def test_a_side_file_that_stdin_outruns_is_named_with_both_counts(kit, mode, lines):
+    """Stdin cannot be counted beforehand: it is counted as it is read, the rest of the longer side too, and the
+    console script refuses both counts in one line, as it does for an input file."""
+    side = kit.text(f"side{mode}.de", lines)
+    script = Path(sys.executable).parent / "vanilla-translate"
+    done = subprocess.run(
+        [str(script), "--model", str(kit.model_dir), "--engine", "generate", mode, side],
+        input="A dog.\nA cat.\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    count, what = (1, "prefix") if mode == "--prefix" else (3, "translation")
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"vanilla-translate: error: the input has 2 lines but {mode} has {count}: one {what} per input line"
+    )
+
+
 MISSING_EXTRAS = [
     # (case, console entry, argv, the modules made missing, the last line of stderr)
     (
