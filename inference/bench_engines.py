@@ -182,7 +182,7 @@ def run(
     model_dir: str, source: Path, references: Path, batches, engines, timeout: int, device="cpu", dtype=None
 ) -> dict:
     """Every engine at every batch size, greedy and beam 4, each in a fresh process, on ``device`` (a resolved
-    ``--device``; ``dtype``: generate()'s)."""
+    ``--device``; ``dtype``: ``--dtype``, as vanilla-translate's)."""
     import tempfile
 
     from vanilla_tools.metrics import score_translations
@@ -255,14 +255,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--references", default=str(BUNDLED_DIR / "test_2016_flickr.de.gz"))
     parser.add_argument("--batch_sizes", type=positive_int, nargs="+", default=[1, 64])
     parser.add_argument(
-        "--engines", nargs="+", choices=ENGINES + GPU_ENGINES, help="default: all (on CUDA, and float16 CTranslate2)"
+        "--engines",
+        nargs="+",
+        choices=ENGINES + GPU_ENGINES,
+        help="default: all (on CUDA: with CTranslate2's GPU compute types, without onnx, which runs on the CPU)",
     )
     parser.add_argument("--timeout", type=positive_int, default=900, help="seconds for one measurement")
 
 
 def default_engines(device: str) -> list[str]:
-    """The engines measured where ``--engines`` is not given: CTranslate2's GPU compute types on CUDA only."""
-    return list(ENGINES + GPU_ENGINES) if device.startswith("cuda") else list(ENGINES)
+    """The engines measured where ``--engines`` is not given: CTranslate2's GPU compute types on CUDA only, ONNX
+    Runtime (float32 graphs on the CPU) on the CPU only (named on CUDA, it is refused as vanilla-translate refuses
+    it)."""
+    if device.startswith("cuda"):
+        return [name for name in ENGINES if name != "onnx"] + list(GPU_ENGINES)
+    return list(ENGINES)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:

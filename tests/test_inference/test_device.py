@@ -377,3 +377,12 @@ def test_a_device_name_that_is_none_exits_2_naming_it(tmp_path):
     assert done.stderr.strip().splitlines()[-1] == (
         "vanilla-translate: error: argument --device: 'gpu' is not auto, cpu, cuda or cuda:N"
     )
+
+
+def test_the_bench_measures_onnx_runtime_on_the_cpu_only():
+    """vanilla-bench --translate's default engines: on CUDA, CTranslate2's GPU compute types, and not ONNX Runtime,
+    whose float32 graphs run on the CPU (named on CUDA, it is refused as vanilla-translate refuses it)."""
+    from inference.bench_engines import ENGINES, GPU_ENGINES, default_engines
+
+    assert default_engines("cpu") == list(ENGINES)
+    assert default_engines("cuda:0") == [name for name in ENGINES if name != "onnx"] + list(GPU_ENGINES)
