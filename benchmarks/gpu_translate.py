@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from inference.bench_engines import measure, package_version, read
+from inference.bench_engines import Job, measure, package_version, read
 from inference.ct2 import check_compute_type, device_refusal
 from vanilla_tools.cli import UsageError, console_script, positive_int
 from vanilla_tools.corpora import BUNDLED_DIR
@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> dict:
         # may end elsewhere in another batch
         cpu = {}
         for batch, lines in files.items():
-            figures = measure(engine, args.model, lines, NUM_BEAMS, batch, folder, args.timeout, "cpu", "float32")
+            job = Job(engine, str(args.model), str(lines), NUM_BEAMS, batch, "cpu", "float32")
+            figures = measure(job, folder, args.timeout)
             cpu[batch] = figures.pop("translations", None)
             record["references"].append({"engine": engine, "device": "cpu", "batch_size": batch, **figures})
             write_record(record, args.json)
@@ -167,18 +168,11 @@ def run(args: argparse.Namespace) -> dict:
             if reason:
                 row["skipped"] = reason
             else:
-                figures = measure(
-                    mode.engine,
-                    args.model,
-                    files[mode.batch_size],
-                    NUM_BEAMS,
-                    mode.batch_size,
-                    folder,
-                    args.timeout,
-                    str(device),
-                    mode.dtype,
-                    warmup=True,
+                lines = str(files[mode.batch_size])
+                job = Job(
+                    mode.engine, str(args.model), lines, NUM_BEAMS, mode.batch_size, str(device), mode.dtype, True
                 )
+                figures = measure(job, folder, args.timeout)
                 translations = figures.pop("translations", None)
                 row.update(figures)
                 if translations is not None:

@@ -67,6 +67,7 @@ from training.api import (
 )
 from vanilla_tools.cli import UsageError, console_script, load_tokenizer
 from vanilla_tools.decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
+from vanilla_tools.hardware import device_type
 from vanilla_tools.provenance import git_commit
 from vanilla_tools.run_files import read_json, write_json
 
@@ -192,7 +193,7 @@ class Run:
 def device_kind() -> str:
     """The kind of device this machine's runs train on: vanilla-train's default, a GPU where there is one. A run on
     another kind than the CPU is filed apart (``Run.folder``: bf16-cuda/)."""
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return device_type()
 
 
 def plan(
@@ -381,7 +382,7 @@ def adopt(folder: Path, results: Path, preset: str) -> list[Path]:
                 f"({record['row']}): nothing to adopt"
             )
         arguments = summary["arguments"]
-        device = "cuda" if summary["machine"].get("gpus") and not arguments.get("use_cpu") else "cpu"
+        device = device_type(bool(arguments.get("use_cpu")), cuda=bool(summary["machine"].get("gpus")))
         run_ = run_record(arguments, summary["steps"], device, code=summary["code"], host=summary["machine"])
         check_run_record(run_)
         one = Run(rows[record["row"]], record["seed"], record["steps"], run_["precision"], device=device)

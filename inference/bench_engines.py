@@ -18,6 +18,7 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,34 +68,29 @@ class Counted:
 
 def make_engine(name: str, model_dir: str, num_beams: int, device: str = "cpu", dtype: str | None = None):
     """The engine ``name`` for the model in ``model_dir``, decoding as the model does with ``num_beams`` beams (one
-    ``Decoding`` for every engine, MarianMTModel's included), on ``device`` (a ``--device`` value; ``dtype``:
-    generate()'s ``--dtype``), fed text in the model's text form."""
-    from inference.engine import prepared
-    from modeling_vanilla import VanillaTransformerForSeq2Seq
-    from vanilla_tools.text_form import served_text_form
+    ``Decoding`` for every engine, MarianMTModel's included), on ``device`` (a ``--device`` value) in ``dtype``
+    (``--dtype``, as vanilla-translate's: CTranslate2's compute type too), fed text in the model's text form: loaded
+    and built as vanilla-translate builds its engines (``inference.engines``)."""
+    from dataclasses import replace
 
-    model = VanillaTransformerForSeq2Seq.from_pretrained(model_dir).eval()
-    return prepared(built_engine(name, model_dir, model, num_beams, device, dtype), served_text_form(model))
-
-
-def built_engine(name: str, model_dir: str, model, num_beams: int, device: str, dtype: str | None):
-    """``make_engine``'s engine before it is fed the model's text form."""
-    from inference.engine import GenerateEngine
-    from inference.engines import create_engine
+    from inference.engine import GenerateEngine, prepared
+    from inference.engines import EngineOptions, build_engine, load
     from modeling_vanilla import to_marian
-    from vanilla_tools.cli import load_tokenizer
     from vanilla_tools.decoding import Decoding
-    from vanilla_tools.device import place, resolve_placement
+    from vanilla_tools.device import place
 
-    placement = resolve_placement(device, dtype)
-    tokenizer = load_tokenizer(model_dir)
-    decoding = Decoding.resolve(model.generation_config, num_beams)
+    ct2 = name.startswith("ct2-")
+    kind = "ctranslate2" if ct2 else "onnx" if name == "onnx" else "generate"
+    options = EngineOptions(kind, device, dtype, quantization=name.removeprefix("ct2-") if ct2 else None)
+    loaded = load(model_dir, options)
+    decoding = Decoding.resolve(loaded.model.generation_config, num_beams)
     if name == "marian":
-        return GenerateEngine(place(to_marian(model), *placement), tokenizer, decoding)
-    model = place(model, *placement)
+        marian = place(to_marian(loaded.model), loaded.model.device, loaded.model.dtype)
+        return build_engine(replace(loaded, model=marian), decoding, options)
     if name == "generate-static-compiled":
         from transformers import CompileConfig
 
+        model = loaded.model
         # On a CPU transformers compiles only when asked to (_compile_all_devices); dynamic shapes: one graph for
         # every batch size and cache length.
         compile_config = CompileConfig(dynamic=True, mode="default")
@@ -102,10 +98,8 @@ def built_engine(name: str, model_dir: str, model, num_beams: int, device: str, 
         model.generation_config.compile_config = compile_config
         if num_beams > 1:  # transformers' beam search calls the model uncompiled: its step is compiled here
             model.forward = torch.compile(model.forward, dynamic=True)
-        return GenerateEngine(model, tokenizer, decoding, cache_implementation="static")
-    if name in ("generate", "onnx"):
-        return create_engine(name, model_dir, model, tokenizer, decoding)
-    return create_engine("ctranslate2", model_dir, model, tokenizer, decoding, quantization=name.removeprefix("ct2-"))
+        return prepared(GenerateEngine(model, loaded.tokenizer, decoding, cache_implementation="static"), loaded.form)
+    return build_engine(loaded, decoding, options)
 
 
 def gpu_memory_mib(device: str) -> float:
@@ -117,28 +111,39 @@ def gpu_memory_mib(device: str) -> float:
     return (total - free) / 2**20
 
 
-def worker(
-    name: str,
-    model_dir: str,
-    source: str,
-    num_beams: int,
-    batch_size: int,
-    output: str,
-    device: str,
-    dtype: str,
-    warmup: bool,
-) -> None:
-    """One measurement: translate ``source`` and write the figures and the translations to ``output`` (JSON).
-    ``dtype`` "default": the device's default. ``warmup``: the first batch translated once before the clock starts
+@dataclass(frozen=True)
+class Job:
+    """One measurement: ``engine`` (of ``ENGINES`` or ``GPU_ENGINES``) translating the file ``source`` with the model
+    in ``model_dir``, ``num_beams`` beams, in batches of ``batch_size``, on ``device`` (a ``--device`` value) in
+    ``dtype`` (``--dtype``; None: the default). ``warmup``: the first batch translated once before the clock starts
     (compilation, a GPU's first kernels), its seconds given apart."""
+
+    engine: str
+    model_dir: str
+    source: str
+    num_beams: int
+    batch_size: int
+    device: str = "cpu"
+    dtype: str | None = None
+    warmup: bool = False
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.engine}-{self.device}-{self.dtype}-beam{self.num_beams}-batch{self.batch_size}.json"
+
+
+def worker(job: Job, output: str) -> None:
+    """One measurement, ``job``: translate its source and write the figures and the translations to ``output``
+    (JSON)."""
     from inference.translate import translate_stream
 
     torch.set_num_threads(os.cpu_count() or 1)
-    before = gpu_memory_mib(device)
-    counted = Counted(make_engine(name, model_dir, num_beams, device, None if dtype == "default" else dtype))
-    sentences = read(Path(source))
+    before = gpu_memory_mib(job.device)
+    counted = Counted(make_engine(job.engine, job.model_dir, job.num_beams, job.device, job.dtype))
+    sentences = read(Path(job.source))
+    batch_size = job.batch_size
     start = time.perf_counter()
-    if warmup:
+    if job.warmup:
         list(translate_stream(counted.engine, sentences[:batch_size], batch_size))
         warmup_s = time.perf_counter() - start
         start = time.perf_counter()
@@ -152,33 +157,18 @@ def worker(
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         # both engines' allocators keep what they took at the peak: what the process holds at the end, beyond the
         # CUDA context PyTorch made before the engine (CTranslate2's own context included)
-        **({"gpu_mib": round(gpu_memory_mib(device) - before, 1)} if device.startswith("cuda") else {}),
-        **({"warmup_s": round(warmup_s, 2)} if warmup else {}),
+        **({"gpu_mib": round(gpu_memory_mib(job.device) - before, 1)} if job.device.startswith("cuda") else {}),
+        **({"warmup_s": round(warmup_s, 2)} if job.warmup else {}),
         "translations": translations,
     }
     Path(output).write_text(json.dumps(figures))
 
 
-def measure(
-    name, model_dir, source, num_beams, batch_size, folder: Path, timeout: int, device="cpu", dtype=None, warmup=False
-) -> dict:
-    """``worker``'s figures, measured in a process of its own (so its peak memory is its own)."""
-    output = folder / f"{name}-{device}-{dtype}-beam{num_beams}-batch{batch_size}.json"
-    command = [
-        sys.executable,
-        "-m",
-        "inference.bench_engines",
-        "worker",
-        name,
-        str(model_dir),
-        str(source),
-        str(num_beams),
-        str(batch_size),
-        str(output),
-        device,
-        dtype or "default",
-        "warm" if warmup else "cold",
-    ]
+def measure(job: Job, folder: Path, timeout: int) -> dict:
+    """``worker``'s figures for ``job``, measured in a process of its own (so its peak memory is its own), its file
+    written in ``folder``; ``timeout``: the seconds it may take."""
+    output = folder / job.file_name
+    command = [sys.executable, "-m", "inference.bench_engines", "worker", json.dumps(asdict(job)), str(output)]
     try:
         subprocess.run(command, check=True, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -192,7 +182,7 @@ def run(
     model_dir: str, source: Path, references: Path, batches, engines, timeout: int, device="cpu", dtype=None
 ) -> dict:
     """Every engine at every batch size, greedy and beam 4, each in a fresh process, on ``device`` (a resolved
-    ``--device``; ``dtype``: generate()'s)."""
+    ``--device``; ``dtype``: ``--dtype``, as vanilla-translate's)."""
     import tempfile
 
     from vanilla_tools.metrics import score_translations
@@ -215,7 +205,8 @@ def run(
                 for name in engines:
                     if name == "generate-static-compiled" and num_beams not in STATIC_BEAMS:
                         continue
-                    figures = measure(name, model_dir, source, num_beams, batch_size, Path(tmp), timeout, device, dtype)
+                    job = Job(name, str(model_dir), str(source), num_beams, batch_size, device, dtype)
+                    figures = measure(job, Path(tmp), timeout)
                     translations = figures.pop("translations", None)
                     row = {"engine": name, "num_beams": num_beams, "batch_size": batch_size, **figures}
                     if translations is not None:
@@ -264,16 +255,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--references", default=str(BUNDLED_DIR / "test_2016_flickr.de.gz"))
     parser.add_argument("--batch_sizes", type=positive_int, nargs="+", default=[1, 64])
     parser.add_argument(
-        "--engines", nargs="+", choices=ENGINES + GPU_ENGINES, help="default: all (on CUDA, and float16 CTranslate2)"
+        "--engines",
+        nargs="+",
+        choices=ENGINES + GPU_ENGINES,
+        help="default: all (on CUDA: with CTranslate2's GPU compute types, without onnx, which runs on the CPU)",
     )
     parser.add_argument("--timeout", type=positive_int, default=900, help="seconds for one measurement")
 
 
 def default_engines(device: str) -> list[str]:
-    """The engines measured where ``--engines`` is not given: CTranslate2's GPU compute types on CUDA only."""
-    return list(ENGINES + GPU_ENGINES) if device.startswith("cuda") else list(ENGINES)
+    """The engines measured where ``--engines`` is not given: CTranslate2's GPU compute types on CUDA only, ONNX
+    Runtime (float32 graphs on the CPU) on the CPU only (named on CUDA, it is refused as vanilla-translate refuses
+    it)."""
+    if device.startswith("cuda"):
+        return [name for name in ENGINES if name != "onnx"] + list(GPU_ENGINES)
+    return list(ENGINES)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["worker"]:
-    name, model_dir, source, beams, batch, output, device, dtype, warmup = sys.argv[2:11]
-    worker(name, model_dir, source, int(beams), int(batch), output, device, dtype, warmup == "warm")
+    worker(Job(**json.loads(sys.argv[2])), sys.argv[3])

@@ -44,12 +44,27 @@ def device_refusal(device: torch.device) -> str | None:
     return f"CTranslate2 sees {count} CUDA device(s), not {device} (a build without CUDA, or another CUDA runtime)"
 
 
-def check_compute_type(quantization: str, device: torch.device) -> None:
-    """Refused in one line naming both: a compute type that CTranslate2 does not run on ``device``."""
+def compute_type(quantization: str, dtype: str | None) -> str:
+    """The compute type CTranslate2 runs an export of ``quantization`` in at ``--dtype`` ``dtype``: the
+    quantization's own where no dtype is given; else its int8 weights, if it has them, with ``dtype`` for the rest
+    (int8 at bfloat16: int8_bfloat16), or ``dtype`` itself (CTranslate2 converts the weights as it loads them)."""
+    if dtype is None:
+        return quantization
+    return f"int8_{dtype}" if quantization.startswith("int8") else dtype
+
+
+def compute_type_refusal(computes: str, device: torch.device) -> str | None:
+    """Why CTranslate2 cannot compute in ``computes`` on ``device`` (None if it can): what it runs there instead
+    (``ctranslate2.get_supported_compute_types`` decides: float16 on a GPU only, bfloat16 on some CPUs)."""
     supported = import_ctranslate2().get_supported_compute_types(device.type, device.index or 0)
-    if quantization not in supported:
-        runs = ", ".join(sorted(supported))
-        raise UsageError(f"--quantization {quantization} does not run on {device}: CTranslate2 runs {runs} there")
+    return None if computes in supported else f"CTranslate2 runs {', '.join(sorted(supported))} there"
+
+
+def check_compute_type(quantization: str, device: torch.device) -> None:
+    """Refused in one line naming both: a --quantization that CTranslate2 does not run on ``device``."""
+    refusal = compute_type_refusal(quantization, device)
+    if refusal:
+        raise UsageError(f"--quantization {quantization} does not run on {device}: {refusal}")
 
 
 def export(model_dir: str | Path, output_dir: str | Path, quantization: str = "int8", force: bool = False) -> Path:

@@ -10,14 +10,13 @@ tokens down and source tokens across, beside the encoder's self-attention. Built
 import argparse
 import logging
 
-from vanilla_tools.cli import console_script, load_model, load_tokenizer, positive_int, require
+from vanilla_tools.cli import console_script, positive_int, require
 from vanilla_tools.decoding import Decoding
-from vanilla_tools.device import add_device_arguments, place, resolve_placement
-from vanilla_tools.text_form import output_text, served_text_form
+from vanilla_tools.device import add_device_arguments
+from vanilla_tools.text_form import output_text
 
 from .attention import AttentionMaps, attention_figure, attention_maps, check_layer_and_head
-from .engine import prepared
-from .engines import ENGINES, create_engine
+from .engines import ENGINES, EngineOptions, build_engine, load
 
 logger = logging.getLogger(__name__)
 MEAN = "mean"
@@ -33,19 +32,20 @@ def build_demo(
     detokenize: bool = False,
 ):
     """The page (a ``gradio.Blocks``) for the model in ``model_dir``: its engine built once on ``device`` (a
-    ``--device`` value; ``dtype``: generate()'s ``--dtype``), an n-best list of ``nbest`` (at most the model's
-    beams). A sentence is prepared in the model's text form first; ``detokenize`` shows a Moses-tokenized model's
-    translations detokenized."""
+    ``--device`` value) in ``dtype`` (``--dtype``, as vanilla-translate's), an n-best list of ``nbest`` (at most the
+    model's beams). A sentence is prepared in the model's text form first; ``detokenize`` shows a Moses-tokenized
+    model's translations detokenized."""
     gr = require("gradio", "ecosystem", "vanilla-demo")
 
-    model = place(load_model(model_dir, trust_remote_code), *resolve_placement(device, dtype))
-    tokenizer = load_tokenizer(model_dir, trust_remote_code)
-    form = served_text_form(model)
+    options = EngineOptions(engine, device, dtype, trust_remote_code=trust_remote_code)
+    loaded = load(model_dir, options)
+    model, tokenizer, form = loaded.model, loaded.tokenizer, loaded.form
     shown = output_text(form, detokenize)
-    decoding = Decoding.resolve(model.generation_config)
-    decoding = Decoding.resolve(model.generation_config, nbest=min(nbest, decoding.num_beams))
-    built = create_engine(engine, model_dir, model, tokenizer, decoding)
-    translate = prepared(built, form)
+    beams = Decoding.resolve(model.generation_config).num_beams
+    if nbest > beams:  # (the default, 4, on a model that searches fewer beams)
+        logger.info("--nbest %d: the model searches %d beam(s), so the page shows %d", nbest, beams, beams)
+    decoding = Decoding.resolve(model.generation_config, nbest=min(nbest, beams))
+    translate = build_engine(loaded, decoding, options)
     config = model.config
     layers = [MEAN, *map(str, range(min(config.encoder_layers, config.decoder_layers)))]
     heads = [MEAN, *map(str, range(config.num_attention_heads))]
@@ -66,9 +66,10 @@ def build_demo(
         rows = [[shown(candidate), round(score, 4)] for candidate, score in result.nbest[0]]
         return shown(result.texts[0]), rows, maps, figure(maps, layer, head)
 
+    engine_name = type(getattr(translate, "engine", translate)).__name__  # beneath PreparedEngine, if it is one
     search = f"beam {decoding.num_beams}, alpha {decoding.length_penalty}"
     with gr.Blocks(title="The Transformer: translate and see its attention") as demo:
-        gr.Markdown(f"## The Transformer (Vaswani et al., 2017)\n`{model_dir}`: {search}, {type(built).__name__}")
+        gr.Markdown(f"## The Transformer (Vaswani et al., 2017)\n`{model_dir}`: {search}, {engine_name}")
         source = gr.Textbox(label="Source", lines=2, placeholder="A dog runs through the snow.", elem_id="source")
         button = gr.Button("Translate", variant="primary", elem_id="translate")
         translation = gr.Textbox(label="Translation", interactive=False, elem_id="translation")

@@ -9,11 +9,12 @@ from collections.abc import Iterable, Iterator
 
 from vanilla_tools.cli import UsageError, positive_int
 from vanilla_tools.decoding import Sampling
+from vanilla_tools.line_counts import zip_lines
 
 from .engine import Scorer
 
 SAMPLING_OPTIONS = ("top_k", "top_p", "temperature", "num_samples", "seed")  # Sampling's fields, flags by name
-MISSING = object()
+ONE_PER_LINE = {"--references": "reference", "--prefix": "prefix", "--score": "translation"}  # a file's lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +62,9 @@ def check_modes(args: argparse.Namespace) -> None:
                 ("--prefix", args.prefix),
                 ("--nbest", args.nbest),
                 ("--references", args.references),
+                ("--num_beams", args.num_beams),  # forced decoding searches for nothing
+                ("--length_penalty", args.length_penalty is not None),
+                ("--detokenize", args.detokenize),  # it writes scores, no text
             )
             if given
         ]
@@ -80,14 +84,15 @@ def sampling(args: argparse.Namespace) -> Sampling | None:
     return Sampling(**{name: getattr(args, name) for name in SAMPLING_OPTIONS if getattr(args, name) is not None})
 
 
+def one_per_line(flag: str) -> str:
+    """What ``flag``'s file (one of ``ONE_PER_LINE``) holds, a line for each input line."""
+    return f"one {ONE_PER_LINE[flag]} per input line"
+
+
 def paired(lines: Iterable[str], others: Iterable[str], flag: str) -> Iterator[tuple[str, str]]:
-    """Each input line with the line of ``flag``'s file beside it; one line where either runs out first (stdin is
-    only counted as it is read)."""
-    for line, other in itertools.zip_longest(lines, others, fillvalue=MISSING):
-        if line is MISSING or other is MISSING:
-            fewer = "fewer" if other is MISSING else "more"
-            raise UsageError(f"{flag} has {fewer} lines than the input: one line of it per input line")
-        yield line, other
+    """Each input line with the line of ``flag``'s file beside it; both counted and refused in one line where either
+    runs out first (stdin is only counted as it is read)."""
+    return zip_lines(lines, others, ("the input", flag), one_per_line(flag))
 
 
 def score_lines(engine: Scorer, pairs: Iterable[tuple[str, str]], batch_size: int) -> Iterator[str]:

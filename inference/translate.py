@@ -26,16 +26,17 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from modeling_vanilla.convert_ctranslate2 import QUANTIZATIONS
-from vanilla_tools.cli import UsageError, console_script, load_model, load_tokenizer, positive_int, whole_gzip
+from vanilla_tools.cli import UsageError, console_script, positive_int, whole_gzip
 from vanilla_tools.decoding import Decoding
-from vanilla_tools.device import add_device_arguments, place, resolve_placement
+from vanilla_tools.device import add_device_arguments
+from vanilla_tools.line_counts import check_counts
 from vanilla_tools.metrics import score_in_form
 from vanilla_tools.run_files import TrainingRecipe
-from vanilla_tools.text_form import TextForm, output_text, served_text_form
+from vanilla_tools.text_form import output_text
 
 from . import modes
-from .engine import Engine, GenerateEngine, blank_output, prepared
-from .engines import ENGINES, create_engine, refuse_modes
+from .engine import Engine, blank_output
+from .engines import ENGINES, EngineOptions, LoadedModel, build_engine, load, refuse_modes
 
 logger = logging.getLogger(__name__)
 CHUNK_BATCHES = 32  # batches read ahead and sorted by length together: padding stays low, memory bounded
@@ -141,7 +142,7 @@ def translate(
     model decodes (§6.1: beam search up to input length + 50), or with ``num_beams`` / ``length_penalty`` instead of
     its own."""
     decoding = Decoding.resolve(model.generation_config, num_beams, length_penalty)
-    engine = prepared(GenerateEngine(model, tokenizer, decoding), served_text_form(model))
+    engine = build_engine(LoadedModel.of(model, tokenizer), decoding, EngineOptions(kind="generate"))
     stream = translate_stream(engine, sentences, batch_size)
     return list(tqdm(stream, total=len(sentences), disable=not progress, desc="translate", unit="line"))
 
@@ -213,9 +214,10 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument(
         "--quantization",
         choices=QUANTIZATIONS,
-        default="float32",
-        help="of the CTranslate2 export: float32 translates as generate() does, int8 is smaller and faster; "
-        "float16, bfloat16 and int8_float16 run on a GPU",
+        default=None,
+        help="of the CTranslate2 export (default float32): float32 translates as generate() does, int8 is smaller "
+        "and faster; float16, bfloat16 and int8_float16 run on a GPU. CTranslate2's only: refused beside --engine "
+        "generate or onnx",
     )
     add_device_arguments(parser)
     parser.add_argument(
@@ -234,17 +236,26 @@ def arguments() -> argparse.ArgumentParser:
     return parser
 
 
-ONE_PER_LINE = {"--references": "reference", "--prefix": "prefix", "--score": "translation"}  # a file's lines
+def count_lines(path: str) -> int:
+    return sum(1 for _ in read_lines(path))
 
 
-def check_line_counts(input_path: str, flag: str, path: str, count: int) -> None:
-    """Refused before translating unless the input file has one line per line of ``flag``'s file, ``path``, of
-    ``count`` lines (scoring would fail after it)."""
-    lines = sum(1 for _ in read_lines(input_path))
-    if lines != count:
-        raise UsageError(
-            f"{input_path} has {lines} lines but {flag} {path} has {count}: one {ONE_PER_LINE[flag]} per input line"
-        )
+def check_side_files(input_path: str, side_files: dict[str, str | None], references: list[str] | None) -> None:
+    """Refused before translating (scoring would fail after it): a file of ``side_files`` (flag -> path) that has
+    not one line per line of the input file, which is counted once (``references``: that file, already read)."""
+    given = {flag: path for flag, path in side_files.items() if path is not None}
+    lines = count_lines(input_path) if given else 0
+    for flag, path in given.items():
+        count = len(references) if flag == "--references" else count_lines(path)
+        check_counts((input_path, f"{flag} {path}"), (lines, count), modes.one_per_line(flag))
+
+
+def check_length_penalty(length_penalty: float | None, decoding: Decoding) -> None:
+    """Refused in one line: a --length_penalty given where the search has one beam (--num_beams 1, or --sample),
+    so no finished hypotheses to rank by it (``Decoding`` would leave it unused)."""
+    if length_penalty is not None and decoding.num_beams == 1:
+        searching = "--sample draws" if decoding.sampling else "greedy search (--num_beams 1) keeps"
+        raise UsageError(f"--length_penalty ranks a beam search's hypotheses: {searching} one; drop --length_penalty")
 
 
 def check_output(output: str, inputs: dict[str, str | None]) -> None:
@@ -268,18 +279,15 @@ def run(argv: list[str] | None = None) -> None:
 
     references = list(read_lines(args.references)) if args.references else None
     if args.input != "-":  # (stdin is counted as it is translated)
-        for flag, path in side_files.items():
-            if path is not None:
-                count = len(references) if flag == "--references" else sum(1 for _ in read_lines(path))
-                check_line_counts(args.input, flag, path, count)
-    device, dtype = resolve_placement(args.device, args.dtype)
-    tokenizer = load_tokenizer(args.model, args.trust_remote_code)
-    model = place(load_model(args.model, args.trust_remote_code), device, dtype)
-    form = served_text_form(model)
-    shown = output_text(form, args.detokenize)
-    to_do = TextForm() if args.prepared else form  # what the given text still needs
-    decoding = Decoding.resolve(model.generation_config, args.num_beams, args.length_penalty, args.nbest, sampling)
-    engine = prepared(create_engine(args.engine, args.model, model, tokenizer, decoding, args.quantization), to_do)
+        check_side_files(args.input, side_files, references)
+    options = EngineOptions(args.engine, args.device, args.dtype, args.quantization, args.trust_remote_code)
+    loaded = load(args.model, options)
+    shown = output_text(loaded.form, args.detokenize)
+    decoding = Decoding.resolve(
+        loaded.model.generation_config, args.num_beams, args.length_penalty, args.nbest, sampling
+    )
+    check_length_penalty(args.length_penalty, decoding)
+    engine = build_engine(loaded, decoding, options, args.prepared)
     if args.score:
         pairs = modes.paired(read_lines(args.input), read_lines(args.score), "--score")
         write_lines(
@@ -296,7 +304,8 @@ def run(argv: list[str] | None = None) -> None:
     write_lines(tqdm(lines, desc="translate", unit="line", file=sys.stderr), args.output)
     report.log()
     if references is not None:
-        scores = score_in_form(translations, [to_do.target(line) for line in references], form)
+        given = loaded.input_form(args.prepared)
+        scores = score_in_form(translations, [given.target(line) for line in references], loaded.form)
         print(
             f"BLEU = {scores.bleu:.2f}  chrF = {scores.chrf:.2f}  length ratio = {scores.length_ratio:.3f}  "
             f"({scores.signature})",

@@ -43,6 +43,7 @@ from training.run.stopping import TimeBudget
 from training.schedules import NoamSchedule
 from training.step import average
 from training.step.average import average_checkpoints, average_state_dict, last_checkpoints
+from vanilla_tools.cli import load_tokenizer
 from vanilla_tools.decoding import Decoding
 
 
@@ -828,6 +829,40 @@ CLI = [
         r"vanilla-translate: error: --top_k: sampling options, which need --sample$",
     ),
     (
+        "translate --score with flags it would drop",
+        translate.main,
+        lambda k: translate_args(
+            k,
+            k.text("in7.en", "A dog.\n"),
+            "--score",
+            k.text("s7.de", "Ein Hund.\n"),
+            "--num_beams",
+            "2",
+            "--length_penalty",
+            "0.6",
+            "--detokenize",
+        ),
+        1,
+        r"vanilla-translate: error: --score scores the given translations instead of translating: drop --num_beams, "
+        r"--length_penalty, --detokenize$",
+    ),
+    (
+        "translate greedily with a length penalty",
+        translate.main,
+        lambda k: translate_args(k, k.text("in8.en", "A dog.\n"), "--num_beams", "1", "--length_penalty", "0.6"),
+        1,
+        r"vanilla-translate: error: --length_penalty ranks a beam search's hypotheses: greedy search \(--num_beams 1\) "
+        r"keeps one; drop --length_penalty$",
+    ),
+    (
+        "translate --sample with a length penalty",
+        translate.main,
+        lambda k: translate_args(k, k.text("in9.en", "A dog.\n"), "--sample", "--length_penalty", "0.6"),
+        1,
+        r"vanilla-translate: error: --length_penalty ranks a beam search's hypotheses: --sample draws one; drop "
+        r"--length_penalty$",
+    ),
+    (
         "translate with a missing model",
         translate.main,
         lambda k: ["--model", str(k.scratch / "gone"), "-"],
@@ -1170,6 +1205,27 @@ def test_stdin_that_is_not_utf8_is_named(kit):
     )
 
 
+@pytest.mark.parametrize(("mode", "lines"), [("--prefix", "Ein\n"), ("--score", "Ein Hund.\nEine Katze.\nEin Mann.\n")])
+def test_a_side_file_that_stdin_outruns_is_named_with_both_counts(kit, mode, lines):
+    """Stdin cannot be counted beforehand: it is counted as it is read, the rest of the longer side too, and the
+    console script refuses both counts in one line, as it does for an input file."""
+    side = kit.text(f"side{mode}.de", lines)
+    script = Path(sys.executable).parent / "vanilla-translate"
+    done = subprocess.run(
+        [str(script), "--model", str(kit.model_dir), "--engine", "generate", mode, side],
+        input="A dog.\nA cat.\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    count, what = (1, "prefix") if mode == "--prefix" else (3, "translation")
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"vanilla-translate: error: the input has 2 lines but {mode} has {count}: one {what} per input line"
+    )
+
+
 MISSING_EXTRAS = [
     # (case, console entry, argv, the modules made missing, the last line of stderr)
     (
@@ -1293,7 +1349,7 @@ def test_translate_keeps_empty_lines_order_and_reads_gzip(kit, tmp_path, monkeyp
     assert written[1] == "" and written[3] == ""  # empty in, empty out
     assert not Path(f"{output}.partial").exists()
     model = VanillaTransformerForSeq2Seq.from_pretrained(kit.model_dir)
-    tokenizer = translate.load_tokenizer(str(kit.model_dir))
+    tokenizer = load_tokenizer(str(kit.model_dir))
     alone = translate.translate(model, tokenizer, [lines[2]], progress=False, num_beams=1)
     assert written[2] == alone[0]  # the same translation whatever batch it was in
 
@@ -1302,7 +1358,7 @@ def test_translate_reads_lazily_and_reports_suspect_lengths(kit):
     """Translations come out before the input is read to its end (memory stays flat); lines longer than the model
     was trained on, and outputs cut at the length limit, are reported by line number."""
     model = VanillaTransformerForSeq2Seq.from_pretrained(kit.model_dir)
-    tokenizer = translate.load_tokenizer(str(kit.model_dir))
+    tokenizer = load_tokenizer(str(kit.model_dir))
     read = []
 
     def lines():

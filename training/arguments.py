@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Literal
 
-import torch
 import yaml
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
 from transformers.trainer_utils import IntervalStrategy
@@ -20,7 +19,7 @@ from transformers.trainer_utils import IntervalStrategy
 from modeling_vanilla import VanillaTransformerConfig
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import PAPER_LENGTH_PENALTY, PAPER_NUM_BEAMS
-from vanilla_tools.hardware import bf16_supported, cpu_bf16, precision
+from vanilla_tools.hardware import bf16_supported, cpu_bf16, device_type, precision
 
 from .data.corpus import DataArguments
 
@@ -277,7 +276,7 @@ def parse_args(argv: list[str] | None = None):
     preset gives the defaults, and bf16 autocast is on where the hardware runs it fast and safely."""
     argv = list(sys.argv[1:] if argv is None else argv)
     config = config_name(argv)
-    on_cuda = torch.cuda.is_available()
+    on_cuda = device_type() == "cuda"
     defaults = {
         **(ON_CUDA if on_cuda else {}),
         "bf16": bf16_supported(),
@@ -364,7 +363,7 @@ def check_best_kept(model_args, training_args: Seq2SeqTrainingArguments) -> None
 
 
 def on_cpu(training_args: Seq2SeqTrainingArguments) -> bool:
-    return training_args.use_cpu or not torch.cuda.is_available()
+    return device_type(training_args.use_cpu) == "cpu"
 
 
 def autocast_precision(training_args: Seq2SeqTrainingArguments) -> str:

@@ -8,7 +8,7 @@ import logging
 import torch
 
 from .cli import UsageError
-from .hardware import cpu_bf16
+from .hardware import device_type, native_bf16
 
 logger = logging.getLogger(__name__)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -31,7 +31,7 @@ def resolve_device(name: str) -> torch.device:
     """The device ``name`` (``device_name``'s) stands for here: ``auto`` is the first CUDA device where there is one,
     else the CPU; a CUDA device this machine lacks is refused."""
     if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
+        name = device_type()
         logger.info("device: %s (auto: %s)", name, "CUDA is present" if name == "cuda" else "no CUDA device here")
     device = torch.device(name)
     if device.type != "cuda":
@@ -50,13 +50,13 @@ def dtype_refusal(dtype: str, device: torch.device) -> str | None:
     if dtype == "float32":
         return None
     if device.type == "cuda":
-        major, minor = torch.cuda.get_device_capability(device)
-        if dtype == "bfloat16" and major < 8:
+        if dtype == "bfloat16" and not native_bf16(device):
+            major, minor = torch.cuda.get_device_capability(device)
             return f"{device} (compute capability {major}.{minor}) has no bfloat16 (from 8.0): use float16"
         return None
     if dtype == "float16":
         return "the CPU has no float16 matrix products: float16 is a GPU precision"
-    if not cpu_bf16():
+    if not native_bf16(device):
         return "this CPU has neither AVX512-BF16 nor AMX (bfloat16 would be emulated, about 100x slower than float32)"
     return None
 
@@ -89,8 +89,9 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
         "--dtype",
         choices=DTYPES,
         default=None,
-        help=f"generate()'s precision (default {DEFAULT_DTYPE}: docs/performance.md says why); CTranslate2's "
-        "is --quantization",
+        help=f"the precision the engine computes in (default {DEFAULT_DTYPE}: docs/performance.md says why): "
+        "generate()'s, CTranslate2's compute type (with --quantization int8: int8 weights, the rest in it; without "
+        "--dtype: the --quantization), refused by the onnx engine (float32 only)",
     )
 
 

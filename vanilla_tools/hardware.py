@@ -34,11 +34,27 @@ def cpu_bf16() -> bool:
     return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
 
 
+def device_type(use_cpu: bool = False, cuda: bool | None = None) -> str:
+    """The one rule for the device a run trains or a tool translates on where none is named: "cuda" (the first CUDA
+    device) where there is one and ``use_cpu`` is off, else "cpu". ``cuda``: whether there is one (default: this
+    machine; a record's machine, to say where a recorded run trained)."""
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    return "cuda" if cuda and not use_cpu else "cpu"
+
+
+def native_bf16(device: torch.device) -> bool:
+    """The one bf16 rule: ``device`` multiplies bf16 matrices in hardware, so bf16 is fast there. A CUDA device from
+    compute capability 8.0 (Ampere; ROCm's GPUs all do), a CPU with AVX512-BF16 or AMX. Not
+    ``torch.cuda.is_bf16_supported()``: by default it also counts a GPU that merely emulates bf16 (a T4, a V100:
+    it creates a bf16 tensor there), and it asks of the current device only, not of ``device``."""
+    if device.type != "cuda":
+        return cpu_bf16()
+    return bool(torch.version.hip) or torch.cuda.get_device_capability(device)[0] >= 8
+
+
 def bf16_supported() -> bool:
-    """bf16 autocast is fast and safe here: CUDA with bf16, or a CPU with AVX512-BF16 / AMX."""
-    if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported()
-    return cpu_bf16()
+    """bf16 autocast is fast and safe here: ``native_bf16`` on the device a run takes by default (``device_type``)."""
+    return native_bf16(torch.device(device_type()))
 
 
 def precision(mixed_precision: str) -> str:

@@ -135,7 +135,7 @@ def test_raw_and_prepared_prefixes_and_scores_agree(engine, moses_model, tmp_pat
     for name, lines in files.items():
         (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     for mode in ("--score", "--prefix"):
-        flags = ["--engine", engine, "--num_beams", "1"]
+        flags = ["--engine", engine, *(["--num_beams", "1"] if mode == "--prefix" else [])]  # --score: no search
         kind = "de" if mode == "--score" else "prefix"
         raw, _ = translated(moses_model, tmp_path / "raw.en", capsys, *flags, mode, str(tmp_path / f"raw.{kind}"))
         ready, _ = translated(

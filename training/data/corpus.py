@@ -33,6 +33,7 @@ from transformers import PreTrainedTokenizerBase
 
 from vanilla_tools.cli import UsageError, whole_gzip
 from vanilla_tools.corpora import BUNDLED_SPLITS, bundled_files
+from vanilla_tools.line_counts import check_counts, zip_lines
 from vanilla_tools.text_form import TextForm
 
 from .moses import TextFormMap
@@ -223,11 +224,7 @@ def line_starts(path: Path, every: int) -> tuple[list[int], int]:
     return starts, line + (last != b"\n")
 
 
-def unequal_line_counts(files: list[Path], counts: list[int]) -> UsageError:
-    return UsageError(
-        f"{files[0]} has {counts[0]} lines but {files[1]} has {counts[1]}: "
-        "parallel files must have one line per sentence pair"
-    )
+PARALLEL = "parallel files must have one line per sentence pair"
 
 
 def spans(files: list[Path], pieces: int) -> list[tuple[int, int | None, tuple[int, ...]]]:
@@ -237,8 +234,8 @@ def spans(files: list[Path], pieces: int) -> list[tuple[int, int | None, tuple[i
     if pieces == 1 or any(f.suffix == ".gz" for f in files):
         return [(0, None, (0,) * len(files))]
     counts = [line_starts(f, 1 << 62)[1] for f in files]
-    if len(set(counts)) > 1:
-        raise unequal_line_counts(files, counts)
+    if len(files) == 2:
+        check_counts((str(files[0]), str(files[1])), (counts[0], counts[1]), PARALLEL)
     every = max(1, -(-counts[0] // pieces))
     starts = [line_starts(f, every)[0] for f in files]
     return [
@@ -257,15 +254,10 @@ def _lines(path: Path, offset: int, count: int | None) -> Iterator[bytes]:
 
 def _two_files(source_path: Path, target_path: Path, span: tuple) -> Iterator[dict]:
     _, count, (source_offset, target_offset) = span
-    counts = [0, 0]
     sources, targets = _lines(source_path, source_offset, count), _lines(target_path, target_offset, count)
-    for source, target in itertools.zip_longest(sources, targets):
-        counts[0] += source is not None
-        counts[1] += target is not None
-        if source is not None and target is not None:  # once one file ends, the other is only counted
-            yield _row(_decode(source), _decode(target))
-    if counts[0] != counts[1]:  # a gzip pair, not counted beforehand
-        raise unequal_line_counts([source_path, target_path], counts)
+    # a gzip pair is not counted beforehand: counted as it is read
+    for source, target in zip_lines(sources, targets, (str(source_path), str(target_path)), PARALLEL):
+        yield _row(_decode(source), _decode(target))
 
 
 def _tsv(path: Path, span: tuple) -> Iterator[dict]:
