@@ -33,7 +33,7 @@ from vanilla_tools.metrics import score_in_form
 from vanilla_tools.run_files import TrainingRecipe
 from vanilla_tools.text_form import TextForm, output_text, served_text_form
 
-from . import modes
+from . import ensemble, modes
 from .engine import Engine, GenerateEngine, blank_output, prepared
 from .engines import ENGINES, create_engine, refuse_modes
 
@@ -187,7 +187,13 @@ def write_lines(lines: Iterable[str], output: str) -> None:
 
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vanilla-translate", description=__doc__)
-    parser.add_argument("--model", required=True, help="model directory (or Hub id) with its tokenizer")
+    parser.add_argument(
+        "--model",
+        required=True,
+        action="append",
+        help="model directory (or Hub id) with its tokenizer; given two or more times, the models decode together "
+        "as an ensemble (inference/ensemble.py)",
+    )
     parser.add_argument("input", nargs="?", default="-", help="text file (or .gz), one sentence a line; default stdin")
     parser.add_argument("--output", default="-", help="where to write translations (default: stdout)")
     parser.add_argument("--references", help="reference file (or .gz): also print sacreBLEU and chrF")
@@ -231,6 +237,7 @@ def arguments() -> argparse.ArgumentParser:
     )
     parser.add_argument("--trust_remote_code", action="store_true")
     modes.add_arguments(parser)
+    ensemble.add_arguments(parser)
     return parser
 
 
@@ -264,6 +271,7 @@ def run(argv: list[str] | None = None) -> None:
     check_output(args.output, {"input": args.input, **side_files})
     modes.check_modes(args)
     refuse_modes(args.engine, modes.chosen_modes(args))
+    ensemble.check_arguments(args)
     sampling = modes.sampling(args)
 
     references = list(read_lines(args.references)) if args.references else None
@@ -273,13 +281,28 @@ def run(argv: list[str] | None = None) -> None:
                 count = len(references) if flag == "--references" else sum(1 for _ in read_lines(path))
                 check_line_counts(args.input, flag, path, count)
     device, dtype = resolve_placement(args.device, args.dtype)
-    tokenizer = load_tokenizer(args.model, args.trust_remote_code)
-    model = place(load_model(args.model, args.trust_remote_code), device, dtype)
+    if len(args.model) > 1:
+        model, tokenizer = ensemble.load_ensemble(
+            args.model,
+            args.ensemble_weights,
+            args.ensemble_mode or ensemble.DEFAULT_MODE,
+            args.trust_remote_code,
+            device,
+            dtype,
+        )
+    else:
+        tokenizer = load_tokenizer(args.model[0], args.trust_remote_code)
+        model = place(load_model(args.model[0], args.trust_remote_code), device, dtype)
     form = served_text_form(model)
     shown = output_text(form, args.detokenize)
     to_do = TextForm() if args.prepared else form  # what the given text still needs
     decoding = Decoding.resolve(model.generation_config, args.num_beams, args.length_penalty, args.nbest, sampling)
-    engine = prepared(create_engine(args.engine, args.model, model, tokenizer, decoding, args.quantization), to_do)
+    if len(args.model) > 1:
+        engine = prepared(ensemble.ensemble_engine(args.engine, model, tokenizer, decoding), to_do)
+    else:
+        engine = prepared(
+            create_engine(args.engine, args.model[0], model, tokenizer, decoding, args.quantization), to_do
+        )
     if args.score:
         pairs = modes.paired(read_lines(args.input), read_lines(args.score), "--score")
         write_lines(
@@ -288,7 +311,7 @@ def run(argv: list[str] | None = None) -> None:
         )
         return
     report = LengthReport()
-    limit = trained_source_limit(args.model)
+    limit = min(filter(None, map(trained_source_limit, args.model)), default=None)  # an ensemble's: its members' least
     prefixes = read_lines(args.prefix) if args.prefix else None
     stream = translate_stream(engine, read_lines(args.input), args.batch_size, report, limit, prefixes)
     translations: list[str] | None = [] if references is not None else None
