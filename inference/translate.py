@@ -5,7 +5,8 @@ one line per input line, in order (an empty line stays empty). ``--references`` 
 the best translations). ``--nbest K`` writes the K best of the beam for each line, best first, in Moses' n-best format
 ``LINE ||| TRANSLATION ||| SCORE`` (LINE from 0; SCORE: log-probability / length^alpha, what the beam ranks by; an
 empty input line gets one empty translation scored 0). ``--prefix``, ``--score`` and ``--sample``: inference/modes.py
-(``--sample --num_samples N`` writes N lines for each input line).
+(``--sample --num_samples N`` writes N lines for each input line). ``--model`` given more than once: the models
+decode together, an ensemble on ``generate()`` (inference/ensemble.py; ``--ensemble_mode``, ``--ensemble_weights``).
 
 A model trained on prepared text (``config.text_form``: vanilla-train's ``--moses_lowercase_tokenize``) gets each
 line so prepared first, as in training (``--prepared``: the input already is), writes that text (``--detokenize``:
