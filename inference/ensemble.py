@@ -404,8 +404,8 @@ SINGLE_MODEL_ENGINES = {
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    """Refused before loading, in one line: an ensemble on an engine that decodes one model (named), ensemble
-    options for one model, a weight count that is not the model count."""
+    """Refused before loading, in one line: an ensemble on an engine that decodes one model (named) or with its
+    --quantization, ensemble options for one model, weights that are not one positive number a model."""
     count = len(args.model)
     if count == 1:
         given = [flag for flag in ("--ensemble_mode", "--ensemble_weights") if getattr(args, flag[2:]) is not None]
@@ -416,6 +416,11 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--engine {args.engine} decodes one model, and {count} --model were given: "
             f"{SINGLE_MODEL_ENGINES[args.engine]}; use --engine generate"
+        )
+    if args.quantization != "float32":
+        raise UsageError(
+            f"--quantization {args.quantization} is CTranslate2's, which decodes one model: an ensemble decodes on "
+            "generate() (its precision: --dtype)"
         )
     normalised_weights(args.ensemble_weights, count)
 

@@ -290,6 +290,13 @@ REFUSED = [
         "--engine generate",
     ),
     (
+        "quantization",
+        ["a", "b"],
+        ["--quantization", "int8"],
+        "--quantization int8 is CTranslate2's, which decodes one model: an ensemble decodes on generate() (its "
+        "precision: --dtype)",
+    ),
+    (
         "weights of one model",
         ["a"],
         ["--ensemble_weights", "1"],
