@@ -17,6 +17,7 @@ naming flag and engine (``refuse_flags``), and ``auto`` says what it leaves unus
 import importlib.util
 import logging
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from vanilla_tools.text_form import TextForm, served_text_form
 
 from .ct2 import CTranslate2Engine, check_compute_type, compute_type, compute_type_refusal, device_refusal
 from .engine import Engine, GenerateEngine, prepared
+from .ensemble import DEFAULT_MODE, VanillaTransformerEnsemble, ensemble_engine, load_ensemble
 from .onnx_runtime import OnnxEngine, cached_onnx
 
 logger = logging.getLogger(__name__)
@@ -115,14 +117,35 @@ def load(model_dir: str | Path, options: EngineOptions) -> LoadedModel:
     return LoadedModel.of(model, tokenizer, model_dir)
 
 
+def load_members(
+    model_dirs: Sequence[str], options: EngineOptions, weights: Sequence[float] | None, mode: str | None
+) -> LoadedModel:
+    """The ensemble of the models saved at ``model_dirs`` (``load_ensemble``: combined as ``mode`` says, default
+    ``DEFAULT_MODE``, with ``weights``), placed as ``options`` say; in memory, so no engine exports it."""
+    device, dtype = options.placement()
+    model, tokenizer = load_ensemble(
+        model_dirs, weights, mode or DEFAULT_MODE, options.trust_remote_code, device, dtype
+    )
+    return LoadedModel.of(model, tokenizer)
+
+
 def build_engine(
     loaded: LoadedModel, decoding: Decoding, options: EngineOptions, input_prepared: bool = False
 ) -> Engine:
     """The engine ``options.kind`` for ``loaded``, searching as ``decoding`` says (``create_engine``), fed text in the
     model's text form (``input_prepared``: the text given already is, as --prepared says)."""
-    engine = create_engine(
-        options.kind, loaded.model_dir, loaded.model, loaded.tokenizer, decoding, options.quantization, options.dtype
-    )
+    if isinstance(loaded.model, VanillaTransformerEnsemble):  # decodes on generate() only (ensemble.py says why)
+        engine = ensemble_engine(options.kind, loaded.model, loaded.tokenizer, decoding)
+    else:
+        engine = create_engine(
+            options.kind,
+            loaded.model_dir,
+            loaded.model,
+            loaded.tokenizer,
+            decoding,
+            options.quantization,
+            options.dtype,
+        )
     return prepared(engine, loaded.input_form(input_prepared))
 
 

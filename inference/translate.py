@@ -5,7 +5,8 @@ one line per input line, in order (an empty line stays empty). ``--references`` 
 the best translations). ``--nbest K`` writes the K best of the beam for each line, best first, in Moses' n-best format
 ``LINE ||| TRANSLATION ||| SCORE`` (LINE from 0; SCORE: log-probability / length^alpha, what the beam ranks by; an
 empty input line gets one empty translation scored 0). ``--prefix``, ``--score`` and ``--sample``: inference/modes.py
-(``--sample --num_samples N`` writes N lines for each input line).
+(``--sample --num_samples N`` writes N lines for each input line). ``--model`` given more than once: the models
+decode together, an ensemble on ``generate()`` (inference/ensemble.py; ``--ensemble_mode``, ``--ensemble_weights``).
 
 A model trained on prepared text (``config.text_form``: vanilla-train's ``--moses_lowercase_tokenize``) gets each
 line so prepared first, as in training (``--prepared``: the input already is), writes that text (``--detokenize``:
@@ -34,9 +35,9 @@ from vanilla_tools.metrics import score_in_form
 from vanilla_tools.run_files import TrainingRecipe
 from vanilla_tools.text_form import output_text
 
-from . import modes
+from . import ensemble, modes
 from .engine import Engine, blank_output
-from .engines import ENGINES, EngineOptions, LoadedModel, build_engine, load, refuse_modes
+from .engines import ENGINES, EngineOptions, LoadedModel, build_engine, load, load_members, refuse_modes
 
 logger = logging.getLogger(__name__)
 CHUNK_BATCHES = 32  # batches read ahead and sorted by length together: padding stays low, memory bounded
@@ -188,7 +189,13 @@ def write_lines(lines: Iterable[str], output: str) -> None:
 
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="vanilla-translate", description=__doc__)
-    parser.add_argument("--model", required=True, help="model directory (or Hub id) with its tokenizer")
+    parser.add_argument(
+        "--model",
+        required=True,
+        action="append",
+        help="model directory (or Hub id) with its tokenizer; given two or more times, the models decode together "
+        "as an ensemble (inference/ensemble.py)",
+    )
     parser.add_argument("input", nargs="?", default="-", help="text file (or .gz), one sentence a line; default stdin")
     parser.add_argument("--output", default="-", help="where to write translations (default: stdout)")
     parser.add_argument("--references", help="reference file (or .gz): also print sacreBLEU and chrF")
@@ -233,6 +240,7 @@ def arguments() -> argparse.ArgumentParser:
     )
     parser.add_argument("--trust_remote_code", action="store_true")
     modes.add_arguments(parser)
+    ensemble.add_arguments(parser)
     return parser
 
 
@@ -275,13 +283,17 @@ def run(argv: list[str] | None = None) -> None:
     check_output(args.output, {"input": args.input, **side_files})
     modes.check_modes(args)
     refuse_modes(args.engine, modes.chosen_modes(args))
+    ensemble.check_arguments(args)
     sampling = modes.sampling(args)
 
     references = list(read_lines(args.references)) if args.references else None
     if args.input != "-":  # (stdin is counted as it is translated)
         check_side_files(args.input, side_files, references)
     options = EngineOptions(args.engine, args.device, args.dtype, args.quantization, args.trust_remote_code)
-    loaded = load(args.model, options)
+    if len(args.model) > 1:
+        loaded = load_members(args.model, options, args.ensemble_weights, args.ensemble_mode)
+    else:
+        loaded = load(args.model[0], options)
     shown = output_text(loaded.form, args.detokenize)
     decoding = Decoding.resolve(
         loaded.model.generation_config, args.num_beams, args.length_penalty, args.nbest, sampling
@@ -296,7 +308,7 @@ def run(argv: list[str] | None = None) -> None:
         )
         return
     report = LengthReport()
-    limit = trained_source_limit(args.model)
+    limit = min(filter(None, map(trained_source_limit, args.model)), default=None)  # an ensemble's: its members' least
     prefixes = read_lines(args.prefix) if args.prefix else None
     stream = translate_stream(engine, read_lines(args.input), args.batch_size, report, limit, prefixes)
     translations: list[str] | None = [] if references is not None else None

@@ -906,6 +906,17 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
         wherever neither the call nor the generation config sets a length, and with the inputs checked once for the
         whole call rather than at every decoding step (a check of values reads the tensor back to the host). A model
         that reads prepared text (``config.text_form``) says once that its input must be so prepared."""
+        kwargs = self.checked_generate_kwargs(inputs, generation_config, kwargs)
+        with values_checked():
+            return super().generate(inputs, generation_config, **kwargs)
+
+    def checked_generate_kwargs(
+        self, inputs: torch.Tensor | None, generation_config: GenerationConfig | None, kwargs: dict
+    ) -> dict:
+        """``generate()``'s keyword arguments once its inputs are checked (a bad one raises, named), with §6.1's
+        output limit added where no length is set: what ``generate`` runs with, and an ensemble of such models
+        (inference/ensemble.py) for each member."""
+        kwargs = dict(kwargs)
         if not self.text_form_applied and (note := self.config.text_form_note()):
             logger.warning_once(note)
         source = inputs if inputs is not None else kwargs.get("input_ids")
@@ -931,8 +942,7 @@ class VanillaTransformerForSeq2Seq(VanillaTransformerPreTrainedModel, Generation
                 f"{self.config.attention_window}: restricted self-attention decodes with the dynamic cache (its "
                 "sliding-window layers keep the last r keys); leave cache_implementation unset"
             )
-        with values_checked():
-            return super().generate(inputs, generation_config, **kwargs)
+        return kwargs
 
     def _prepare_cache_for_generation(self, generation_config: GenerationConfig, model_kwargs: dict, *args, **kwargs):
         """transformers' caches for generate(): the self-attention one has sliding-window layers when

@@ -17,6 +17,7 @@ from training_helpers import synthetic_run
 
 from benchmarks import (
     data_scale,
+    ensemble_memory,
     epoch_shapes,
     gpu_model,
     gpu_translate,
@@ -50,6 +51,7 @@ TOOLS = {  # console script or module -> its argument parser
     "vanilla-bench": bench.arguments,
     "benchmarks.data_scale": data_scale.arguments,
     "benchmarks.translate_memory": translate_memory.arguments,
+    "benchmarks.ensemble_memory": ensemble_memory.arguments,
     "experiments.results_index": results_index.arguments,
     "experiments.table3": table3.arguments,
     "benchmarks.restricted_attention": restricted_attention.arguments,
