@@ -19,6 +19,7 @@ from benchmarks import (
     data_scale,
     epoch_shapes,
     gpu_model,
+    gpu_pack,
     gpu_translate,
     host_time,
     load_check,
@@ -68,6 +69,7 @@ TOOLS = {  # console script or module -> its argument parser
     "benchmarks.gpu_model": gpu_model.arguments,
     "benchmarks.host_time": host_time.arguments,
     "benchmarks.gpu_translate": gpu_translate.arguments,
+    "benchmarks.gpu_pack": gpu_pack.arguments,
 }
 
 
