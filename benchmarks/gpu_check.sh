@@ -11,19 +11,17 @@
 # results/benchmarks/host-time.json (item 4 B; default "eager, 1 micro-batch"), or HOST_OTHER_MS, a figure stated.
 # `python -m benchmarks.wmt14_step --data ... --profile 3` prints where an eager step's time goes, when a record
 # asks why.
-# Prepared here first (the machine reaches no package index and no Hub):
-#   python -m benchmarks.wmt14_step --prepare .device/wmt-like
-#   pip download --no-deps --python-version 3.12 --only-binary=:all: -d .device/wheels datasets evaluate dill \
-#       multiprocess sacremoses     # what the machine's Python lacks, at the versions this checkout tests
-# Run there from the repository root, with .device carried; logs and the record go to $OUT.
+# Prepared here first (the machine reaches no package index and no Hub): `python -m benchmarks.gpu_pack step`, the
+# corpus and the wheels the machine's Python lacks; run there by the pack's call.sh (through gpu_call.sh), from the
+# code it unpacks; logs and the record go to $OUT.
 set -uo pipefail
 out=${OUT:-/tmp/gpu-check}
 mkdir -p "$out"
-python3 -m pip install -q --no-deps --no-index .device/wheels/*.whl > "$out/pip.log" 2>&1
+bash benchmarks/gpu_wheels.sh "$out/pip.log"
 export PYTHONPATH=$PWD TOKENIZERS_PARALLELISM=false
 python3 -c "import torch, transformers, accelerate; print(torch.__version__, transformers.__version__,
 accelerate.__version__, torch.cuda.get_device_name())"
-data=.device/wmt-like
+data=${WMT_LIKE:-.device/wmt-like}  # the prepared corpus
 if [ -n "${HOST_OTHER_MS:-}" ]; then model=(--host_other_ms "$HOST_OTHER_MS"); else
     model=(--host_time_mode "${HOST_TIME_MODE:-eager, 1 micro-batch}"); fi
 # shellcheck disable=SC2086  # STEP_MODES: several words

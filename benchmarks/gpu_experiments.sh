@@ -5,24 +5,20 @@
 # The runner skips every run recorded in results/table3, as it does on any machine, and the records of the runs made
 # here come back in $OUT/table3-records.tgz (only those; the page and its plots are made back here from the records:
 # a call brings back at most 8 files, 2 folders down).
-# Prepared here first, as for benchmarks/gpu_check.sh (the machine reaches no package index and no Hub; the
-# Multi30k data is bundled):
-#   pip download --no-deps --python-version 3.12 --only-binary=:all: -d .device/wheels datasets evaluate dill \
-#       multiprocess sacremoses sacrebleu     # what the machine's Python lacks, at the versions this checkout tests
+# Prepared here first, as for benchmarks/gpu_check.sh, by benchmarks/gpu_pack.py (every pack holds the wheels the
+# runs need; the machine reaches no package index and no Hub; the Multi30k data is bundled).
 # Not here: the multi30k-tiny preset's seeds (issue 101): by this estimate no call fits one. A seed is 8,000
 # steps of two 4,096-token micro-batches of a 4+4-layer model (about 1,600 launches a step at benchmarks/gpu_model.py's
 # 25 us a launch: 40-45 ms, so 5.5-6 minutes), 116 epochs each evaluated (greedy, 200 pairs) and checkpointed, and a
 # final beam-5 evaluation; Table 3's base row took 62-101 s for 1,000 one-batch 3+3-layer steps on the H200 with its
 # evaluations: about 11-21 minutes a seed, over one command's 10 (it needs its checkpoint carried between calls).
-# Run there from the repository root with .device carried; back here, add the new records and the page:
+# Run there from the code a pack's call.sh unpacks; back here, add the new records and the page:
 #   tar xzf FILES_AT/table3-records.tgz -C results/table3 --skip-old-files && python -m experiments.table3 --report
 set -uo pipefail
 out=${OUT:-/tmp/gpu-experiments}
 budget=${BUDGET_S:-480}
 mkdir -p "$out"
-if compgen -G ".device/wheels/*.whl" > /dev/null; then
-    python3 -m pip install -q --no-deps --no-index .device/wheels/*.whl > "$out/pip.log" 2>&1
-fi
+bash benchmarks/gpu_wheels.sh "$out/pip.log"
 export PYTHONPATH=$PWD TOKENIZERS_PARALLELISM=false
 python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else
 'no GPU: the runs train on the CPU')"

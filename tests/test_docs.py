@@ -20,6 +20,7 @@ from benchmarks import (
     ensemble_memory,
     epoch_shapes,
     gpu_model,
+    gpu_pack,
     gpu_translate,
     host_time,
     load_check,
@@ -70,6 +71,7 @@ TOOLS = {  # console script or module -> its argument parser
     "benchmarks.gpu_model": gpu_model.arguments,
     "benchmarks.host_time": host_time.arguments,
     "benchmarks.gpu_translate": gpu_translate.arguments,
+    "benchmarks.gpu_pack": gpu_pack.arguments,
 }
 
 

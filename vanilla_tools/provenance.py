@@ -2,6 +2,7 @@
 command as typed. Every run record (summary.json) and benchmark JSON starts with these."""
 
 import hashlib
+import json
 import os
 import platform
 import shlex
@@ -23,6 +24,9 @@ GENERATED = ("results/", "docs/results.md", "docs/table3.md", "docs/table3-curve
 # name it apart from the commit, so commits that only add records or docs keep it (experiments/table3.py compares
 # a row with base seeds of the same code).
 LIBRARY = ("modeling_vanilla", "vanilla_tools", "training", "inference", "hub_card", "data")
+# A copy of the code without git (benchmarks/gpu_pack.py packs one for a lent GPU) names its commit in this file,
+# git_commit's record as the packing checkout made it.
+CODE_RECORD = "code.json"
 
 
 def generated(path: str) -> bool:
@@ -47,10 +51,12 @@ def git_commit(root: Path = ROOT) -> dict:
     """The commit of the code that ran and every file in which the tree differed from it (None outside a git
     checkout): tracked files changed, staged or not, and untracked files under the packages and data/ (a new
     module is code the commit does not have), less the generated outputs (``GENERATED``). ``code_tree`` names the
-    code itself (the git trees of ``LIBRARY`` at the commit), None when any of it differed."""
+    code itself (the git trees of ``LIBRARY`` at the commit), None when any of it differed. Outside a checkout, a
+    packed copy's ``CODE_RECORD``."""
     commit = _git(root, "rev-parse", "HEAD")
     if not commit:
-        return {"commit": None, "uncommitted_changes": None}
+        packed = root / CODE_RECORD
+        return json.loads(packed.read_text()) if packed.is_file() else {"commit": None, "uncommitted_changes": None}
     tracked = (_git(root, "diff", "--name-only", "HEAD") or "").splitlines()
     code = sorted({*packages(root), *LIBRARY})
     untracked = (_git(root, "ls-files", "--others", "--exclude-standard", "--", *code) or "").splitlines()

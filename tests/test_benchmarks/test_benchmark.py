@@ -423,9 +423,10 @@ def test_a_gpu_call_rehearsed_on_the_cpu_brings_back_only_its_new_records_in_the
         "OUT": str(out),
         "RUNS": str(tmp_path / "runs"),
         "CHECK_FSDP": "0",
-        "DEADLINE_S": "400",
+        "WMT_LIKE": str(tmp_path),  # a corpus folder (gpu_call.sh runs the step where there is one): it refuses first
+        "DEADLINE_S": "700",  # a shared CPU's pace
         "TRANSLATE_MODEL": str(model),
-        "TRANSLATE_S": "120",
+        "TRANSLATE_S": "300",
         "TRANSLATE_ARGS": "--limit 8",
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
     }
@@ -450,7 +451,7 @@ def test_a_gpu_call_rehearsed_on_the_cpu_brings_back_only_its_new_records_in_the
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr
     assert "FSDP: not checked (CHECK_FSDP=0)" in done.stdout

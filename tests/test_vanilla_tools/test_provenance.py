@@ -5,7 +5,7 @@ commit."""
 import subprocess
 from pathlib import Path
 
-from vanilla_tools.provenance import GENERATED, LIBRARY, generated, git_commit, packages
+from vanilla_tools.provenance import CODE_RECORD, GENERATED, LIBRARY, generated, git_commit, packages
 
 
 def git(root: Path, *args: str) -> None:
@@ -91,3 +91,18 @@ def test_the_rules_name_this_repository(tmp_path):
     assert {"modeling_vanilla", "training", "benchmarks", "experiments"} <= set(packages())
     assert set(LIBRARY) - {"data"} < set(packages())
     assert git_commit(tmp_path) == {"commit": None, "uncommitted_changes": None}  # not a git checkout
+
+
+def test_a_copy_without_git_names_the_commit_its_code_json_was_packed_from(tmp_path):
+    """benchmarks/gpu_pack.py packs the code without history, with git_commit's record of the checkout as code.json:
+    where there is no git, that is the code's record; with neither, the commit is unknown."""
+    import json
+
+    root = repository(tmp_path / "checkout")
+    write(root, "training/new.py")
+    packed = git_commit(root)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    assert git_commit(copy) == {"commit": None, "uncommitted_changes": None}
+    (copy / CODE_RECORD).write_text(json.dumps(packed))
+    assert git_commit(copy) == packed and packed["changed_files"] == ["training/new.py"]
