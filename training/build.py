@@ -1,18 +1,13 @@
 """What vanilla-train builds before it trains (``train`` conducts): the resolved run (``resolve_run``), the tokenizer,
-the model, the training set and the trainer with its callbacks (``build_trainer``), and the process's own settling
-(``prepare_process``, ``holding_output_dir``). benchmarks/ and the tests build their trainers here too."""
+the model, the training set and the trainer with its callbacks (``build_trainer``). benchmarks/ and the tests build
+their trainers here too."""
 
 import logging
-import os
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 import datasets
-import psutil
 from transformers import (
     EarlyStoppingCallback,
     PreTrainedTokenizerBase,
@@ -46,11 +41,10 @@ from .run.checkpoints import CompleteCheckpoints, output_guard, trainer_argument
 from .run.curve import LearningCurveCallback
 from .run.hub_push import HubPush
 from .run.launches import Launches
-from .run.run_lock import OutputDirLock
+from .run.process import FirstStepLog
 from .run.run_settings import run_settings
 from .run.stopping import SaveOnSignal, TimeBudget
 from .schedules import lr_multiplier
-from .step.allocator import keep_freed_memory
 from .step.compiled import CompileReport, compiles, fit_for_compile, settle_cuda_graphs
 from .step.evaluation import BleuMetric, shortest_first, spread_sample
 from .step.micro_batch import Vocabulary, size_micro_batch
@@ -394,62 +388,3 @@ def check_streaming(
             "--streaming needs --dataloader_num_workers 0: the stream's position is kept in the "
             "training process for the checkpoints"
         )
-
-
-class FirstStepLog(TrainerCallback):
-    """Logs when the first training step of this process ends, counted from the process's start (imports
-    included): what reading the data, the tokenizer and the model cost before training got going
-    (benchmarks/data_scale.py reads it)."""
-
-    def __init__(self):
-        self.done = False
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if not self.done:
-            started = psutil.Process().create_time()
-            logger.info("first training step done %.1f s after start", time.time() - started)
-            self.done = True
-
-
-def launcher_processes() -> int | None:
-    """The process count asked of an ``accelerate launch`` that started this process (its command line, on Linux),
-    or None. Without --multi_gpu on a machine without GPUs, accelerate starts a single process and says nothing."""
-    try:
-        command = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return None
-    if "launch" not in command:
-        return None
-    for flag in ("--num_processes", "--num-processes"):
-        if flag in command[:-1] and command[command.index(flag) + 1].isdigit():
-            return int(command[command.index(flag) + 1])
-    return None
-
-
-def prepare_process(training_args: Seq2SeqTrainingArguments) -> None:
-    """What a vanilla-train process settles before its run: a launcher that asked for more processes than run is
-    named (``launcher_processes``), the allocator told to keep freed memory."""
-    asked = launcher_processes()
-    if asked and asked > training_args.world_size:
-        logger.warning(
-            "the launcher asked for %d processes but %d is running: on a machine without GPUs, `accelerate launch` "
-            "needs --multi_gpu (CPU processes over gloo), or use torchrun --nproc_per_node %d",
-            asked,
-            training_args.world_size,
-            asked,
-        )
-    keep_freed_memory()
-
-
-@contextmanager
-def holding_output_dir(training_args: Seq2SeqTrainingArguments) -> Iterator[None]:
-    """The run's first process holds the output directory while it runs (``run_lock``; a crash releases it too)."""
-    lock = None
-    if training_args.process_index == 0:
-        with output_guard(Path(training_args.output_dir), "the run's lock"):
-            lock = OutputDirLock(training_args.output_dir).acquire()
-    try:
-        yield
-    finally:
-        if lock is not None:
-            lock.release()

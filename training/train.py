@@ -26,12 +26,15 @@ from vanilla_tools.cli import console_script
 from vanilla_tools.run_files import EvalResults
 
 from .arguments import DataArguments, ModelArguments, parse_args
-from .build import build_trainer, holding_output_dir, prepare_process, resolve_run
+from .build import build_trainer, resolve_run
 from .finish import load_final_model, mark_finished, save_final_model, write_run_files
 from .run.hub_push import HubPush
 from .run.launches import Launches
+from .run.process import check_launcher
 from .run.record import RunReport, machine_speed
 from .run.relaunch import plan_start
+from .run.run_lock import holding_output_dir
+from .step.allocator import keep_freed_memory
 from .step.evaluation import final_evaluation
 
 logger = logging.getLogger("vanilla_train")
@@ -42,7 +45,8 @@ def run(argv: list[str] | None = None) -> dict:
     run_start = time.monotonic()
     model_args, data_args, training_args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=log_level(training_args))
-    prepare_process(training_args)
+    check_launcher(training_args)
+    keep_freed_memory()
     with holding_output_dir(training_args):
         results = train_and_evaluate(argv, run_start, model_args, data_args, training_args)
     # Gloo's threads outlive a process group left to the interpreter's exit, where they can abort it (SIGABRT,
