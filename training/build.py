@@ -3,6 +3,7 @@ the model, the training set and the trainer with its callbacks (``build_trainer`
 their trainers here too."""
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -28,6 +29,7 @@ from .data.bpe_dropout import BPEDropoutPairs
 from .data.corpus import (
     Corpus,
     DataArguments,
+    PairTokenizer,
     corpus_tags,
     given_corpora,
     load_parallel_data,
@@ -247,44 +249,58 @@ def build_trainer(
     model.text_form_applied = True  # its evaluations decode the data so prepared
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
     run.write(training_args, validation=data.validation is not None)
-    trainer = assemble_trainer(model_args, data_args, training_args, run, data, model, hub, launches)
+    logger.info("batch shapes on %s: %s", run.device, run.shapes.describe())  # training's and evaluation's batches
+    parts = TrainerParts(
+        model=model,
+        data=data,
+        training_set=training_set(data_args, training_args, data, run),
+        lr_multiplier=lr_multiplier(model_args, training_args),
+    )
+    trainer = assemble_trainer(training_args, run, parts, hub=hub, launches=launches)
     sampler = trainer.token_batches()  # the very sampler training uses
     if sampler is not None:  # (a stream plans its batches as it reads)
         logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
     return trainer, data.splits
 
 
+@dataclass(frozen=True)
+class TrainerParts:
+    """What a run's trainer is assembled of: the ``model``, its ``data`` and tokenizer, the ``training_set`` read
+    from them, and the --lr_schedule's multiplier of the base rate (None: Trainer's own schedule)."""
+
+    model: VanillaTransformerForSeq2Seq
+    data: RunData
+    training_set: TrainingSet
+    lr_multiplier: Callable[[int], float] | None
+
+
 def assemble_trainer(
-    model_args: ModelArguments,
-    data_args: DataArguments,
     training_args: Seq2SeqTrainingArguments,
     run: ResolvedRun,
-    data: RunData,
-    model: VanillaTransformerForSeq2Seq,
+    parts: TrainerParts,
+    *,
     hub: HubPush | None,
     launches: Launches | None,
 ) -> PaperSeq2SeqTrainer:
-    """The trainer of ``model`` on ``data``, as the resolved ``run`` says, with its callbacks (``run_callbacks``)."""
-    logger.info("batch shapes on %s: %s", run.device, run.shapes.describe())  # training's and evaluation's batches
-    train_set = training_set(data_args, training_args, data.train, data.tokenizer, run)
+    """The trainer of the ``parts``, as the resolved ``run`` says, with its callbacks (``run_callbacks``)."""
     stop = SaveOnSignal() if run.save_on_signal else None
     fit_for_compile(training_args)
     share_batches_by_name(training_args.dataloader_num_workers)
-    tokenizer, validation = data.tokenizer, data.validation
+    model, tokenizer, validation = parts.model, parts.data.tokenizer, parts.data.validation
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=trainer_arguments(HubPush.trainer_args(training_args) if hub is not None else training_args),
-        training_set=train_set,
+        training_set=parts.training_set,
         eval_dataset=validation,
         processing_class=tokenizer,
         data_collator=PairBatches(run.shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels),
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
         max_tokens_per_batch=run.micro_batch,
         shapes=run.shapes,
-        lr_multiplier=lr_multiplier(model_args, training_args),
+        lr_multiplier=parts.lr_multiplier,
         decoding=run.decoding,
         stop=stop,
-        callbacks=run_callbacks(run, training_args, train_set, stop, hub, launches),
+        callbacks=run_callbacks(run, training_args, parts.training_set, stop, hub=hub, launches=launches),
     )
     check_fsdp_state_dict(trainer)
     if trainer.is_fsdp_enabled:  # a checkpoint's full state dict loads into the shards when resuming
@@ -299,8 +315,9 @@ def run_callbacks(
     training_args: Seq2SeqTrainingArguments,
     train_set: TrainingSet,
     stop: SaveOnSignal | None,
-    hub: HubPush | None,
-    launches: Launches | None,
+    *,
+    hub: HubPush | None = None,
+    launches: Launches | None = None,
 ) -> list[TrainerCallback]:
     """The run's callbacks, in the order they act at each event (after Trainer's own): the learning curve, the
     compile report, the checkpoints' completion, the launches, the early stop (--patience), the time budget, the
@@ -342,22 +359,21 @@ def check_fsdp_state_dict(trainer: PaperSeq2SeqTrainer) -> None:
 
 
 def training_set(
-    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer, run: ResolvedRun
+    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, data: RunData, run: ResolvedRun
 ) -> TrainingSet:
-    """The kind of training set the arguments ask for, decided here once: the stream of --streaming, the pairs
-    re-segmented each epoch of --bpe_dropout, or the tokenized pairs."""
+    """The kind of training set the arguments ask for, of ``data``'s training pairs, decided here once: the stream of
+    --streaming, the pairs re-segmented each epoch of --bpe_dropout, or the tokenized pairs."""
+    tokenizer, lengths = data.tokenizer, (data_args.max_source_length, data_args.max_target_length)
     if data_args.streaming:
         return StreamingTokenBatches(
-            train,
-            tokenizer,
-            data_args.max_source_length,
-            data_args.max_target_length,
-            data_args.streaming_window,
-            run.micro_batch,
-            training_args.process_index,
-            run.processes,
-            training_args.seed,
-            run.shapes,
+            data.train,
+            PairTokenizer(tokenizer, *lengths),
+            window=data_args.streaming_window,
+            max_tokens=run.micro_batch,
+            shapes=run.shapes,
+            rank=training_args.process_index,
+            world_size=run.processes,
+            seed=training_args.seed,
         )
     if data_args.bpe_dropout:
         if training_args.dataloader_num_workers and training_args.dataloader_persistent_workers:
@@ -365,10 +381,8 @@ def training_set(
                 "--bpe_dropout needs --dataloader_persistent_workers false: the pairs are re-segmented each epoch in "
                 "the training process, and a kept worker would go on reading the first epoch's"
             )
-        return BPEDropoutPairs(
-            train, tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length
-        )
-    return TokenizedPairs(train)
+        return BPEDropoutPairs(data.train, tokenizer, data_args.bpe_dropout, *lengths)
+    return TokenizedPairs(data.train)
 
 
 def check_streaming(

@@ -59,9 +59,7 @@ def test_a_patience_tracks_its_metric_and_restores_its_count_with_each_checkpoin
     run.write(training_args, validation=True)
     assert (training_args.metric_for_best_model, training_args.greater_is_better) == (metric, higher)
     assert training_args.restore_callback_states_from_checkpoint
-    stops = [
-        c for c in run_callbacks(run, training_args, None, None, None, None) if isinstance(c, EarlyStoppingCallback)
-    ]
+    stops = [c for c in run_callbacks(run, training_args, None, None) if isinstance(c, EarlyStoppingCallback)]
     assert [(c.early_stopping_patience, c.early_stopping_threshold) for c in stops] == [(4, 0.0)]
 
 
@@ -70,7 +68,7 @@ def test_without_patience_nothing_is_tracked_or_stopped(tmp_path):
     run.write(training_args, validation=True)
     assert (run.patience, run.best_metric, training_args.metric_for_best_model) == (0, None, None)
     assert not training_args.restore_callback_states_from_checkpoint
-    assert not any(isinstance(c, EarlyStoppingCallback) for c in run_callbacks(run, training_args, *[None] * 4))
+    assert not any(isinstance(c, EarlyStoppingCallback) for c in run_callbacks(run, training_args, None, None))
 
 
 def test_a_patience_without_a_validation_set_is_refused_in_one_line(tmp_path):

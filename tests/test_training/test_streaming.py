@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 from training_helpers import train_argv, write_corpus
 
-from training.data.corpus import Corpus, file_stamp
+from training.data.corpus import Corpus, PairTokenizer, file_stamp
 from training.data.streaming import Stream, StreamingTokenBatches, streaming_pairs
 
 TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
@@ -38,7 +38,13 @@ def files_stream(files: list[str]) -> Stream:
 def stream(corpus, tokenizer, rank=0, world_size=1, seed=3) -> StreamingTokenBatches:
     """Windows of 50 pairs in batches of 120 tokens, sentences kept up to 128 tokens."""
     return StreamingTokenBatches(
-        files_stream(corpus["train"]).pairs, tokenizer, 128, 128, 50, 120, rank, world_size, seed
+        files_stream(corpus["train"]).pairs,
+        PairTokenizer(tokenizer, 128, 128),
+        window=50,
+        max_tokens=120,
+        rank=rank,
+        world_size=world_size,
+        seed=seed,
     )
 
 
