@@ -1,10 +1,11 @@
-"""What vanilla-train builds before it trains (``train`` conducts): the resolved run (``resolve_run``), the tokenizer,
-the model, the training set and the trainer with its callbacks (``build_trainer``). benchmarks/ and the tests build
-their trainers here too."""
+"""What vanilla-train builds before it trains (``train`` conducts): the resolved run (``resolve_run``: every value
+decided, every bad combination refused and the parsed arguments written, before anything is built or saved), then
+from it the tokenizer, the model, the training set and the trainer with its callbacks (``build_trainer``, the one
+way to a trainer: vanilla-train's, benchmarks/' and the tests')."""
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -31,14 +32,14 @@ from .data.corpus import (
     DataArguments,
     PairTokenizer,
     corpus_tags,
-    given_corpora,
+    known_before_reading,
     load_parallel_data,
     text_form,
     tokenize_splits,
 )
 from .data.streaming import Stream, StreamingTokenBatches, streaming_pairs
 from .data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
-from .resolved import ResolvedRun, RunDecoding, accumulation_steps
+from .resolved import ResolvedRun, RunDecoding, accumulation_steps, batch_plan, check_patience
 from .run.checkpoints import CompleteCheckpoints, output_guard, trainer_arguments
 from .run.curve import LearningCurveCallback
 from .run.hub_push import HubPush
@@ -62,8 +63,16 @@ def resolve_run(
     """The run resolved (``resolved.ResolvedRun``), the one place each value derived from the command and the machine
     is decided: the batch shapes on the device, the precision, the micro-batch (``micro_batch.size_micro_batch``,
     which may probe the device with the run's model), the accumulation, the compile mode, the learning rate, the
-    decodings, the training corpora, the text form, and the settings a relaunch compares."""
+    decodings, the training corpora, the text form, whether there is a validation split, and the settings a relaunch
+    compares. A combination that could not run is refused first, in one line (``check_patience``,
+    ``check_streaming``, ``check_bpe_dropout``); the parsed ``training_args`` are written last (``ResolvedRun.write``),
+    before anything is built or saved."""
     device, processes = training_args.device.type, training_args.world_size
+    corpora, validation = known_before_reading(data_args)
+    check_patience(model_args.patience, validation)
+    if data_args.streaming:
+        check_streaming(data_args, training_args, corpora)
+    check_bpe_dropout(data_args, training_args)
     shapes = batch_shapes(data_args, device)
     precision = autocast_precision(training_args)
     model = partial(build_model, model_args, Vocabulary(data_args.vocab_size))
@@ -72,6 +81,7 @@ def resolve_run(
     accumulation = accumulation_steps(
         data_args.tokens_per_step, micro_batch, processes, training_args.gradient_accumulation_steps
     )
+    plan = batch_plan(micro_batch, processes, accumulation)
     run = ResolvedRun(
         micro_batch=micro_batch,
         sized_by=sized_by,
@@ -88,13 +98,16 @@ def resolve_run(
         streaming=data_args.streaming,
         save_on_signal=model_args.save_on_signal,
         max_train_minutes=model_args.max_train_minutes,
-        corpora=tuple(given_corpora(data_args)),
+        corpora=corpora,
         text_form=text_form(data_args),
+        validation=validation,
+        settings=run_settings(model_args, data_args, training_args, corpora=corpora, plan=plan, shapes=shapes),
         patience=model_args.patience,
         best_metric=training_args.metric_for_best_model or ("loss" if model_args.patience else None),
     )
     logger.info("precision: %s", precision_line(precision, on_cpu(training_args)))
-    return replace(run, settings=run_settings(model_args, data_args, training_args, run))
+    run.write(training_args)
+    return run
 
 
 def base_learning_rate(model_args: ModelArguments, training_args: Seq2SeqTrainingArguments) -> float:
@@ -202,8 +215,6 @@ def build_data(
     unless the run or the start model has one, and saved into the run's directory), the first process filling
     datasets' cache for the others."""
     output_dir = Path(training_args.output_dir)
-    if data_args.streaming:
-        check_streaming(data_args, training_args, run.corpora)
     cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
     with write_guard(cache, "datasets' cache", "rerun, or pass --cache_dir on another disk"):
         with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
@@ -233,14 +244,15 @@ def build_trainer(
     model_args: ModelArguments,
     data_args: DataArguments,
     training_args: Seq2SeqTrainingArguments,
+    run: ResolvedRun,
+    *,
     hub: HubPush | None = None,
     launches: Launches | None = None,
-    run: ResolvedRun | None = None,
 ) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
-    """The data and tokenizer (``build_data``), the model (``build_model``), then the trainer (``assemble_trainer``);
-    with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's; with ``launches``, each
-    checkpoint holds the run's launches; ``run``: the resolved run (vanilla-train's), else resolved here."""
-    run = run or resolve_run(model_args, data_args, training_args)
+    """The trainer of the resolved ``run`` (``resolve_run`` of the same arguments, which it reads and does not
+    change): the data and tokenizer (``build_data``), the model (``build_model``), the training set
+    (``training_set``), then the trainer (``assemble_trainer``); with ``hub``, the run's pushes to the Hub are its
+    (``hub_push``), not Trainer's; with ``launches``, each checkpoint holds the run's launches."""
     log_step_size(run)
     set_seed(training_args.seed)
     data = build_data(model_args, data_args, training_args, run)
@@ -248,7 +260,6 @@ def build_trainer(
     model.config.text_form = run.text_form.as_config()  # the text it learns: every checkpoint says so
     model.text_form_applied = True  # its evaluations decode the data so prepared
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
-    run.write(training_args, validation=data.validation is not None)
     logger.info("batch shapes on %s: %s", run.device, run.shapes.describe())  # training's and evaluation's batches
     parts = TrainerParts(
         model=model,
@@ -376,13 +387,18 @@ def training_set(
             seed=training_args.seed,
         )
     if data_args.bpe_dropout:
-        if training_args.dataloader_num_workers and training_args.dataloader_persistent_workers:
-            raise UsageError(
-                "--bpe_dropout needs --dataloader_persistent_workers false: the pairs are re-segmented each epoch in "
-                "the training process, and a kept worker would go on reading the first epoch's"
-            )
         return BPEDropoutPairs(data.train, tokenizer, data_args.bpe_dropout, *lengths)
     return TokenizedPairs(data.train)
+
+
+def check_bpe_dropout(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> None:
+    """What --bpe_dropout needs: no worker processes kept across epochs (the pairs are re-segmented each epoch in
+    the training process)."""
+    if data_args.bpe_dropout and training_args.dataloader_num_workers and training_args.dataloader_persistent_workers:
+        raise UsageError(
+            "--bpe_dropout needs --dataloader_persistent_workers false: the pairs are re-segmented each epoch in "
+            "the training process, and a kept worker would go on reading the first epoch's"
+        )
 
 
 def check_streaming(

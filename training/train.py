@@ -9,7 +9,8 @@ any flag on the command line overrides. The same command run again resumes from 
 the run, and does nothing once the run has finished (``relaunch``); ``--overwrite_output_dir`` starts over.
 
 This module conducts (parse, resolve, build, train, evaluate, save, record); the arguments are in ``arguments``,
-every value derived from them and the machine in ``resolved`` (decided once by ``build.resolve_run``), what is built
+every value derived from them and the machine in ``resolved`` (decided once by ``build.resolve_run``, which also
+refuses a combination that could not run and writes the arguments, before anything is built or saved), what is built
 before training in ``build``, what a relaunch does in ``relaunch``, the final evaluation in ``evaluation``, what a
 trained run leaves in ``finish``; the Trainer subclass (``trainer``) keeps what must be an override, its ``train()``
 the resume checks and the signal stop. Every write names its failure in one line (vanilla_tools.disk).
@@ -88,7 +89,7 @@ def train_and_evaluate(
         return (EvalResults.read(output_dir) or EvalResults()).as_dict()
     hub = HubPush(training_args) if training_args.push_to_hub else None  # a wrong repo or token fails here
     launches = Launches(resolved)
-    trainer, data = build_trainer(model_args, data_args, training_args, hub, launches, resolved)
+    trainer, data = build_trainer(model_args, data_args, training_args, resolved, hub=hub, launches=launches)
     if begin.checkpoint:
         begin.check_batches(resolved.batch_plan)
         trainer.training_set.resume(begin.checkpoint)
