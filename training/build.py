@@ -68,7 +68,8 @@ def resolve_run(
     ``check_streaming``, ``check_bpe_dropout``); the parsed ``training_args`` are written last (``ResolvedRun.write``),
     before anything is built or saved."""
     device, processes = training_args.device.type, training_args.world_size
-    corpora, validation = known_before_reading(data_args)
+    with training_args.main_process_first(desc="the data's splits"):  # (a Hub dataset's: the first fills the cache)
+        corpora, validation = known_before_reading(data_args)
     check_patience(model_args.patience, validation)
     if data_args.streaming:
         check_streaming(data_args, training_args, corpora)
