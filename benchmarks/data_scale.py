@@ -174,7 +174,7 @@ def time_to_first_step(files: list[str], cache: Path, output: Path, extra: list[
 def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[str], seconds: float = 30) -> dict:
     """Real (unpadded) source + target tokens per second out of the training DataLoader (collated batches), one
     process, over ``seconds`` from its first batch (streaming: several windows of reading and tokenizing)."""
-    from training.api import build_trainer, parse_args
+    from training.api import build_trainer, parse_args, resolve_run
 
     argv = [
         "--config",
@@ -195,7 +195,8 @@ def loader_throughput(files: list[str], cache: Path, output: Path, extra: list[s
         "no",
         *extra,
     ]
-    trainer, _ = build_trainer(*parse_args(argv))
+    arguments = parse_args(argv)
+    trainer, _ = build_trainer(*arguments, resolve_run(*arguments))
     batches = iter(trainer.get_train_dataloader())
     next(batches)
     tokens, count, start = 0, 0, time.perf_counter()

@@ -57,7 +57,15 @@ from transformers import TrainerCallback
 
 from benchmarks import write_record
 from modeling_vanilla import modeling_vanilla as modeling
-from training.api import build_trainer, compile_counts, configure_inductor, keep_freed_memory, mark_dynamic, parse_args
+from training.api import (
+    build_trainer,
+    compile_counts,
+    configure_inductor,
+    keep_freed_memory,
+    mark_dynamic,
+    parse_args,
+    resolve_run,
+)
 from vanilla_tools.hardware import bf16_supported, matmul_peak, precision
 from vanilla_tools.provenance import ROOT, provenance
 
@@ -131,7 +139,8 @@ def preset_trainer(steps: int, output_dir: str, extra: list[str], preset: str = 
             *extra,
         ]
     )
-    trainer, _ = build_trainer(model_args, data_args, training_args)
+    run = resolve_run(model_args, data_args, training_args)
+    trainer, _ = build_trainer(model_args, data_args, training_args, run)
     return trainer, training_args
 
 

@@ -20,7 +20,7 @@ from accelerate import PartialState
 from safetensors.torch import save_file
 
 from training.arguments import parse_args
-from training.build import build_trainer
+from training.build import build_trainer, resolve_run
 from training.step.evaluation import final_evaluation
 from training.train import run
 
@@ -33,7 +33,8 @@ def gloo_threads() -> list[str]:
 
 def probe(mode: str, argv: list[str]) -> None:
     model_args, data_args, training_args = parse_args(argv)
-    trainer, data = build_trainer(model_args, data_args, training_args)
+    run = resolve_run(model_args, data_args, training_args)
+    trainer, data = build_trainer(model_args, data_args, training_args, run)
     output, ranks = Path(training_args.output_dir), training_args.world_size
     if mode == "train":
         trainer.train()

@@ -13,10 +13,9 @@ import os
 import signal
 import sys
 
+from training_helpers import built
 from transformers import TrainerCallback
 
-from training.arguments import parse_args
-from training.build import build_trainer
 from training.run import checkpoints
 
 
@@ -46,7 +45,7 @@ def kill_after(function, when):
 
 if __name__ == "__main__":
     point, step, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-    trainer, _ = build_trainer(*parse_args(argv))
+    trainer, _ = built(argv)
     checkpoint = f"checkpoint-{step}"
     if point == "step":
         trainer.add_callback(KillMidStep(step))

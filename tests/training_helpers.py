@@ -1,5 +1,5 @@
-"""A tiny real corpus (the first pairs of the bundled Multi30k), a tiny training command line, and tiny tokenized
-pairs with the padding of their batches."""
+"""A tiny real corpus (the first pairs of the bundled Multi30k), a tiny training command line, the trainer of a
+command line as vanilla-train builds it, and tiny tokenized pairs with the padding of their batches."""
 
 import gzip
 import os
@@ -12,6 +12,8 @@ import torch
 from helpers import PAD
 from safetensors.torch import load_file
 
+from training.arguments import parse_args
+from training.build import build_trainer, resolve_run
 from training.data.batching import TokenizedPairs
 from vanilla_tools.corpora import BUNDLED_DIR
 from vanilla_tools.provenance import ROOT
@@ -86,6 +88,13 @@ def train_argv(corpus: dict[str, list[str]], output_dir: Path, *extra: str) -> l
         *TINY_MODEL,
         *extra,
     ]
+
+
+def built(argv: list[str]):
+    """vanilla-train's trainer of ``argv`` and the data's splits, built the way vanilla-train builds them: the
+    arguments parsed, the run resolved (``resolve_run``: refusals, then the arguments written), ``build_trainer``."""
+    arguments = parse_args(argv)
+    return build_trainer(*arguments, resolve_run(*arguments))
 
 
 def assert_same_weights(expected: dict, folder: Path) -> None:

@@ -2,7 +2,7 @@
 import of it (tests/test_architecture.py holds them to it). The modules behind it may move; these names stay."""
 
 from .arguments import LOADER_ON_CUDA, load_preset, on_cpu, parse_args
-from .build import build_trainer
+from .build import build_trainer, resolve_run
 from .data.batching import TokenBatchSampler
 from .data.corpus import lengths, load_parallel_data, text_form, tokenize_splits
 from .data.tokenizer import SPECIAL_TOKENS, train_tokenizer
@@ -31,6 +31,7 @@ __all__ = [
     "mark_dynamic",
     "on_cpu",
     "parse_args",
+    "resolve_run",
     "resolved_arguments",
     "run_launches",
     "run_record",

@@ -1,18 +1,15 @@
-"""What vanilla-train builds before it trains (``train`` conducts): the resolved run (``resolve_run``), the tokenizer,
-the model, the training set and the trainer with its callbacks (``build_trainer``), and the process's own settling
-(``prepare_process``, ``holding_output_dir``). benchmarks/ and the tests build their trainers here too."""
+"""What vanilla-train builds before it trains (``train`` conducts): the resolved run (``resolve_run``: every value
+decided, every bad combination refused and the parsed arguments written, before anything is built or saved), then
+from it the tokenizer, the model, the training set and the trainer with its callbacks (``build_trainer``, the one
+way to a trainer: vanilla-train's, benchmarks/' and the tests')."""
 
 import logging
-import os
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import datasets
-import psutil
 from transformers import (
     EarlyStoppingCallback,
     PreTrainedTokenizerBase,
@@ -33,24 +30,24 @@ from .data.bpe_dropout import BPEDropoutPairs
 from .data.corpus import (
     Corpus,
     DataArguments,
+    PairTokenizer,
     corpus_tags,
-    given_corpora,
+    known_before_reading,
     load_parallel_data,
     text_form,
     tokenize_splits,
 )
 from .data.streaming import Stream, StreamingTokenBatches, streaming_pairs
 from .data.tokenizer import learned_tokenizer, sample_sentences, streamed_sentences
-from .resolved import ResolvedRun, RunDecoding, accumulation_steps
+from .resolved import ResolvedRun, RunDecoding, accumulation_steps, batch_plan, check_patience
 from .run.checkpoints import CompleteCheckpoints, output_guard, trainer_arguments
 from .run.curve import LearningCurveCallback
 from .run.hub_push import HubPush
 from .run.launches import Launches
-from .run.run_lock import OutputDirLock
+from .run.process import FirstStepLog
 from .run.run_settings import run_settings
 from .run.stopping import SaveOnSignal, TimeBudget
 from .schedules import lr_multiplier
-from .step.allocator import keep_freed_memory
 from .step.compiled import CompileReport, compiles, fit_for_compile, settle_cuda_graphs
 from .step.evaluation import BleuMetric, shortest_first, spread_sample
 from .step.micro_batch import Vocabulary, size_micro_batch
@@ -66,8 +63,17 @@ def resolve_run(
     """The run resolved (``resolved.ResolvedRun``), the one place each value derived from the command and the machine
     is decided: the batch shapes on the device, the precision, the micro-batch (``micro_batch.size_micro_batch``,
     which may probe the device with the run's model), the accumulation, the compile mode, the learning rate, the
-    decodings, the training corpora, the text form, and the settings a relaunch compares."""
+    decodings, the training corpora, the text form, whether there is a validation split, and the settings a relaunch
+    compares. A combination that could not run is refused first, in one line (``check_patience``,
+    ``check_streaming``, ``check_bpe_dropout``); the parsed ``training_args`` are written last (``ResolvedRun.write``),
+    before anything is built or saved."""
     device, processes = training_args.device.type, training_args.world_size
+    with training_args.main_process_first(desc="the data's splits"):  # (a Hub dataset's: the first fills the cache)
+        corpora, validation = known_before_reading(data_args)
+    check_patience(model_args.patience, validation)
+    if data_args.streaming:
+        check_streaming(data_args, training_args, corpora)
+    check_bpe_dropout(data_args, training_args)
     shapes = batch_shapes(data_args, device)
     precision = autocast_precision(training_args)
     model = partial(build_model, model_args, Vocabulary(data_args.vocab_size))
@@ -76,6 +82,7 @@ def resolve_run(
     accumulation = accumulation_steps(
         data_args.tokens_per_step, micro_batch, processes, training_args.gradient_accumulation_steps
     )
+    plan = batch_plan(micro_batch, processes, accumulation)
     run = ResolvedRun(
         micro_batch=micro_batch,
         sized_by=sized_by,
@@ -92,13 +99,16 @@ def resolve_run(
         streaming=data_args.streaming,
         save_on_signal=model_args.save_on_signal,
         max_train_minutes=model_args.max_train_minutes,
-        corpora=tuple(given_corpora(data_args)),
+        corpora=corpora,
         text_form=text_form(data_args),
+        validation=validation,
+        settings=run_settings(model_args, data_args, training_args, corpora=corpora, plan=plan, shapes=shapes),
         patience=model_args.patience,
         best_metric=training_args.metric_for_best_model or ("loss" if model_args.patience else None),
     )
     logger.info("precision: %s", precision_line(precision, on_cpu(training_args)))
-    return replace(run, settings=run_settings(model_args, data_args, training_args, run))
+    run.write(training_args)
+    return run
 
 
 def base_learning_rate(model_args: ModelArguments, training_args: Seq2SeqTrainingArguments) -> float:
@@ -206,8 +216,6 @@ def build_data(
     unless the run or the start model has one, and saved into the run's directory), the first process filling
     datasets' cache for the others."""
     output_dir = Path(training_args.output_dir)
-    if data_args.streaming:
-        check_streaming(data_args, training_args, run.corpora)
     cache = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE)
     with write_guard(cache, "datasets' cache", "rerun, or pass --cache_dir on another disk"):
         with training_args.main_process_first(desc="read data"):  # the first process fills datasets' cache
@@ -237,14 +245,15 @@ def build_trainer(
     model_args: ModelArguments,
     data_args: DataArguments,
     training_args: Seq2SeqTrainingArguments,
+    run: ResolvedRun,
+    *,
     hub: HubPush | None = None,
     launches: Launches | None = None,
-    run: ResolvedRun | None = None,
 ) -> tuple[PaperSeq2SeqTrainer, datasets.DatasetDict]:
-    """The data and tokenizer (``build_data``), the model (``build_model``), then the trainer (``assemble_trainer``);
-    with ``hub``, the run's pushes to the Hub are its (``hub_push``), not Trainer's; with ``launches``, each
-    checkpoint holds the run's launches; ``run``: the resolved run (vanilla-train's), else resolved here."""
-    run = run or resolve_run(model_args, data_args, training_args)
+    """The trainer of the resolved ``run`` (``resolve_run`` of the same arguments, which it reads and does not
+    change): the data and tokenizer (``build_data``), the model (``build_model``), the training set
+    (``training_set``), then the trainer (``assemble_trainer``); with ``hub``, the run's pushes to the Hub are its
+    (``hub_push``), not Trainer's; with ``launches``, each checkpoint holds the run's launches."""
     log_step_size(run)
     set_seed(training_args.seed)
     data = build_data(model_args, data_args, training_args, run)
@@ -252,45 +261,58 @@ def build_trainer(
     model.config.text_form = run.text_form.as_config()  # the text it learns: every checkpoint says so
     model.text_form_applied = True  # its evaluations decode the data so prepared
     logger.info("model: %s parameters", f"{sum(p.numel() for p in model.parameters()):,}")
-    run.write(training_args, validation=data.validation is not None)
-    trainer = assemble_trainer(model_args, data_args, training_args, run, data, model, hub, launches)
+    logger.info("batch shapes on %s: %s", run.device, run.shapes.describe())  # training's and evaluation's batches
+    parts = TrainerParts(
+        model=model,
+        data=data,
+        training_set=training_set(data_args, training_args, data, run),
+        lr_multiplier=lr_multiplier(model_args, training_args),
+    )
+    trainer = assemble_trainer(training_args, run, parts, hub=hub, launches=launches)
     sampler = trainer.token_batches()  # the very sampler training uses
     if sampler is not None:  # (a stream plans its batches as it reads)
         logger.info("token batches: %d per epoch, %.1f%% padding", len(sampler), 100 * sampler.padding())
     return trainer, data.splits
 
 
+@dataclass(frozen=True)
+class TrainerParts:
+    """What a run's trainer is assembled of: the ``model``, its ``data`` and tokenizer, the ``training_set`` read
+    from them, and the --lr_schedule's multiplier of the base rate (None: Trainer's own schedule)."""
+
+    model: VanillaTransformerForSeq2Seq
+    data: RunData
+    training_set: TrainingSet
+    lr_multiplier: Callable[[int], float] | None
+
+
 def assemble_trainer(
-    model_args: ModelArguments,
-    data_args: DataArguments,
     training_args: Seq2SeqTrainingArguments,
     run: ResolvedRun,
-    data: RunData,
-    model: VanillaTransformerForSeq2Seq,
+    parts: TrainerParts,
+    *,
     hub: HubPush | None,
     launches: Launches | None,
 ) -> PaperSeq2SeqTrainer:
-    """The trainer of ``model`` on ``data``, as the resolved ``run`` says, with its callbacks (``run_callbacks``)."""
-    logger.info("batch shapes on %s: %s", run.device, run.shapes.describe())  # training's and evaluation's batches
-    train_set = training_set(data_args, training_args, data.train, data.tokenizer, run)
+    """The trainer of the ``parts``, as the resolved ``run`` says, with its callbacks (``run_callbacks``)."""
     stop = SaveOnSignal() if run.save_on_signal else None
     fit_for_compile(training_args)
     share_batches_by_name(training_args.dataloader_num_workers)
-    tokenizer, validation = data.tokenizer, data.validation
+    model, tokenizer, validation = parts.model, parts.data.tokenizer, parts.data.validation
     trainer = PaperSeq2SeqTrainer(
         model=model,
         args=trainer_arguments(HubPush.trainer_args(training_args) if hub is not None else training_args),
-        training_set=train_set,
+        training_set=parts.training_set,
         eval_dataset=validation,
         processing_class=tokenizer,
         data_collator=PairBatches(run.shapes, tokenizer.pad_token_id, model.prepare_decoder_input_ids_from_labels),
         compute_metrics=BleuMetric(tokenizer, list(validation["target"])) if validation is not None else None,
         max_tokens_per_batch=run.micro_batch,
         shapes=run.shapes,
-        lr_multiplier=lr_multiplier(model_args, training_args),
+        lr_multiplier=parts.lr_multiplier,
         decoding=run.decoding,
         stop=stop,
-        callbacks=run_callbacks(run, training_args, train_set, stop, hub, launches),
+        callbacks=run_callbacks(run, training_args, parts.training_set, stop, hub=hub, launches=launches),
     )
     check_fsdp_state_dict(trainer)
     if trainer.is_fsdp_enabled:  # a checkpoint's full state dict loads into the shards when resuming
@@ -305,8 +327,9 @@ def run_callbacks(
     training_args: Seq2SeqTrainingArguments,
     train_set: TrainingSet,
     stop: SaveOnSignal | None,
-    hub: HubPush | None,
-    launches: Launches | None,
+    *,
+    hub: HubPush | None = None,
+    launches: Launches | None = None,
 ) -> list[TrainerCallback]:
     """The run's callbacks, in the order they act at each event (after Trainer's own): the learning curve, the
     compile report, the checkpoints' completion, the launches, the early stop (--patience), the time budget, the
@@ -348,33 +371,35 @@ def check_fsdp_state_dict(trainer: PaperSeq2SeqTrainer) -> None:
 
 
 def training_set(
-    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, train, tokenizer, run: ResolvedRun
+    data_args: DataArguments, training_args: Seq2SeqTrainingArguments, data: RunData, run: ResolvedRun
 ) -> TrainingSet:
-    """The kind of training set the arguments ask for, decided here once: the stream of --streaming, the pairs
-    re-segmented each epoch of --bpe_dropout, or the tokenized pairs."""
+    """The kind of training set the arguments ask for, of ``data``'s training pairs, decided here once: the stream of
+    --streaming, the pairs re-segmented each epoch of --bpe_dropout, or the tokenized pairs."""
+    tokenizer, lengths = data.tokenizer, (data_args.max_source_length, data_args.max_target_length)
     if data_args.streaming:
         return StreamingTokenBatches(
-            train,
-            tokenizer,
-            data_args.max_source_length,
-            data_args.max_target_length,
-            data_args.streaming_window,
-            run.micro_batch,
-            training_args.process_index,
-            run.processes,
-            training_args.seed,
-            run.shapes,
+            data.train,
+            PairTokenizer(tokenizer, *lengths),
+            window=data_args.streaming_window,
+            max_tokens=run.micro_batch,
+            shapes=run.shapes,
+            rank=training_args.process_index,
+            world_size=run.processes,
+            seed=training_args.seed,
         )
     if data_args.bpe_dropout:
-        if training_args.dataloader_num_workers and training_args.dataloader_persistent_workers:
-            raise UsageError(
-                "--bpe_dropout needs --dataloader_persistent_workers false: the pairs are re-segmented each epoch in "
-                "the training process, and a kept worker would go on reading the first epoch's"
-            )
-        return BPEDropoutPairs(
-            train, tokenizer, data_args.bpe_dropout, data_args.max_source_length, data_args.max_target_length
+        return BPEDropoutPairs(data.train, tokenizer, data_args.bpe_dropout, *lengths)
+    return TokenizedPairs(data.train)
+
+
+def check_bpe_dropout(data_args: DataArguments, training_args: Seq2SeqTrainingArguments) -> None:
+    """What --bpe_dropout needs: no worker processes kept across epochs (the pairs are re-segmented each epoch in
+    the training process)."""
+    if data_args.bpe_dropout and training_args.dataloader_num_workers and training_args.dataloader_persistent_workers:
+        raise UsageError(
+            "--bpe_dropout needs --dataloader_persistent_workers false: the pairs are re-segmented each epoch in "
+            "the training process, and a kept worker would go on reading the first epoch's"
         )
-    return TokenizedPairs(train)
 
 
 def check_streaming(
@@ -394,62 +419,3 @@ def check_streaming(
             "--streaming needs --dataloader_num_workers 0: the stream's position is kept in the "
             "training process for the checkpoints"
         )
-
-
-class FirstStepLog(TrainerCallback):
-    """Logs when the first training step of this process ends, counted from the process's start (imports
-    included): what reading the data, the tokenizer and the model cost before training got going
-    (benchmarks/data_scale.py reads it)."""
-
-    def __init__(self):
-        self.done = False
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if not self.done:
-            started = psutil.Process().create_time()
-            logger.info("first training step done %.1f s after start", time.time() - started)
-            self.done = True
-
-
-def launcher_processes() -> int | None:
-    """The process count asked of an ``accelerate launch`` that started this process (its command line, on Linux),
-    or None. Without --multi_gpu on a machine without GPUs, accelerate starts a single process and says nothing."""
-    try:
-        command = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return None
-    if "launch" not in command:
-        return None
-    for flag in ("--num_processes", "--num-processes"):
-        if flag in command[:-1] and command[command.index(flag) + 1].isdigit():
-            return int(command[command.index(flag) + 1])
-    return None
-
-
-def prepare_process(training_args: Seq2SeqTrainingArguments) -> None:
-    """What a vanilla-train process settles before its run: a launcher that asked for more processes than run is
-    named (``launcher_processes``), the allocator told to keep freed memory."""
-    asked = launcher_processes()
-    if asked and asked > training_args.world_size:
-        logger.warning(
-            "the launcher asked for %d processes but %d is running: on a machine without GPUs, `accelerate launch` "
-            "needs --multi_gpu (CPU processes over gloo), or use torchrun --nproc_per_node %d",
-            asked,
-            training_args.world_size,
-            asked,
-        )
-    keep_freed_memory()
-
-
-@contextmanager
-def holding_output_dir(training_args: Seq2SeqTrainingArguments) -> Iterator[None]:
-    """The run's first process holds the output directory while it runs (``run_lock``; a crash releases it too)."""
-    lock = None
-    if training_args.process_index == 0:
-        with output_guard(Path(training_args.output_dir), "the run's lock"):
-            lock = OutputDirLock(training_args.output_dir).acquire()
-    try:
-        yield
-    finally:
-        if lock is not None:
-            lock.release()

@@ -1,9 +1,10 @@
 """The run resolved (``ResolvedRun``): every value vanilla-train derives from its command and its machine, decided
-once, before anything is built, by ``build.resolve_run`` (the one function that makes it), and frozen. Values flow
-one way from it: the builders, the Trainer, the callbacks and the record read them here, and it writes the parsed
-Seq2SeqTrainingArguments once (``write``), as transformers' ``TrainingArguments.__post_init__`` sets its derived
-fields where the arguments are made. tests/test_training/test_resolved.py fails on an accumulation, batch shapes,
-micro-batch, precision, text form or list of corpora computed anywhere else."""
+once, before anything is built or saved, by ``build.resolve_run`` (the one function that makes it, whole: its
+settings included), and frozen. Values flow one way from it: the builders, the Trainer, the callbacks and the record
+read them here, and ``resolve_run`` writes the parsed Seq2SeqTrainingArguments with it once (``write``), as
+transformers' ``TrainingArguments.__post_init__`` sets its derived fields where the arguments are made.
+tests/test_training/test_resolved.py fails on an accumulation, batch shapes, micro-batch, precision, text form or list
+of corpora computed anywhere else."""
 
 import logging
 from dataclasses import dataclass, replace
@@ -45,6 +46,25 @@ class RunDecoding:
         return replace(self, final=final)
 
 
+def batch_plan(micro_batch: int, processes: int, accumulation: int) -> dict:
+    """What decides which pairs make each step, kept in every checkpoint (relaunch.check_resume compares it): the
+    sampler's batches of ``micro_batch`` x ``processes`` tokens (dealt out pair by pair to the processes), and how
+    many (``accumulation``) make a step."""
+    return {
+        "tokens_per_batch": micro_batch * processes,
+        "gradient_accumulation_steps": accumulation,
+        "processes": processes,
+        "max_tokens_per_batch": micro_batch,
+    }
+
+
+def check_patience(patience: int, validation: bool) -> None:
+    """Refuses, in one line, a --patience that could never act: it counts evaluations, and without a ``validation``
+    split there are none (``build.resolve_run`` asks before anything is built or saved)."""
+    if patience and not validation:
+        raise UsageError(f"--patience {patience} counts evaluations, but there is no validation set")
+
+
 def accumulation_steps(tokens_per_step: int | None, micro_batch: int, processes: int, given: int) -> int:
     """The micro-batches accumulated into an optimizer step: ``given`` (--gradient_accumulation_steps), or with
     --tokens_per_step the number that comes closest to it (§5.1 counts the batch per optimizer step) with
@@ -72,8 +92,9 @@ class ResolvedRun:
       which it stops (fairseq's --patience; 0: never); ``corpora``: the training corpora of --train_files, with
       their tags and weights (the tokenizer keeps each tag whole; --streaming reads its one corpus's files);
       ``text_form``: the text the model reads and writes (--moses_lowercase_tokenize's, or raw), which the data is
-      prepared in, the model's config states and the record describes; ``settings``: what a relaunch compares
-      (``run_settings``)."""
+      prepared in, the model's config states and the record describes; ``validation``: the data has a validation
+      split (``corpus.has_validation``), without which the run does not evaluate while it trains; ``settings``:
+      what a relaunch compares (``run_settings``)."""
 
     micro_batch: int
     sized_by: str
@@ -92,9 +113,10 @@ class ResolvedRun:
     max_train_minutes: float
     corpora: tuple[Corpus, ...]
     text_form: TextForm
+    validation: bool
+    settings: dict
     patience: int = 0
     best_metric: str | None = None
-    settings: dict | None = None
 
     @property
     def tokens_per_step(self) -> int:
@@ -103,15 +125,8 @@ class ResolvedRun:
 
     @property
     def batch_plan(self) -> dict:
-        """What decides which pairs make each step, kept in every checkpoint (relaunch.check_resume compares it):
-        the sampler's batches of ``micro_batch`` x processes tokens (dealt out pair by pair to the processes), and
-        how many make a step."""
-        return {
-            "tokens_per_batch": self.micro_batch * self.processes,
-            "gradient_accumulation_steps": self.accumulation,
-            "processes": self.processes,
-            "max_tokens_per_batch": self.micro_batch,
-        }
+        """This run's ``batch_plan``."""
+        return batch_plan(self.micro_batch, self.processes, self.accumulation)
 
     @property
     def micro_batch_record(self) -> dict:
@@ -119,15 +134,16 @@ class ResolvedRun:
         sized them."""
         return {"tokens_per_side": self.micro_batch, "per_step": self.accumulation, "sized_by": self.sized_by}
 
-    def write(self, training_args: Seq2SeqTrainingArguments, validation: bool) -> None:
-        """The one change vanilla-train makes to the parsed ``training_args``, in place, before the Trainer is built
-        (the Trainer and the run's record read them back): the accumulation, the base learning rate, the compile
-        mode (and --torch_compile off where inductor cannot compile), no data skipped for a stream; and, where the
-        corpus has no ``validation`` split, no evaluation (Trainer would refuse the run with a ValueError rather than
-        fail the command the user typed; the presets evaluate during training), logged. With a ``patience``: the
-        metric Trainer tracks as the best (which ``CompleteCheckpoints`` keeps through rotation), and its
-        EarlyStoppingCallback's count restored with each checkpoint (a relaunch goes on counting); without
-        ``validation`` it is refused in one line (there is nothing to count)."""
+    def write(self, training_args: Seq2SeqTrainingArguments) -> None:
+        """The one change vanilla-train makes to the parsed ``training_args``, in place, where the run is resolved
+        (``build.resolve_run``), before anything is built or saved (the Trainer and the run's record read them back):
+        the accumulation, the base learning rate, the compile mode (and --torch_compile off where inductor cannot
+        compile), no data skipped for a stream; and, where the data has no ``validation`` split, no evaluation
+        (Trainer would refuse the run with a ValueError rather than fail the command the user typed; the presets
+        evaluate during training), logged. With a ``patience`` (which ``resolve_run`` refuses without a
+        validation split): the metric Trainer tracks as the best (which ``CompleteCheckpoints`` keeps through
+        rotation), and its EarlyStoppingCallback's count restored with each checkpoint (a relaunch goes on
+        counting)."""
         training_args.gradient_accumulation_steps = self.accumulation
         training_args.learning_rate = self.learning_rate
         training_args.torch_compile_mode = self.compile_mode
@@ -136,13 +152,11 @@ class ResolvedRun:
         if self.streaming:
             training_args.ignore_data_skip = True
         if self.patience:  # Trainer tracks the best (higher is better but for a loss, as transformers decides)
-            if not validation:
-                raise UsageError(f"--patience {self.patience} counts evaluations, but there is no validation set")
             training_args.metric_for_best_model = self.best_metric
             if training_args.greater_is_better is None:
                 training_args.greater_is_better = not self.best_metric.endswith("loss")
             training_args.restore_callback_states_from_checkpoint = True
-        if not validation and training_args.eval_strategy != IntervalStrategy.NO:
+        if not self.validation and training_args.eval_strategy != IntervalStrategy.NO:
             logger.warning(
                 "no validation set (--validation_files): --eval_strategy %s is off, the run trains without evaluating",
                 training_args.eval_strategy.value,

@@ -9,7 +9,8 @@ any flag on the command line overrides. The same command run again resumes from 
 the run, and does nothing once the run has finished (``relaunch``); ``--overwrite_output_dir`` starts over.
 
 This module conducts (parse, resolve, build, train, evaluate, save, record); the arguments are in ``arguments``,
-every value derived from them and the machine in ``resolved`` (decided once by ``build.resolve_run``), what is built
+every value derived from them and the machine in ``resolved`` (decided once by ``build.resolve_run``, which also
+refuses a combination that could not run and writes the arguments, before anything is built or saved), what is built
 before training in ``build``, what a relaunch does in ``relaunch``, the final evaluation in ``evaluation``, what a
 trained run leaves in ``finish``; the Trainer subclass (``trainer``) keeps what must be an override, its ``train()``
 the resume checks and the signal stop. Every write names its failure in one line (vanilla_tools.disk).
@@ -26,13 +27,16 @@ from vanilla_tools.cli import console_script
 from vanilla_tools.run_files import EvalResults
 
 from .arguments import DataArguments, ModelArguments, parse_args
-from .build import build_trainer, holding_output_dir, prepare_process, resolve_run
+from .build import build_trainer, resolve_run
 from .finish import load_final_model, mark_finished, save_final_model, write_run_files
 from .run.checkpoints import checkpoint_step
 from .run.hub_push import HubPush
 from .run.launches import Launches
+from .run.process import check_launcher
 from .run.record import PhaseMinutes, RunReport, evaluation_minutes, machine_speed
 from .run.relaunch import plan_start
+from .run.run_lock import holding_output_dir
+from .step.allocator import keep_freed_memory
 from .step.evaluation import final_evaluation
 
 logger = logging.getLogger("vanilla_train")
@@ -43,7 +47,8 @@ def run(argv: list[str] | None = None) -> dict:
     run_start = time.monotonic()
     model_args, data_args, training_args = parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=log_level(training_args))
-    prepare_process(training_args)
+    check_launcher(training_args)
+    keep_freed_memory()
     with holding_output_dir(training_args):
         results = train_and_evaluate(argv, run_start, model_args, data_args, training_args)
     # Gloo's threads outlive a process group left to the interpreter's exit, where they can abort it (SIGABRT,
@@ -85,7 +90,7 @@ def train_and_evaluate(
         return (EvalResults.read(output_dir) or EvalResults()).as_dict()
     hub = HubPush(training_args) if training_args.push_to_hub else None  # a wrong repo or token fails here
     launches = Launches(resolved)
-    trainer, data = build_trainer(model_args, data_args, training_args, hub, launches, resolved)
+    trainer, data = build_trainer(model_args, data_args, training_args, resolved, hub=hub, launches=launches)
     if begin.checkpoint:
         begin.check_batches(resolved.batch_plan)
         trainer.training_set.resume(begin.checkpoint)

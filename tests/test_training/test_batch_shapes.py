@@ -8,12 +8,10 @@ import numpy as np
 import pytest
 import torch
 from helpers import PAD, VOCAB, padded_batch, saved_model_with_tokenizer, tiny_model
-from training_helpers import train_argv, write_corpus
+from training_helpers import built, train_argv, write_corpus
 
 from inference.engine import GenerateEngine
 from modeling_vanilla import VanillaTransformerForSeq2Seq
-from training.arguments import parse_args
-from training.build import build_trainer
 from training.data.batching import TokenBatchSampler, cut_points
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes, PaddedBatches
 from vanilla_tools.decoding import Decoding
@@ -123,7 +121,7 @@ def test_the_flags_reach_the_sampler_from_the_command_line(tmp_path, caplog):
         "32",
     )
     with caplog.at_level(logging.INFO):
-        trainer, _ = build_trainer(*parse_args(argv))
+        trainer, _ = built(argv)
     sampler = trainer._get_train_sampler()
     assert sampler.shapes == BatchShapes(2, 4, 3, longest=32)
     assert "batch shapes on cpu: batch sizes a multiple of 2, lengths a multiple of 4, length buckets: 8, 16, 32" in [

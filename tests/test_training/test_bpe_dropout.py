@@ -3,10 +3,8 @@ same, evaluation is untouched."""
 
 import datasets
 import pytest
-from training_helpers import ENGLISH, GERMAN, train_argv, write_corpus
+from training_helpers import ENGLISH, GERMAN, built, train_argv, write_corpus
 
-from training.arguments import parse_args
-from training.build import build_trainer
 from training.data.bpe_dropout import BPEDropoutBatchSampler, BPEDropoutPairs
 
 
@@ -76,7 +74,7 @@ def test_only_training_batches_are_resegmented(tmp_path):
         "--per_device_eval_batch_size",
         "100",
     )
-    trainer, data = build_trainer(*parse_args(argv))
+    trainer, data = built(argv)
     train_batches = list(trainer.get_train_dataloader())
     eval_batch = next(iter(trainer.get_eval_dataloader()))
     # every pair is spelled out ("▁" + characters + </s>) up to the length limit

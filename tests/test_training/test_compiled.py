@@ -13,12 +13,12 @@ import torch
 from helpers import batch_of, tiny_model
 from safetensors.torch import load_file
 from torch._dynamo.backends.common import aot_autograd
-from training_helpers import train_argv, write_corpus
+from training_helpers import built, train_argv, write_corpus
 from transformers import Seq2SeqTrainingArguments
 
 from modeling_vanilla import speedups
 from training.arguments import parse_args
-from training.build import build_trainer, resolve_run
+from training.build import resolve_run
 from training.data.batching import TokenBatchSampler
 from training.step import compiled
 from training.step.compiled import MOST_CUDA_GRAPHS, compile_counts, configure_inductor, fit_for_compile, mark_dynamic
@@ -165,7 +165,7 @@ def test_batches_read_by_worker_processes_compile_once(tmp_path, fresh_dynamo, m
         tmp_path / "out",
         *("--torch_compile", "true", "--torch_compile_backend", "aot_eager", "--dataloader_num_workers", "1"),
     )
-    trainer, _ = build_trainer(*parse_args(argv))
+    trainer, _ = built(argv)
     loader = iter(trainer.get_train_dataloader())
     if marked:
         batches, _ = trainer.get_batch_samples(loader, 4, trainer.args.device)
@@ -183,7 +183,7 @@ def test_no_cpp_compiler_trains_eagerly(tmp_path, monkeypatch, caplog):
     args = Seq2SeqTrainingArguments(output_dir=str(tmp_path), torch_compile=True, use_cpu=True, report_to="none")
     model_args, data_args, _ = parse_args(["--output_dir", str(tmp_path)])
     with caplog.at_level(logging.WARNING):
-        resolve_run(model_args, data_args, args).write(args, validation=True)
+        resolve_run(model_args, data_args, args)  # (it writes the arguments)
         fit_for_compile(args)
     assert not args.torch_compile and args.torch_compile_backend is None
     assert [r.getMessage() for r in caplog.records if r.name == "training.step.compiled"] == [

@@ -6,12 +6,11 @@ import time
 import pytest
 import torch
 from helpers import tiny_model
-from training_helpers import pad, pairs, train_argv, write_corpus
+from training_helpers import built, pad, pairs, train_argv, write_corpus
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from training import arguments
 from training.arguments import parse_args
-from training.build import build_trainer
 from training.schedules import NoamSchedule
 from training.step.trainer import PaperSeq2SeqTrainer, RunDecoding
 from vanilla_tools.cli import UsageError
@@ -40,7 +39,7 @@ def test_on_a_gpu_batches_are_prepared_ahead_unless_a_flag_or_the_training_set_s
 
 def epochs(argv: list[str], count: int = 2) -> list[list[dict]]:
     """The batches of the first ``count`` epochs of the training loader ``argv`` makes."""
-    loader = build_trainer(*parse_args(argv))[0].get_train_dataloader()
+    loader = built(argv)[0].get_train_dataloader()
     batches = []
     for epoch in range(count):
         loader.set_epoch(epoch)
@@ -89,7 +88,7 @@ def bpe_dropout_argv(tmp_path, *workers: str) -> list[str]:
 
 def test_bpe_dropout_workers_read_each_epochs_own_segmentation(tmp_path):
     argv = bpe_dropout_argv(tmp_path, "--dataloader_num_workers", "2")
-    trainer = build_trainer(*parse_args(argv))[0]
+    trainer = built(argv)[0]
     loader = trainer.get_train_dataloader()
     first = trainer.training_set.input_ids
     for epoch in range(2):
@@ -104,7 +103,7 @@ def test_bpe_dropout_workers_read_each_epochs_own_segmentation(tmp_path):
 def test_bpe_dropout_refuses_workers_kept_across_epochs(tmp_path):
     argv = bpe_dropout_argv(tmp_path, "--dataloader_num_workers", "2", "--dataloader_persistent_workers", "true")
     with pytest.raises(UsageError, match="--dataloader_persistent_workers false"):
-        build_trainer(*parse_args(argv))
+        built(argv)
 
 
 def slow(collate, seconds: float):
@@ -152,13 +151,13 @@ def test_the_wait_for_each_steps_batches_is_logged_and_grows_with_a_slow_loader(
 
 def test_the_flops_estimate_is_trainers_with_the_parameters_counted_once(tmp_path, monkeypatch):
     argv = train_argv(write_corpus(tmp_path / "data", pairs=60), tmp_path / "run", "--max_tokens_per_batch", "200")
-    trainer = build_trainer(*parse_args(argv))[0]
+    trainer = built(argv)[0]
     batch = next(iter(trainer.get_train_dataloader()))
     theirs = Seq2SeqTrainer.floating_point_ops(trainer, batch)
     assert theirs == 6 * batch["input_ids"].numel() * trainer.model.num_parameters(exclude_embeddings=True) > 0
     counted = []
     monkeypatch.setattr(type(trainer.model), "num_parameters", lambda model, **kwargs: counted.append(kwargs) or 7)
-    trainer = build_trainer(*parse_args(argv))[0]
+    trainer = built(argv)[0]
     assert [trainer.floating_point_ops(batch) for _ in range(3)] == [6 * batch["input_ids"].numel() * 7] * 3
     assert counted == [{"exclude_embeddings": True}]
     assert trainer.floating_point_ops({"labels": batch["labels"]}) == 0  # no inputs, no estimate, as Trainer's

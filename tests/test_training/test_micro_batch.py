@@ -169,7 +169,8 @@ def test_a_resumed_run_keeps_the_size_it_started_with(tmp_path, device_of):
 def test_on_a_cpu_the_preset_keeps_its_budget_and_the_record_says_so(tmp_path):
     """No probe on a CPU: the paper's per-GPU share, 3,125 tokens a side, 8 micro-batches a step (on 2 processes
     3,125 each, 4 a step), as the preset's budget was; the run's record holds the micro-batch and what sized it."""
-    model_args, data_args = wmt14(tmp_path)
+    local = ("--dataset", "files", "--train_files", "train.en", "train.de")  # (the Hub's wmt14 is not asked)
+    model_args, data_args = wmt14(tmp_path, *local)
     run = resolve_run(model_args, data_args, parse_args(["--config", "wmt14", "--output_dir", str(tmp_path)])[2])
     assert run.batch_plan == {
         "tokens_per_batch": 3125,

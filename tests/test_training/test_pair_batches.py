@@ -3,11 +3,9 @@ transformers' DataCollatorForSeq2Seq, padded to the batch shapes (``PaddedBatche
 
 import pytest
 import torch
-from training_helpers import train_argv, write_corpus
+from training_helpers import built, train_argv, write_corpus
 from transformers import DataCollatorForSeq2Seq
 
-from training.arguments import parse_args
-from training.build import build_trainer
 from training.data.batching import TokenBatchSampler
 from training.data.corpus import lengths
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes, PaddedBatches, PairBatches
@@ -17,7 +15,7 @@ from vanilla_tools.batch_shapes import UNPADDED, BatchShapes, PaddedBatches, Pai
 def run(tmp_path_factory):
     """A trainer of real Multi30k pairs, and its tokenized splits."""
     folder = tmp_path_factory.mktemp("pairs")
-    return build_trainer(*parse_args(train_argv(write_corpus(folder / "data", pairs=200), folder / "run")))
+    return built(train_argv(write_corpus(folder / "data", pairs=200), folder / "run"))
 
 
 @pytest.mark.parametrize("shapes", [UNPADDED, BatchShapes.for_device("cuda", 128)], ids=["unpadded", "bucketed"])

@@ -2,15 +2,18 @@
 --metric_for_best_model, its count restored with each checkpoint. Here the flags, their refusals and what the resolved
 run writes; test_relaunch.py carries the count over a relaunch."""
 
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from training_helpers import train_argv, write_corpus
 from transformers import EarlyStoppingCallback
 
 from training.arguments import parse_args
 from training.build import resolve_run, run_callbacks
 from training.finish import load_final_model
+from training.train import main
 from vanilla_tools.cli import UsageError
 
 
@@ -56,27 +59,40 @@ def test_a_patience_tracks_its_metric_and_restores_its_count_with_each_checkpoin
     keeps the best (state.best_model_checkpoint, which rotation keeps) and resumes the callback's count."""
     run, training_args = resolved(tmp_path, "--patience", "4", *flags)
     assert (run.patience, run.best_metric) == (4, metric)
-    run.write(training_args, validation=True)
     assert (training_args.metric_for_best_model, training_args.greater_is_better) == (metric, higher)
     assert training_args.restore_callback_states_from_checkpoint
-    stops = [
-        c for c in run_callbacks(run, training_args, None, None, None, None) if isinstance(c, EarlyStoppingCallback)
-    ]
+    stops = [c for c in run_callbacks(run, training_args, None, None) if isinstance(c, EarlyStoppingCallback)]
     assert [(c.early_stopping_patience, c.early_stopping_threshold) for c in stops] == [(4, 0.0)]
 
 
 def test_without_patience_nothing_is_tracked_or_stopped(tmp_path):
     run, training_args = resolved(tmp_path)
-    run.write(training_args, validation=True)
     assert (run.patience, run.best_metric, training_args.metric_for_best_model) == (0, None, None)
     assert not training_args.restore_callback_states_from_checkpoint
-    assert not any(isinstance(c, EarlyStoppingCallback) for c in run_callbacks(run, training_args, *[None] * 4))
+    assert not any(isinstance(c, EarlyStoppingCallback) for c in run_callbacks(run, training_args, None, None))
 
 
 def test_a_patience_without_a_validation_set_is_refused_in_one_line(tmp_path):
-    run, training_args = resolved(tmp_path, "--patience", "2")
+    training_files = ("--dataset", "files", "--train_files", "train.en", "train.de")
     with pytest.raises(UsageError, match=r"^--patience 2 counts evaluations, but there is no validation set$"):
-        run.write(training_args, validation=False)
+        resolved(tmp_path, "--patience", "2", *training_files)
+
+
+def test_the_refusal_comes_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    """vanilla-train --patience on a corpus without validation files: exit status 1 and the one line, before the
+    data is read or a tokenizer learned and saved: the output directory it would have made is not there."""
+    corpus = write_corpus(tmp_path / "data")
+    del corpus["validation"]
+    output = tmp_path / "out"
+    argv = ["--config", "demo", *train_argv(corpus, output, "--patience", "2", "--cache_dir", str(tmp_path / "c"))]
+    monkeypatch.setattr(sys, "argv", ["vanilla-train", *argv])
+    with pytest.raises(SystemExit) as exit_status:
+        main()
+    assert exit_status.value.code == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "vanilla-train: error: --patience 2 counts evaluations, but there is no validation set"
+    )
+    assert not output.exists() and not (tmp_path / "c").exists()
 
 
 class Finished:

@@ -3,6 +3,7 @@ and the parsed Seq2SeqTrainingArguments are written in one place. Both found by 
 each check shown to fail on a use planted where it does not belong."""
 
 import ast
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,7 @@ DERIVED = {
         "in": {
             RESOLUTION,
             ("corpus.py", "given_corpora"),
+            ("corpus.py", "known_before_reading"),
             ("corpus.py", "split_files"),
             ("corpus.py", "training_pairs"),
         },
@@ -141,17 +143,30 @@ def test_the_checks_find_a_value_computed_elsewhere_and_a_second_write(tmp_path,
     assert training_arguments_written(tmp_path) == ["planted.py:6 g"]
 
 
-def test_the_resolved_run_writes_the_runs_changes_once(tmp_path, caplog):
-    """The changes a run makes to the parsed arguments, decided before anything is built and written when the
-    trainer is: the accumulation of --tokens_per_step, a stream's position kept by itself, no evaluation without a
-    validation set, §5.3's rate from d_model, the compile mode."""
+def test_the_resolved_run_writes_the_runs_changes_once_where_it_is_resolved(tmp_path, caplog):
+    """The changes a run makes to the parsed arguments, decided and written where the run is resolved, before
+    anything is built: the accumulation of --tokens_per_step, a stream's position kept by itself, no evaluation
+    without a validation set (a corpus of training files alone), §5.3's rate from d_model, the compile mode."""
     argv = ["--config", "wmt14", "--output_dir", str(tmp_path), "--max_tokens_per_batch", "3125", "--streaming"]
-    model_args, data_args, training_args = parse_args([*argv, "--max_steps", "10"])
+    corpus = ["--dataset", "files", "--train_files", "train.en", "train.de"]
+    model_args, data_args, training_args = parse_args([*argv, *corpus, "--max_steps", "10"])
+    assert training_args.gradient_accumulation_steps == 1 and not training_args.ignore_data_skip  # as parsed
     run = resolve_run(model_args, data_args, training_args)
-    assert (run.micro_batch, run.accumulation, run.tokens_per_step) == (3125, 8, 25_000)
-    assert training_args.gradient_accumulation_steps == 1 and not training_args.ignore_data_skip  # not yet written
-    run.write(training_args, validation=False)
+    assert (run.micro_batch, run.accumulation, run.tokens_per_step) == (3125, 8, 25_000) and not run.validation
     assert training_args.gradient_accumulation_steps == 8 and training_args.ignore_data_skip
     assert training_args.eval_strategy == "no" and "--eval_strategy steps is off" in caplog.text
     assert training_args.learning_rate == run.learning_rate == 512**-0.5
     assert training_args.torch_compile_mode == run.compile_mode is None
+
+
+def test_the_resolved_run_is_made_whole_and_stays_as_made(tmp_path):
+    """Its settings (what a relaunch compares) are made with it, from the batch plan and shapes it holds, and it is
+    frozen: nothing is set on it once made."""
+    run = resolve_run(*parse_args(["--config", "demo", "--output_dir", str(tmp_path), "--tokens_per_step", "8192"]))
+    assert run.validation and run.settings["batch_shapes"] == dataclasses.asdict(run.shapes)
+    assert [run.settings[key] for key in ("tokens_per_batch", "gradient_accumulation_steps")] == [
+        run.batch_plan["tokens_per_batch"],
+        run.accumulation,
+    ]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.settings = {}

@@ -2,11 +2,9 @@
 as --generation_num_beams says (greedy: no length penalty, no early stopping), its final evaluation as --num_beams
 and --length_penalty say and returns the alpha it chose, and the model is saved with that decoding."""
 
-from training_helpers import train_argv, write_corpus
+from training_helpers import built, train_argv, write_corpus
 from transformers import GenerationConfig
 
-from training.arguments import parse_args
-from training.build import build_trainer
 from training.step.evaluation import final_evaluation
 from vanilla_tools.decoding import Decoding
 
@@ -33,7 +31,7 @@ def test_each_evaluation_searches_as_the_run_decided_and_the_model_is_saved_with
     corpus = write_corpus(tmp_path / "data")
     flags = "--num_beams 2 --length_penalty 2.0 --generation_num_beams 1 --generation_max_length 8"
     argv = train_argv(corpus, tmp_path / "out", *flags.split(), "--max_eval_samples", "4", "--max_steps", "1")
-    trainer, _ = build_trainer(*parse_args(argv))
+    trainer, _ = built(argv)
     calls = searches(trainer, monkeypatch)
 
     trainer.evaluate()  # as during training: greedy, whatever alpha the final evaluation has

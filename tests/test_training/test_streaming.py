@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from training_helpers import train_argv, write_corpus
+from training_helpers import built, train_argv, write_corpus
 
-from training.data.corpus import Corpus, file_stamp
+from training.data.corpus import Corpus, PairTokenizer, file_stamp
 from training.data.streaming import Stream, StreamingTokenBatches, streaming_pairs
 
 TESTS = Path(__file__).resolve().parents[1]  # where the probes and helpers are
@@ -38,7 +38,13 @@ def files_stream(files: list[str]) -> Stream:
 def stream(corpus, tokenizer, rank=0, world_size=1, seed=3) -> StreamingTokenBatches:
     """Windows of 50 pairs in batches of 120 tokens, sentences kept up to 128 tokens."""
     return StreamingTokenBatches(
-        files_stream(corpus["train"]).pairs, tokenizer, 128, 128, 50, 120, rank, world_size, seed
+        files_stream(corpus["train"]).pairs,
+        PairTokenizer(tokenizer, 128, 128),
+        window=50,
+        max_tokens=120,
+        rank=rank,
+        world_size=world_size,
+        seed=seed,
     )
 
 
@@ -155,8 +161,6 @@ def test_a_killed_streaming_run_resumes_to_the_weights_of_an_uninterrupted_one(c
 
 
 def test_streaming_refuses_what_it_cannot_do(corpus, tmp_path):
-    from training.arguments import parse_args
-    from training.build import build_trainer
 
     for extra, message in (
         (["--max_steps", "-1", "--num_train_epochs", "1"], "--streaming needs --max_steps"),
@@ -164,7 +168,7 @@ def test_streaming_refuses_what_it_cannot_do(corpus, tmp_path):
         (["--dataloader_num_workers", "2"], "--streaming needs --dataloader_num_workers 0"),
     ):
         with pytest.raises(ValueError, match=message):
-            build_trainer(*parse_args(streaming_argv(corpus, tmp_path, *extra)))
+            built(streaming_argv(corpus, tmp_path, *extra))
 
 
 def test_streaming_checks_its_files_as_the_arrow_path_does(corpus, tmp_path):

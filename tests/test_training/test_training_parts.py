@@ -372,10 +372,10 @@ def test_the_checkpoint_being_completed_is_not_called_unfinished(tmp_path, caplo
 
 
 # ---- metrics -----------------------------------------------------------------------------------------------------
-def test_a_launch_resolves_its_batch_plan_and_settings_once_before_the_trainer_sets_the_accumulation(tmp_path):
-    """--tokens_per_step decides the accumulation; the trainer's build writes it into the arguments later. The run a
-    launch resolves (its checkpoints' batch plan, the settings a relaunch compares) holds the decided accumulation
-    from the start, and whether --save_on_signal stops it."""
+def test_a_launch_resolves_its_batch_plan_and_settings_once_and_writes_the_accumulation_there(tmp_path):
+    """--tokens_per_step decides the accumulation, which the resolution writes into the arguments before anything is
+    built. The run a launch resolves (its checkpoints' batch plan, the settings a relaunch compares) holds the decided
+    accumulation from the start, and whether --save_on_signal stops it."""
     argv = [
         "--config",
         "multi30k",
@@ -387,7 +387,7 @@ def test_a_launch_resolves_its_batch_plan_and_settings_once_before_the_trainer_s
         "4096",
     ]
     model_args, data_args, training_args = parse_args(argv)
-    assert training_args.gradient_accumulation_steps == 1  # not yet written
+    assert training_args.gradient_accumulation_steps == 1  # as parsed
     resolved = resolve_run(model_args, data_args, training_args)
     assert resolved.batch_plan == {
         "tokens_per_batch": 1024,
@@ -400,7 +400,7 @@ def test_a_launch_resolves_its_batch_plan_and_settings_once_before_the_trainer_s
         "gradient_accumulation_steps": 4,
     }
     assert resolved.save_on_signal and not resolve_run(*parse_args([*argv, "--save_on_signal", "false"])).save_on_signal
-    assert training_args.gradient_accumulation_steps == 1  # written once, when the trainer is built
+    assert training_args.gradient_accumulation_steps == 4  # written once, where the run is resolved
 
 
 def test_sacrebleu_scores_and_signature():
@@ -517,7 +517,7 @@ def test_every_label_of_the_precision_is_what_the_trainers_accelerator_autocasts
                 refused.append((variable, flag))
                 continue
             resolved = resolve_run(model_args, data_args, training_args)
-            trainer, _ = build_trainer(model_args, data_args, training_args, run=resolved)
+            trainer, _ = build_trainer(model_args, data_args, training_args, resolved)
             with trainer.accelerator.autocast():
                 autocast = torch.mm(torch.ones(2, 2), torch.ones(2, 2)).dtype
             run = run_record(resolved_arguments(model_args, data_args, training_args, resolved), 1, "cpu")

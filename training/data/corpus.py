@@ -19,6 +19,7 @@ import logging
 import os
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -392,14 +393,21 @@ def kept_pairs(rows: datasets.Dataset) -> tuple[datasets.Dataset, ReadReport]:
     return rows.remove_columns("status"), report
 
 
-def _hub_dataset(args: DataArguments) -> datasets.DatasetDict:
+@contextmanager
+def reaching_hub(args: DataArguments) -> Iterator[None]:
+    """Around a call that reads the Hub dataset ``args.dataset``: its failure to reach it, named in one line."""
     try:
-        raw = datasets.load_dataset(args.dataset, args.dataset_config or None, cache_dir=args.cache_dir)
+        yield
     except (ConnectionError, OSError) as error:
         raise RuntimeError(
             f"could not load Hub dataset {args.dataset!r} ({args.dataset_config}): {error}. Offline, use the bundled "
             "data (--dataset multi30k) or local files (--dataset files --train_files SRC TGT)"
         ) from error
+
+
+def _hub_dataset(args: DataArguments) -> datasets.DatasetDict:
+    with reaching_hub(args):
+        raw = datasets.load_dataset(args.dataset, args.dataset_config or None, cache_dir=args.cache_dir)
 
     def columns(batch: dict) -> dict:
         rows = [_row(pair[args.source_lang], pair[args.target_lang]) for pair in batch["translation"]]
@@ -522,6 +530,24 @@ def split_files(args: DataArguments) -> dict[str, list[str] | None] | None:
         train = [path for corpus in given_corpora(args) for path in corpus.files]
         return {"train": train, "validation": args.validation_files, "test": args.test_files}
     return None
+
+
+def has_validation(args: DataArguments) -> bool:
+    """Whether the data has a validation split (what ``load_parallel_data`` will read), known before any of it is
+    read: the bundled Multi30k's, --validation_files with --dataset files, or a Hub dataset's own (from its builder's
+    metadata: its split infos, else the data files of each split)."""
+    files = split_files(args)
+    if files is not None:
+        return bool(files.get("validation"))
+    with reaching_hub(args):
+        builder = datasets.load_dataset_builder(args.dataset, args.dataset_config or None, cache_dir=args.cache_dir)
+    return "validation" in {str(split) for split in builder.info.splits or builder.config.data_files or ()}
+
+
+def known_before_reading(args: DataArguments) -> tuple[tuple[Corpus, ...], bool]:
+    """What a run knows of its data before it reads any (``build.resolve_run`` asks once): its training corpora
+    (``given_corpora``) and whether it has a validation split (``has_validation``)."""
+    return tuple(given_corpora(args)), has_validation(args)
 
 
 def load_parallel_data(args: DataArguments, form: TextForm, include_train: bool = True) -> datasets.DatasetDict:

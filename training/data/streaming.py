@@ -25,7 +25,6 @@ import datasets
 import numpy as np
 import torch
 from datasets.distributed import split_dataset_by_node
-from transformers import PreTrainedTokenizerBase
 
 from vanilla_tools.batch_shapes import UNPADDED, BatchShapes
 from vanilla_tools.cli import UsageError
@@ -100,21 +99,21 @@ class StreamingTokenBatches(torch.utils.data.IterableDataset, TrainingSet):
     def __init__(
         self,
         source: datasets.IterableDataset,
-        tokenizer: PreTrainedTokenizerBase,
-        max_source_length: int,
-        max_target_length: int,
+        encode: PairTokenizer,
+        *,
         window: int,
         max_tokens: int,
+        shapes: BatchShapes = UNPADDED,
         rank: int = 0,
         world_size: int = 1,
         seed: int = 0,
-        shapes: BatchShapes = UNPADDED,
     ):
-        """The values of the DataArguments it reads, given once (not the arguments): the tokens kept per sentence,
-        ``window`` (--streaming_window: the pairs tokenized and sorted together); ``max_tokens``: the run's
-        micro-batch."""
+        """``source``: the pairs, of which this ``rank`` of ``world_size`` reads its share, tokenized by ``encode``
+        (with the run's tokenizer and the tokens kept per sentence, as the Arrow tables are), ``window`` at a time
+        (--streaming_window: the pairs tokenized and sorted together), into batches of ``max_tokens`` a side (the
+        run's micro-batch) in the run's ``shapes``, in an order drawn from ``seed``."""
         self.source = split_dataset_by_node(source, rank=rank, world_size=world_size)
-        self.encode = PairTokenizer(tokenizer, max_source_length, max_target_length)
+        self.encode = encode
         self.max_tokens, self.window = max_tokens, window
         self.seed, self.rank, self.shapes = seed, rank, shapes
         self.resume_from: dict | None = None  # set by resume(): where the next batch is

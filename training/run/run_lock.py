@@ -16,10 +16,15 @@ import logging
 import os
 import socket
 import time
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from transformers import Seq2SeqTrainingArguments
+
 from vanilla_tools.cli import UsageError
+
+from .checkpoints import output_guard
 
 logger = logging.getLogger(__name__)
 LOCK_FILE = ".vanilla-train.lock"
@@ -84,3 +89,18 @@ class OutputDirLock:
             return f"PID {record['pid']} on {record['host']}, started {record['started']}"
         except (ValueError, TypeError, KeyError):
             return "unknown"
+
+
+@contextmanager
+def holding_output_dir(training_args: Seq2SeqTrainingArguments) -> Iterator[None]:
+    """The run's first process holds the output directory while it runs (``OutputDirLock``; a crash releases it
+    too)."""
+    lock = None
+    if training_args.process_index == 0:
+        with output_guard(Path(training_args.output_dir), "the run's lock"):
+            lock = OutputDirLock(training_args.output_dir).acquire()
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.release()

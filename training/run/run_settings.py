@@ -19,9 +19,10 @@ from pathlib import Path
 
 from transformers import Seq2SeqTrainingArguments
 
+from vanilla_tools.batch_shapes import BatchShapes
+
 from ..arguments import ModelArguments, model_fields
-from ..data.corpus import DataArguments
-from ..resolved import ResolvedRun
+from ..data.corpus import Corpus, DataArguments
 from ..schedules import UNPLANNED
 
 LENGTH = ("max_steps", "num_train_epochs", "max_train_minutes")  # how long, not what each step does
@@ -36,10 +37,17 @@ def file_identity(path: str) -> str:
 
 
 def run_settings(
-    model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments, run: ResolvedRun
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    training_args: Seq2SeqTrainingArguments,
+    *,
+    corpora: tuple[Corpus, ...],
+    plan: dict,
+    shapes: BatchShapes,
 ) -> dict[str, object]:
-    """The settings of a run, resolved (the preset, the command line, and from ``run`` the batch plan and shapes), by
-    flag name, as JSON reads them back."""
+    """The settings of a run, resolved (the preset, the command line, and the run's resolved ``corpora``, batch
+    ``plan`` (``resolved.batch_plan``) and ``shapes``, of which ``build.resolve_run`` makes the run), by flag name,
+    as JSON reads them back."""
     if model_args.model_name_or_path:  # its config decides the model; the model flags are not used
         model = {"model_name_or_path": model_args.model_name_or_path}
     else:
@@ -61,15 +69,14 @@ def run_settings(
             "moses_lowercase_tokenize",
         )
     }
-    corpora = run.corpora
     data["train_files"] = [file_identity(p) for corpus in corpora for p in corpus.files]
     if not all(corpus.plain for corpus in corpora) or len(corpora) > 1:  # (a single plain pair's settings as before)
         data["train_corpora"] = [{"tag": corpus.tag, "weight": corpus.weight} for corpus in corpora]
     if data_args.streaming:
         data["streaming_window"] = data_args.streaming_window
     batches = {
-        **{key: run.batch_plan[key] for key in BATCHES},
-        "batch_shapes": asdict(run.shapes),  # resolved by device
+        **{key: plan[key] for key in BATCHES},
+        "batch_shapes": asdict(shapes),  # resolved by device
     }
     optimization = {
         name: getattr(training_args, name)
