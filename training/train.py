@@ -30,7 +30,7 @@ from .build import build_trainer, holding_output_dir, prepare_process, resolve_r
 from .finish import load_final_model, mark_finished, save_final_model, write_run_files
 from .run.hub_push import HubPush
 from .run.launches import Launches
-from .run.record import RunReport, machine_speed
+from .run.record import RunReport, machine_speed, text_tokens
 from .run.relaunch import plan_start
 from .step.evaluation import final_evaluation
 
@@ -124,6 +124,7 @@ def train_and_evaluate(
             wall_minutes=(time.monotonic() - run_start) / 60,
             speed=speed,
             launches=launches.history(trainer.state.global_step, train_minutes),
+            train_tokens=text_tokens(data),
         )
         write_run_files(trainer, report)
     if hub is not None:

@@ -25,7 +25,7 @@ from vanilla_tools.run_files import TrainingRecipe, write_json
 from vanilla_tools.text_form import TextForm
 
 from ..arguments import ModelArguments
-from ..data.corpus import DataArguments, corpora_record
+from ..data.corpus import DataArguments, corpora_record, lengths
 from ..resolved import ResolvedRun
 from ..schedules import describe as describe_schedule
 
@@ -147,8 +147,9 @@ class RunReport:
     ``arguments`` as parsed (model, data, training) and the ``run`` resolved from them, the command (``argv``; None:
     this process's), the ``results`` (eval_results.json's), the ``decoding`` its final evaluation chose (the saved
     model's), the trained ``model``, its ``train_minutes`` (this launch's training) and ``wall_minutes`` (the whole
-    command), the machine's ``speed`` (fp32 GFLOP/s before and after this launch's training: ``machine_speed``) and the
-    run's ``launches``."""
+    command), the machine's ``speed`` (fp32 GFLOP/s before and after this launch's training: ``machine_speed``), the
+    run's ``launches`` and its ``train_tokens`` (``text_tokens``; None for a stream): what tokens a second are counted
+    from, so a record says them from what ran."""
 
     arguments: tuple
     run: ResolvedRun
@@ -160,6 +161,7 @@ class RunReport:
     wall_minutes: float
     speed: dict
     launches: list[dict]
+    train_tokens: dict[str, int] | None = None  # the training set's source and target tokens (an epoch's text)
 
 
 @contextmanager
@@ -211,6 +213,7 @@ def write_summary(folder: Path, report: RunReport, output_dir: Path) -> None:
             if key in results
         },
         "epochs": round(results["train"]["epoch"], 2),
+        **({"train_tokens": report.train_tokens} if report.train_tokens else {}),
         "train_minutes": round(report.train_minutes, 2),
         "wall_clock_minutes": round(report.wall_minutes, 2),  # the whole command: data, training, final evaluation
         "parameters": sum(p.numel() for p in report.model.parameters()),
@@ -232,6 +235,15 @@ def write_summary(folder: Path, report: RunReport, output_dir: Path) -> None:
         if (output_dir / name).is_file():
             shutil.copy(output_dir / name, folder / name)
     write_json(folder / "summary.json", summary)  # last, and whole: the record is there once complete
+
+
+def text_tokens(splits: dict) -> dict[str, int] | None:
+    """The training split's source and target tokens as the run's tokenizer cut them (``</s>`` included): the text
+    an epoch reads; None where the run streams its training text (no split to count)."""
+    if "train" not in splits:
+        return None
+    source, target = lengths(splits["train"])
+    return {"source": int(source.sum()), "target": int(target.sum())}
 
 
 def this_launch(launches: list[dict] | None) -> dict:
