@@ -42,15 +42,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sacrebleu.metrics import BLEU
 
 from training.api import run_launches
 from vanilla_tools.cli import UsageError, console_script
+from vanilla_tools.metrics import statistics_bleu, tokenized_bleu_statistics
 from vanilla_tools.run_files import read_json, write_json
-from vanilla_tools.text_form import TextForm
 
+from . import launch
 from .comparable import FP32, precision_flags
-from .launch import ROOT, launch, shown
+from .launch import ROOT, SUMMARY, shown
 
 logger = logging.getLogger("backtranslation")
 BUNDLED = ROOT / "data" / "multi30k"
@@ -67,7 +67,6 @@ TAG = "<BT>"
 SAMPLE_SEED = 1
 BEAMS = 5
 BOOTSTRAP_DRAWS = 1000
-SUMMARY = "summary.json"
 TRANSLATIONS = "test2016.de"  # a run's test translations, in the model's text (lowercased, tokenized)
 REMEDY = "delete its folder and run again what wrote it"
 BACK_TRANSLATIONS = {"beam": ["--num_beams", str(BEAMS)], "sample": ["--sample", "--seed", str(SAMPLE_SEED)]}
@@ -106,25 +105,55 @@ BY_NAME = {condition.name: condition for condition in CONDITIONS}
 
 @dataclass(frozen=True)
 class Budget:
+    """What every run of the round trains for, and on how much of the data: ``pairs``, a rehearsal's first N training
+    pairs (N // 10 of validation and test2016), None for all of it. A rehearsal's data, models and records are kept
+    apart from the round's (``folder``, ``data_folder``) and its settings name its data (``data``), so that nothing
+    of it stands for a run of the round."""
+
     steps: int = STEPS
     tokens_per_step: int = TOKENS_PER_STEP
     warmup: int = WARMUP
     save_steps: int = SAVE_STEPS
     average: int = AVERAGE
+    pairs: int | None = None
 
     @classmethod
-    def of(cls, steps: int) -> "Budget":
+    def of(cls, steps: int, pairs: int | None = None) -> "Budget":
         """The budget scaled to ``steps`` (a rehearsal's few): warm-up and checkpoints in the same proportions."""
         if steps < 1:
             raise UsageError(f"--steps {steps}: a run needs at least 1 step")
+        if pairs is not None and pairs < 2:
+            raise UsageError(f"--pairs {pairs}: a rehearsal needs at least 2 pairs, one for each half")
         save_steps = max(1, round(steps * SAVE_STEPS / STEPS))
         return cls(
-            steps, TOKENS_PER_STEP, max(1, round(steps * WARMUP / STEPS)), save_steps, min(AVERAGE, steps // save_steps)
+            steps,
+            TOKENS_PER_STEP,
+            max(1, round(steps * WARMUP / STEPS)),
+            save_steps,
+            min(AVERAGE, steps // save_steps),
+            pairs,
         )
 
     @property
     def folder(self) -> str:
-        return f"{self.steps}-steps"
+        """Where its runs and records go under --runs and --results."""
+        return f"{self.steps}-steps" + (f"-{self.pairs}-pairs" if self.pairs else "")
+
+    @property
+    def data_folder(self) -> str:
+        """Where its data goes under --runs: the round's in data/, a rehearsal's in data-N-pairs/."""
+        return "data" + (f"-{self.pairs}-pairs" if self.pairs else "")
+
+    @property
+    def data(self) -> str:
+        """The data folder as its runs' settings name it: ``{data}`` for the round, ``{data-N-pairs}`` for a
+        rehearsal (a record of one never matches a run of the other)."""
+        return DATA.replace("data", self.data_folder)
+
+    @property
+    def held_out(self) -> int | None:
+        """The lines of validation and test2016 its runs see: all (None), or a rehearsal's N // 10."""
+        return self.pairs and max(1, self.pairs // 10)
 
     def flags(self) -> list[str]:
         """vanilla-train's flags of the budget, on top of the multi30k-tiny preset."""
@@ -176,7 +205,7 @@ class Run:
         """vanilla-train's arguments but the output folders, with the data folder as ``{data}``: what a record must
         match to be skipped."""
         source, target = self.direction
-        return [
+        settings = [
             *budget.flags(),
             "--source_lang",
             source,
@@ -192,6 +221,7 @@ class Run:
             "--seed",
             str(self.seed),
         ]
+        return [arg.replace(DATA, budget.data) for arg in settings]
 
     @property
     def folder(self) -> str:
@@ -234,13 +264,13 @@ def write_if_changed(path: Path, lines: list[str]) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def prepare_data(data: Path, pairs: int | None) -> None:
-    """The halves, validation and test2016 as vanilla-train's files in ``data`` (``pairs``, a rehearsal: the first N
+def prepare_data(data: Path, budget: Budget) -> None:
+    """The halves, validation and test2016 as vanilla-train's files in ``data`` (a rehearsal's budget: the first N
     training pairs, and the first N // 10 lines of validation and test2016)."""
     data.mkdir(parents=True, exist_ok=True)
-    train = {lang: read_bundled(f"train.{lang}", pairs) for lang in ("en", "de")}
+    train = {lang: read_bundled(f"train.{lang}", budget.pairs) for lang in ("en", "de")}
     a, b = halves(len(train["en"]))
-    held_out = pairs and max(1, pairs // 10)
+    held_out = budget.held_out
     for lang, lines in train.items():
         write_if_changed(data / f"A.{lang}", [lines[i] for i in a])
         write_if_changed(data / f"B.{lang}", [lines[i] for i in b])
@@ -251,28 +281,29 @@ def prepare_data(data: Path, pairs: int | None) -> None:
 # The runs
 
 
-def vanilla(module: str, argv: list[str], what: str) -> None:
-    """One program of the round; stopped by a signal, the same command goes on where it stopped."""
-    launch(module, argv, what, after_stop="; the same command goes on where it stopped")
+def vanilla(module: str, argv: list[str], what: str) -> list[str]:
+    """One program of the round, and the command that ran; stopped by a signal, the same command goes on where it
+    stopped."""
+    return launch.launch(module, argv, what, after_stop=AFTER_STOP)
+
+
+AFTER_STOP = "; the same command goes on where it stopped"
 
 
 def recorded(run: Run, budget: Budget, results: Path) -> dict | None:
     """The run's record under ``results`` if it holds these settings."""
-    record = read_json(results / budget.folder / run.folder / SUMMARY, dict, REMEDY)
-    return record if record is not None and record.get("settings") == run.settings(budget) else None
+    return launch.recorded(results / budget.folder / run.folder / SUMMARY, run.settings(budget), REMEDY)
 
 
 def train(run: Run, budget: Budget, runs: Path, results: Path) -> None:
     """vanilla-train for ``run`` (from its newest checkpoint where one stopped), its test2016 translated again for
     the page, and the record filed; summary.json last, so a folder cut short is no record."""
     output_dir = runs / budget.folder / run.folder
-    summary_dir = output_dir.with_name(f"{output_dir.name}-record")
-    data = runs / "data"
-    argv = [arg.replace(DATA, str(data)) for arg in run.settings(budget)]
-    vanilla("training.train", [*argv, "--output_dir", str(output_dir), "--summary_dir", str(summary_dir)], str(run))
-    summary = read_json(summary_dir / SUMMARY, dict, REMEDY)
-    if summary is None:
-        raise UsageError(f"{run}: {shown(summary_dir)} has no {SUMMARY}; delete {shown(output_dir)} and run again")
+    data = runs / budget.data_folder
+    argv = [arg.replace(budget.data, str(data)) for arg in run.settings(budget)]
+    _, summary = launch.train(
+        argv, output_dir, str(run), remedy=f"delete {shown(output_dir)} and run again", after_stop=AFTER_STOP
+    )
     target = results / budget.folder / run.folder
     target.mkdir(parents=True, exist_ok=True)
     source, _ = run.direction
@@ -296,7 +327,7 @@ def train(run: Run, budget: Budget, runs: Path, results: Path) -> None:
 def back_translate(budget: Budget, runs: Path, results: Path) -> None:
     """B's German in English by the reverse model, by beam search and by sampling (CTranslate2, float32), each kept
     gzipped in the results with what made it, then written where the forward runs read it."""
-    kept = results / budget.folder / "synthetic"
+    kept, data = results / budget.folder / "synthetic", runs / budget.data_folder
     model = runs / budget.folder / Run.reverse().folder
     for mode, flags in BACK_TRANSLATIONS.items():
         name = f"B.bt-{mode}.en"
@@ -306,10 +337,10 @@ def back_translate(budget: Budget, runs: Path, results: Path) -> None:
                     f"the reverse model is recorded but {shown(model)} holds no model to back-translate with: delete "
                     f"{shown(results / budget.folder / Run.reverse().name)} and it is trained again"
                 )
-            output = runs / "data" / f"{name}.part"
+            output = data / f"{name}.part"
             options = ["--detokenize", "--engine", "ctranslate2", "--quantization", "float32", *flags]
-            argv = [str(runs / "data" / "B.de"), "--model", str(model), "--output", str(output), *options]
-            vanilla("inference.translate", argv, f"back-translation by {mode}")
+            argv = [shown(data / "B.de"), "--model", shown(model), "--output", shown(output), *options]
+            command = vanilla("inference.translate", argv, f"back-translation by {mode}")
             lines = output.read_text(encoding="utf-8").splitlines()
             kept.mkdir(parents=True, exist_ok=True)
             with gzip.open(kept / f"{name}.gz.part", "wt", encoding="utf-8") as f:
@@ -319,7 +350,7 @@ def back_translate(budget: Budget, runs: Path, results: Path) -> None:
                 kept / f"{name}.json",
                 {
                     "mode": mode,
-                    "translate": ["vanilla-translate", "B.de", "--model", shown(model), "--output", name, *options],
+                    "translate": command,
                     "lines": len(lines),
                     "reverse_model": reverse.get("run", {}).get("code"),
                     "test2016_en": reverse.get("test"),
@@ -328,7 +359,7 @@ def back_translate(budget: Budget, runs: Path, results: Path) -> None:
             (kept / f"{name}.gz.part").rename(kept / f"{name}.gz")
             output.unlink()
         with gzip.open(kept / f"{name}.gz", "rt", encoding="utf-8") as f:
-            write_if_changed(runs / "data" / name, f.read().splitlines())
+            write_if_changed(data / name, f.read().splitlines())
 
 
 def synthetic_kept(budget: Budget, results: Path) -> bool:
@@ -338,31 +369,12 @@ def synthetic_kept(budget: Budget, results: Path) -> bool:
 # The scores and their intervals
 
 
-def sentence_statistics(hypotheses: list[str], references: list[str]) -> np.ndarray:
-    """Per test sentence, BLEU's sufficient statistics on lowercased, Moses-tokenized text (as ``tokenized_bleu``
-    counts them): matches and totals of 1- to 4-grams, hypothesis and reference lengths (sentences x 10)."""
-    moses = TextForm.moses_lowercase("de", "de").target
-    # effective_order: the sentence's own score (unused) without sacreBLEU's warning per sentence; the counts are alike
-    bleu = BLEU(tokenize="none", force=True, effective_order=True)
-    rows = []
-    for hypothesis, reference in zip(hypotheses, references, strict=True):
-        score = bleu.sentence_score(moses(hypothesis), [moses(reference)])
-        rows.append([*score.counts, *score.totals, score.sys_len, score.ref_len])
-    return np.asarray(rows, dtype=np.int64)
-
-
-def corpus_bleu(statistics: np.ndarray) -> float:
-    """Corpus BLEU of summed sentence statistics (sacreBLEU's own formula and smoothing)."""
-    total = statistics.sum(axis=0)
-    return BLEU.compute_bleu(total[:4], total[4:8], int(total[8]), int(total[9]), smooth_method="exp").score
-
-
 def gap_fraction(a: list[np.ndarray], treatment: list[np.ndarray], upper: list[np.ndarray]) -> dict:
     """How much of the gap from A alone to the upper bound ``treatment`` recovers, (T - A) / (U - A) on seed means,
     and its 95% interval: ``BOOTSTRAP_DRAWS`` draws of the test sentences and of each condition's seeds."""
 
     def mean(runs: list[np.ndarray], rows: np.ndarray, seeds: np.ndarray) -> float:
-        return float(np.mean([corpus_bleu(runs[s][rows]) for s in seeds]))
+        return float(np.mean([statistics_bleu(runs[s][rows]) for s in seeds]))
 
     every = np.arange(len(a[0]))
     values = [mean(c, every, np.arange(len(c))) for c in (a, treatment, upper)]
@@ -387,12 +399,18 @@ def records(budget: Budget, results: Path) -> dict[Run, dict]:
 
 
 def seed_statistics(budget: Budget, results: Path, condition: Condition, done: dict[Run, dict]) -> list[np.ndarray]:
-    references = read_bundled("test_2016_flickr.de")
+    """Each recorded seed's sentence statistics on test2016 (a rehearsal's: its first lines), from its translations;
+    a file of another length than the references it was made from is refused, naming both."""
+    references = read_bundled("test_2016_flickr.de", budget.held_out)
     statistics = []
     for run in (r for r in done if r.name == condition.name):
-        translations = (results / budget.folder / run.folder / TRANSLATIONS).read_text(encoding="utf-8").splitlines()
-        # a rehearsal's (--pairs) translate test2016's first lines; a run's are written whole before it is recorded
-        statistics.append(sentence_statistics(translations, references[: len(translations)]))
+        path = results / budget.folder / run.folder / TRANSLATIONS
+        translations = path.read_text(encoding="utf-8").splitlines()
+        if len(translations) != len(references):
+            raise UsageError(
+                f"{shown(path)}: {len(translations)} translations of test2016's {len(references)} sentences; {REMEDY}"
+            )
+        statistics.append(tokenized_bleu_statistics(translations, references, "de"))
     return statistics
 
 
@@ -550,7 +568,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument(
         "--pairs",
         type=int,
-        help="a rehearsal: the first N training pairs, N // 10 of validation and test2016 (records in --results)",
+        help="a rehearsal: the first N training pairs, N // 10 of validation and test2016 (its runs, data and "
+        "records apart, in STEPS-steps-N-pairs/ and data-N-pairs/; with --report, its page)",
     )
     return parser
 
@@ -558,9 +577,10 @@ def arguments() -> argparse.ArgumentParser:
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    results, runs, budget = Path(args.results).resolve(), Path(args.runs).resolve(), Budget.of(args.steps)
+    results, runs = Path(args.results).resolve(), Path(args.runs).resolve()
+    budget = Budget.of(args.steps, args.pairs)
     if not args.report:
-        prepare_data(runs / "data", args.pairs)
+        prepare_data(runs / budget.data_folder, budget)
         for planned in plan(budget, tuple(BY_NAME[name] for name in args.conditions)):
             if planned == Run.reverse():
                 if synthetic_kept(budget, results):
