@@ -38,216 +38,37 @@ code, machine, device, precision, steps and seed) with the experiment's settings
 import argparse
 import gzip
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from training.api import run_launches
 from vanilla_tools.cli import UsageError, console_script
-from vanilla_tools.metrics import statistics_bleu, tokenized_bleu_statistics
 from vanilla_tools.run_files import read_json, write_json
 
 from . import launch
-from .comparable import FP32, precision_flags
+from .backtranslation_page import page
+from .backtranslation_round import (
+    BACK_TRANSLATIONS,
+    BEAMS,
+    BY_NAME,
+    REMEDY,
+    SPLIT_SEED,
+    STEPS,
+    TRANSLATIONS,
+    Budget,
+    Run,
+    plan,
+    read_bundled,
+    recorded,
+)
 from .launch import ROOT, SUMMARY, shown
 
 logger = logging.getLogger("backtranslation")
-BUNDLED = ROOT / "data" / "multi30k"
 RESULTS = ROOT / "results" / "backtranslation"
 PAGE = ROOT / "docs" / "backtranslation.md"
-SPLIT_SEED = 0
-STEPS = 2000
-TOKENS_PER_STEP = 4096
-WARMUP = 800
-SAVE_STEPS = 100
-AVERAGE = 5
-PRECISION = FP32
-TAG = "<BT>"
-SAMPLE_SEED = 1
-BEAMS = 5
-BOOTSTRAP_DRAWS = 1000
-TRANSLATIONS = "test2016.de"  # a run's test translations, in the model's text (lowercased, tokenized)
-REMEDY = "delete its folder and run again what wrote it"
-BACK_TRANSLATIONS = {"beam": ["--num_beams", str(BEAMS)], "sample": ["--sample", "--seed", str(SAMPLE_SEED)]}
-DATA = "{data}"  # the data folder in a run's settings: the settings name files, not where this machine keeps them
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One training set of the forward model: A, and optionally B's German with English of ``english``."""
-
-    name: str
-    english: str | None  # B's English: None (A alone), "real", "sample" or "beam" (the reverse model's)
-    tagged: bool
-    seeds: tuple[int, ...]
-    shown: str  # the page's name
-
-    def corpora(self) -> list[str]:
-        """vanilla-train's --train_files groups."""
-        groups = ["--train_files", f"{DATA}/A.en", f"{DATA}/A.de"]
-        if self.english is not None:
-            english = "B.en" if self.english == "real" else f"B.bt-{self.english}.en"
-            groups += ["--train_files", f"{DATA}/{english}", f"{DATA}/B.de", *([f"tag={TAG}"] if self.tagged else [])]
-        return groups
-
-
-CONDITIONS = (
-    Condition("A", None, False, (1, 2, 3), "A alone"),
-    Condition("A+B", "real", False, (1,), "A + B's real English (upper bound)"),
-    Condition("A+BT-sample-tagged", "sample", True, (1, 2, 3), "A + BT by sampling, tagged"),
-    Condition("A+BT-sample", "sample", False, (1,), "A + BT by sampling, untagged"),
-    Condition("A+BT-beam-tagged", "beam", True, (1,), "A + BT by beam, tagged"),
-    Condition("A+BT-beam", "beam", False, (1,), "A + BT by beam, untagged"),
-)
-BY_NAME = {condition.name: condition for condition in CONDITIONS}
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What every run of the round trains for, and on how much of the data: ``pairs``, a rehearsal's first N training
-    pairs (N // 10 of validation and test2016), None for all of it. A rehearsal's data, models and records are kept
-    apart from the round's (``folder``, ``data_folder``) and its settings name its data (``data``), so that nothing
-    of it stands for a run of the round."""
-
-    steps: int = STEPS
-    tokens_per_step: int = TOKENS_PER_STEP
-    warmup: int = WARMUP
-    save_steps: int = SAVE_STEPS
-    average: int = AVERAGE
-    pairs: int | None = None
-
-    @classmethod
-    def of(cls, steps: int, pairs: int | None = None) -> "Budget":
-        """The budget scaled to ``steps`` (a rehearsal's few): warm-up and checkpoints in the same proportions."""
-        if steps < 1:
-            raise UsageError(f"--steps {steps}: a run needs at least 1 step")
-        if pairs is not None and pairs < 2:
-            raise UsageError(f"--pairs {pairs}: a rehearsal needs at least 2 pairs, one for each half")
-        save_steps = max(1, round(steps * SAVE_STEPS / STEPS))
-        return cls(
-            steps,
-            TOKENS_PER_STEP,
-            max(1, round(steps * WARMUP / STEPS)),
-            save_steps,
-            min(AVERAGE, steps // save_steps),
-            pairs,
-        )
-
-    @property
-    def folder(self) -> str:
-        """Where its runs and records go under --runs and --results."""
-        return f"{self.steps}-steps" + (f"-{self.pairs}-pairs" if self.pairs else "")
-
-    @property
-    def data_folder(self) -> str:
-        """Where its data goes under --runs: the round's in data/, a rehearsal's in data-N-pairs/."""
-        return "data" + (f"-{self.pairs}-pairs" if self.pairs else "")
-
-    @property
-    def data(self) -> str:
-        """The data folder as its runs' settings name it: ``{data}`` for the round, ``{data-N-pairs}`` for a
-        rehearsal (a record of one never matches a run of the other)."""
-        return DATA.replace("data", self.data_folder)
-
-    @property
-    def held_out(self) -> int | None:
-        """The lines of validation and test2016 its runs see: all (None), or a rehearsal's N // 10."""
-        return self.pairs and max(1, self.pairs // 10)
-
-    def flags(self) -> list[str]:
-        """vanilla-train's flags of the budget, on top of the multi30k-tiny preset."""
-        return [
-            "--config",
-            "multi30k-tiny",
-            "--dataset",
-            "files",
-            "--max_steps",
-            str(self.steps),
-            "--tokens_per_step",
-            str(self.tokens_per_step),
-            "--warmup_steps",
-            str(self.warmup),
-            "--eval_strategy",
-            "no",
-            "--save_strategy",
-            "steps",
-            "--save_steps",
-            str(self.save_steps),
-            "--save_total_limit",
-            str(self.average),
-            "--average_last",
-            str(self.average),
-            "--final_splits",
-            "test",
-            *precision_flags(PRECISION),
-        ]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One vanilla-train run of the experiment: the reverse model, or one seed of a condition."""
-
-    name: str
-    seed: int
-    direction: tuple[str, str]  # (source, target) languages
-    corpora: tuple[str, ...]
-
-    @classmethod
-    def reverse(cls) -> "Run":
-        return cls("reverse-de-en", 1, ("de", "en"), ("--train_files", f"{DATA}/A.de", f"{DATA}/A.en"))
-
-    @classmethod
-    def forward(cls, condition: Condition, seed: int) -> "Run":
-        return cls(condition.name, seed, ("en", "de"), tuple(condition.corpora()))
-
-    def settings(self, budget: Budget) -> list[str]:
-        """vanilla-train's arguments but the output folders, with the data folder as ``{data}``: what a record must
-        match to be skipped."""
-        source, target = self.direction
-        settings = [
-            *budget.flags(),
-            "--source_lang",
-            source,
-            "--target_lang",
-            target,
-            *self.corpora,
-            "--validation_files",
-            f"{DATA}/validation.{source}",
-            f"{DATA}/validation.{target}",
-            "--test_files",
-            f"{DATA}/test.{source}",
-            f"{DATA}/test.{target}",
-            "--seed",
-            str(self.seed),
-        ]
-        return [arg.replace(DATA, budget.data) for arg in settings]
-
-    @property
-    def folder(self) -> str:
-        return f"{self.name}/seed-{self.seed}"
-
-    def __str__(self) -> str:
-        return f"{self.name} seed {self.seed}"
-
-
-def plan(budget: Budget, conditions: tuple[Condition, ...] = CONDITIONS) -> list[Run]:
-    """The reverse model where a condition needs its back-translations, then every condition's first seed, then the
-    further seeds: the comparison that decides most comes first, so a sweep cut short over sessions still says
-    something."""
-    rounds = max(len(condition.seeds) for condition in conditions)
-    forward = [Run.forward(c, c.seeds[i]) for i in range(rounds) for c in conditions if i < len(c.seeds)]
-    needs_reverse = any(condition.english in BACK_TRANSLATIONS for condition in conditions)
-    return [Run.reverse()] * needs_reverse + forward
 
 
 # The data
-
-
-def read_bundled(name: str, limit: int | None = None) -> list[str]:
-    with gzip.open(BUNDLED / f"{name}.gz", "rt", encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    return lines[:limit] if limit else lines
 
 
 def halves(pairs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -288,11 +109,6 @@ def vanilla(module: str, argv: list[str], what: str) -> list[str]:
 
 
 AFTER_STOP = "; the same command goes on where it stopped"
-
-
-def recorded(run: Run, budget: Budget, results: Path) -> dict | None:
-    """The run's record under ``results`` if it holds these settings."""
-    return launch.recorded(results / budget.folder / run.folder / SUMMARY, run.settings(budget), REMEDY)
 
 
 def train(run: Run, budget: Budget, runs: Path, results: Path) -> None:
@@ -364,184 +180,6 @@ def back_translate(budget: Budget, runs: Path, results: Path) -> None:
 
 def synthetic_kept(budget: Budget, results: Path) -> bool:
     return all((results / budget.folder / "synthetic" / f"B.bt-{mode}.en.gz").is_file() for mode in BACK_TRANSLATIONS)
-
-
-# The scores and their intervals
-
-
-def gap_fraction(a: list[np.ndarray], treatment: list[np.ndarray], upper: list[np.ndarray]) -> dict:
-    """How much of the gap from A alone to the upper bound ``treatment`` recovers, (T - A) / (U - A) on seed means,
-    and its 95% interval: ``BOOTSTRAP_DRAWS`` draws of the test sentences and of each condition's seeds."""
-
-    def mean(runs: list[np.ndarray], rows: np.ndarray, seeds: np.ndarray) -> float:
-        return float(np.mean([statistics_bleu(runs[s][rows]) for s in seeds]))
-
-    every = np.arange(len(a[0]))
-    values = [mean(c, every, np.arange(len(c))) for c in (a, treatment, upper)]
-    rng = np.random.default_rng(0)
-    draws = []
-    for _ in range(BOOTSTRAP_DRAWS):
-        rows = rng.integers(0, len(every), len(every))
-        base, bt, top = (mean(c, rows, rng.integers(0, len(c), len(c))) for c in (a, treatment, upper))
-        if top != base:
-            draws.append((bt - base) / (top - base))
-    point = (values[1] - values[0]) / (values[2] - values[0]) if values[2] != values[0] else None
-    low, high = np.percentile(draws, [2.5, 97.5]) if draws else (None, None)
-    return {"fraction": point, "low": low, "high": high, "draws": len(draws)}
-
-
-# The page
-
-
-def records(budget: Budget, results: Path) -> dict[Run, dict]:
-    """Every recorded run of the plan, with its settings as the plan's."""
-    return {run: found for run in plan(budget) if (found := recorded(run, budget, results)) is not None}
-
-
-def seed_statistics(budget: Budget, results: Path, condition: Condition, done: dict[Run, dict]) -> list[np.ndarray]:
-    """Each recorded seed's sentence statistics on test2016 (a rehearsal's: its first lines), from its translations;
-    a file of another length than the references it was made from is refused, naming both."""
-    references = read_bundled("test_2016_flickr.de", budget.held_out)
-    statistics = []
-    for run in (r for r in done if r.name == condition.name):
-        path = results / budget.folder / run.folder / TRANSLATIONS
-        translations = path.read_text(encoding="utf-8").splitlines()
-        if len(translations) != len(references):
-            raise UsageError(
-                f"{shown(path)}: {len(translations)} translations of test2016's {len(references)} sentences; {REMEDY}"
-            )
-        statistics.append(tokenized_bleu_statistics(translations, references, "de"))
-    return statistics
-
-
-def scores_cell(runs: list[dict], key: str, digits: int = 2) -> str:
-    values = [run["test"][key] for run in runs]
-    if not values:
-        return "not run"
-    listed = ", ".join(f"{v:.{digits}f}" for v in values)
-    return listed if len(values) == 1 else f"{listed} (mean {np.mean(values):.{digits}f})"
-
-
-def code_cell(record: dict) -> str:
-    """The commit that trained a run (its summary.json's); a run resumed after a stop names each launch's commit and
-    the steps it trained."""
-    launches = run_launches(record)
-    if len(launches) < 2:
-        return record["run"]["code"]["commit"][:7]
-    return ", ".join(f"{run['code']['commit'][:7]} (steps {run['first_step']}-{run['last_step']})" for run in launches)
-
-
-def gap_cell(gap: dict | None) -> str:
-    if gap is None or gap["fraction"] is None:
-        return ""
-    return f"{gap['fraction']:.0%} [{gap['low']:.0%}, {gap['high']:.0%}]"
-
-
-# What the table's columns beside BLEU are, and what the literature leads one to expect at this size
-LENGTH_AND_EXPECTATION = [
-    "The length ratio is sacreBLEU's: the length of the model's test translations over the references' (below 1, the "
-    'brevity penalty lowers BLEU). Edunov et al. (2018) find back-translation by sampling the most effective "in all '
-    'but resource poor settings"; here the real parallel data is 14,500 pairs.',
-]
-
-
-def page(budget: Budget, results: Path) -> str:
-    """docs/backtranslation.md from the records under ``results``."""
-    done = records(budget, results)
-    by_condition = {c.name: [done[r] for r in done if r.name == c.name] for c in CONDITIONS}
-    statistics = {c.name: seed_statistics(budget, results, c, done) for c in CONDITIONS}
-    gaps = {}
-    for condition in CONDITIONS:
-        if condition.english not in (None, "real") and all(statistics[n] for n in ("A", "A+B", condition.name)):
-            gaps[condition.name] = gap_fraction(statistics["A"], statistics[condition.name], statistics["A+B"])
-    lines = [
-        "# One back-translation round on Multi30k (issue 113)",
-        "",
-        "Generated by `python -m experiments.backtranslation --report` from results/backtranslation/: do not edit. "
-        "What is measured and why: the module's docstring (experiments/backtranslation.py).",
-        "",
-        "```bash",
-        "python -m experiments.backtranslation            # the runs not yet recorded, then this page",
-        "python -m experiments.backtranslation --report   # this page only",
-        "```",
-        "",
-        f"Multi30k's training pairs split in halves A and B (a fixed permutation, seed {SPLIT_SEED}); B's English is "
-        "set aside but for the upper bound. The reverse model (de->en) trains on A and translates B's German by beam "
-        f"search (beam {BEAMS}) and by sampling (the whole distribution, seed {SAMPLE_SEED}); the forward models "
-        f"(en->de) train on A with or without them, the synthetic sources tagged `{TAG}` or not. Every run: "
-        f"`--config multi30k-tiny` (Wu et al.'s Transformer-Tiny, lowercased and tokenized text) for "
-        f"{budget.steps:,} steps of {budget.tokens_per_step:,} tokens, warm-up {budget.warmup}, the last "
-        f"{budget.average} checkpoints of every {budget.save_steps} steps averaged, {PRECISION}; the budget was "
-        "stated before the first run. Scores on test2016 (1,000 sentences), beam 5: sacreBLEU of the model's "
-        "lowercased, tokenized text and the lowercased, tokenized BLEU of the Multi30k papers.",
-        "",
-        "| training set | test2016 sacreBLEU | lowercased tokenized BLEU | length ratio | of the gap recovered [95%] |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for condition in CONDITIONS:
-        runs = by_condition[condition.name]
-        lines.append(
-            f"| {condition.shown} | {scores_cell(runs, 'bleu')} | {scores_cell(runs, 'bleu_lc_tok')} | "
-            f"{scores_cell(runs, 'length_ratio', 3)} | {gap_cell(gaps.get(condition.name))} |"
-        )
-    lines += ["", *findings(by_condition, gaps), "", *LENGTH_AND_EXPECTATION, "", "## The runs", ""]
-    # no minutes: a run's wall clock depends on the machine and what ran beside it (its summary.json has them)
-    for run, record in done.items():
-        about, direction = record["run"], "->".join(run.direction)
-        lines.append(
-            f"- {run}: code {code_cell(record)}, {about['device']['name']}, {about['precision']}, "
-            f"{about['steps']:,} steps; test2016 "
-            f"{record['test']['bleu_lc_tok']:.2f} lowercased tokenized BLEU ({direction})."
-        )
-    missing = [str(run) for run in plan(budget) if run not in done]
-    lines += ["", "Not yet run: " + (", ".join(missing) if missing else "none") + "."]
-    lines += [
-        "",
-        f"The intervals: {BOOTSTRAP_DRAWS:,} bootstrap draws of the 1,000 test sentences and, for a condition with "
-        "several, of its seeds; the upper bound's single seed is drawn over sentences only, so its seed variance is "
-        "not in them.",
-    ]
-    return "\n".join([*lines, "", *BY_HAND]) + "\n"
-
-
-# A user's own round, the commands the experiment runs (its budget's flags left out), on the files it writes
-BY_HAND = [
-    "## The same round by hand",
-    "",
-    "The experiment writes the halves to runs/backtranslation/data/ (here `$D`; `D=runs/backtranslation/data`); "
-    "with the recipe's own budget, a round is:",
-    "",
-    "```bash",
-    "vanilla-train --config multi30k-tiny --dataset files --source_lang de --target_lang en \\",
-    "  --train_files $D/A.de $D/A.en --validation_files $D/validation.de $D/validation.en \\",
-    "  --test_files $D/test.de $D/test.en --output_dir runs/reverse",
-    "vanilla-translate $D/B.de --model runs/reverse --sample --seed 1 --detokenize --output $D/B.bt-sample.en",
-    "vanilla-train --config multi30k-tiny --dataset files --source_lang en --target_lang de \\",
-    "  --train_files $D/A.en $D/A.de --train_files $D/B.bt-sample.en $D/B.de tag='<BT>' \\",
-    "  --validation_files $D/validation.en $D/validation.de --test_files $D/test.en $D/test.de \\",
-    "  --output_dir runs/tagged",
-    "```",
-    "",
-    "The tag is a token of its own in the learned vocabulary, put before each synthetic source after the text is "
-    "lowercased and tokenized; test sources carry none (docs/training.md, several corpora).",
-]
-
-
-def findings(by_condition: dict[str, list[dict]], gaps: dict[str, dict]) -> list[str]:
-    """What the table shows, in words, from its numbers; nothing where the comparison has not run."""
-    said = []
-    for name, gap in gaps.items():
-        if gap["fraction"] is None:
-            continue
-        shown_name = BY_NAME[name].shown
-        if gap["low"] > 0:
-            verdict = "helps: its interval is above 0"
-        elif gap["high"] < 0:
-            verdict = "hurts: its interval is below 0"
-        else:
-            verdict = "is not told apart from A alone: its interval holds 0"
-        said.append(f"- {shown_name} recovers {gap['fraction']:.0%} of the gap; it {verdict}.")
-    return said or ["No back-translation run is compared yet."]
 
 
 # The command

@@ -11,6 +11,9 @@ import pytest
 from training_helpers import synthetic_run
 
 from experiments import backtranslation as bt
+from experiments import backtranslation_bootstrap as bootstrap
+from experiments import backtranslation_page as bt_page
+from experiments import backtranslation_round as bt_round
 from experiments import launch
 from vanilla_tools.cli import UsageError
 from vanilla_tools.metrics import statistics_bleu, tokenized_bleu, tokenized_bleu_statistics
@@ -112,7 +115,7 @@ def test_a_translation_file_shorter_than_test2016_is_refused_naming_both_counts(
     with pytest.raises(
         UsageError, match=r"^.*A\+BT-beam/seed-1/test2016.de: 999 translations of test2016's 1000 sentences; delete"
     ):
-        bt.page(budget, tmp_path)
+        bt_page.page(budget, tmp_path)
 
 
 def test_the_synthetic_text_records_the_command_that_made_it(tmp_path, monkeypatch):
@@ -159,12 +162,12 @@ def test_the_gap_fraction_and_its_interval():
     expected = (statistics_bleu(stats[3]) - statistics_bleu(stats[2])) / (
         statistics_bleu(stats[6]) - statistics_bleu(stats[2])
     )
-    gap = bt.gap_fraction(a, middle, upper)
+    gap = bootstrap.gap_fraction(a, middle, upper)
     assert gap["fraction"] == pytest.approx(expected)
     assert 0 < gap["low"] < gap["fraction"] < gap["high"] < 1
-    assert gap["draws"] == bt.BOOTSTRAP_DRAWS
-    assert bt.gap_fraction(a, middle, upper) == gap  # deterministic
-    nothing = bt.gap_fraction(a, [stats[2], stats[2]], upper)  # the treatment is A again: its interval holds 0
+    assert gap["draws"] == bootstrap.BOOTSTRAP_DRAWS
+    assert bootstrap.gap_fraction(a, middle, upper) == gap  # deterministic
+    nothing = bootstrap.gap_fraction(a, [stats[2], stats[2]], upper)  # the treatment is A again: its interval holds 0
     assert nothing["fraction"] == 0 and nothing["low"] <= 0 <= nothing["high"]
 
 
@@ -187,7 +190,7 @@ def test_the_page_is_written_from_the_records(tmp_path):
                 bleu_lc_tok=score,
                 length_ratio=ratio,
             )
-    page = bt.page(budget, tmp_path)
+    page = bt_page.page(budget, tmp_path)
     assert "| A alone | 31.00, 32.00 (mean 31.50) | 30.00, 30.00 (mean 30.00) | 0.990, 0.980 (mean 0.985) |  |" in page
     assert "| A + BT by sampling, untagged | not run | not run | not run |  |" in page
     row = next(line for line in page.splitlines() if line.startswith("| A + BT by sampling, tagged"))
@@ -201,11 +204,11 @@ def test_the_page_is_written_from_the_records(tmp_path):
 
 def test_a_resumed_run_names_each_launch_commit_and_steps():
     run = synthetic_run()
-    assert bt.code_cell({"run": run}) == "new0000"
+    assert bt_page.code_cell({"run": run}) == "new0000"
     launches = [{"code": {"commit": "e214e72aaa"}, "first_step": 0, "last_step": 63}]
-    assert bt.code_cell({"run": {**run, "launches": launches}}) == "new0000"
+    assert bt_page.code_cell({"run": {**run, "launches": launches}}) == "new0000"
     launches.append({"code": {"commit": "accaa93bbb"}, "first_step": 63, "last_step": 2000})
-    assert bt.code_cell({"run": {**run, "launches": launches}}) == "e214e72 (steps 0-63), accaa93 (steps 63-2000)"
+    assert bt_page.code_cell({"run": {**run, "launches": launches}}) == "e214e72 (steps 0-63), accaa93 (steps 63-2000)"
 
 
 def test_the_synthetic_english_kept_in_the_results_is_what_a_fresh_clone_trains_on(tmp_path):
@@ -253,7 +256,7 @@ def test_a_rehearsal_runs_the_round_whole_and_a_second_call_skips_it(tmp_path):
             assert len(f.read().splitlines()) == 100
         assert json.loads((kept / f"B.bt-{mode}.en.json").read_text())["lines"] == 100
     forward = json.loads((results / budget.folder / "A+BT-sample-tagged" / "seed-1" / bt.SUMMARY).read_text())
-    assert [corpus["tag"] for corpus in forward["corpora"]] == [None, bt.TAG]
+    assert [corpus["tag"] for corpus in forward["corpora"]] == [None, bt_round.TAG]
     assert forward["run"]["steps"] == 2 and forward["run"]["precision"] == "fp32"
     translations = results / budget.folder / "A+BT-sample-tagged" / "seed-1" / bt.TRANSLATIONS
     assert len(translations.read_text().splitlines()) == 20  # test2016's first 200 // 10
