@@ -33,6 +33,10 @@ Resumable: a run recorded with the same settings is skipped; a run stopped while
 checkpoint (vanilla-train's relaunch); the synthetic English is kept in the results (gzipped), so a later session on a
 fresh clone needs neither the reverse model nor its runs folder. Each run's record holds vanilla-train's summary (the
 code, machine, device, precision, steps and seed) with the experiment's settings and the test translations.
+
+A rehearsal (``--pairs N``: the first N training pairs, N // 10 of validation and test2016) names its data in its
+runs' settings and keeps its data, models and records apart (STEPS-steps-N-pairs/, data-N-pairs/): no record of it
+stands for a run of the round. ``--report --pairs N`` writes its page.
 """
 
 import argparse
