@@ -33,191 +33,46 @@ Resumable: a run recorded with the same settings is skipped; a run stopped while
 checkpoint (vanilla-train's relaunch); the synthetic English is kept in the results (gzipped), so a later session on a
 fresh clone needs neither the reverse model nor its runs folder. Each run's record holds vanilla-train's summary (the
 code, machine, device, precision, steps and seed) with the experiment's settings and the test translations.
+
+A rehearsal (``--pairs N``: the first N training pairs, N // 10 of validation and test2016) names its data in its
+runs' settings and keeps its data, models and records apart (STEPS-steps-N-pairs/, data-N-pairs/): no record of it
+stands for a run of the round. ``--report --pairs N`` writes its page.
 """
 
 import argparse
 import gzip
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sacrebleu.metrics import BLEU
 
-from training.api import run_launches
 from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.run_files import read_json, write_json
-from vanilla_tools.text_form import TextForm
 
-from .comparable import FP32, precision_flags
-from .launch import ROOT, launch, shown
+from . import launch
+from .backtranslation_page import page
+from .backtranslation_round import (
+    BACK_TRANSLATIONS,
+    BEAMS,
+    BY_NAME,
+    REMEDY,
+    SPLIT_SEED,
+    STEPS,
+    TRANSLATIONS,
+    Budget,
+    Run,
+    plan,
+    read_bundled,
+    recorded,
+)
+from .launch import ROOT, SUMMARY, shown
 
 logger = logging.getLogger("backtranslation")
-BUNDLED = ROOT / "data" / "multi30k"
 RESULTS = ROOT / "results" / "backtranslation"
 PAGE = ROOT / "docs" / "backtranslation.md"
-SPLIT_SEED = 0
-STEPS = 2000
-TOKENS_PER_STEP = 4096
-WARMUP = 800
-SAVE_STEPS = 100
-AVERAGE = 5
-PRECISION = FP32
-TAG = "<BT>"
-SAMPLE_SEED = 1
-BEAMS = 5
-BOOTSTRAP_DRAWS = 1000
-SUMMARY = "summary.json"
-TRANSLATIONS = "test2016.de"  # a run's test translations, in the model's text (lowercased, tokenized)
-REMEDY = "delete its folder and run again what wrote it"
-BACK_TRANSLATIONS = {"beam": ["--num_beams", str(BEAMS)], "sample": ["--sample", "--seed", str(SAMPLE_SEED)]}
-DATA = "{data}"  # the data folder in a run's settings: the settings name files, not where this machine keeps them
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One training set of the forward model: A, and optionally B's German with English of ``english``."""
-
-    name: str
-    english: str | None  # B's English: None (A alone), "real", "sample" or "beam" (the reverse model's)
-    tagged: bool
-    seeds: tuple[int, ...]
-    shown: str  # the page's name
-
-    def corpora(self) -> list[str]:
-        """vanilla-train's --train_files groups."""
-        groups = ["--train_files", f"{DATA}/A.en", f"{DATA}/A.de"]
-        if self.english is not None:
-            english = "B.en" if self.english == "real" else f"B.bt-{self.english}.en"
-            groups += ["--train_files", f"{DATA}/{english}", f"{DATA}/B.de", *([f"tag={TAG}"] if self.tagged else [])]
-        return groups
-
-
-CONDITIONS = (
-    Condition("A", None, False, (1, 2, 3), "A alone"),
-    Condition("A+B", "real", False, (1,), "A + B's real English (upper bound)"),
-    Condition("A+BT-sample-tagged", "sample", True, (1, 2, 3), "A + BT by sampling, tagged"),
-    Condition("A+BT-sample", "sample", False, (1,), "A + BT by sampling, untagged"),
-    Condition("A+BT-beam-tagged", "beam", True, (1,), "A + BT by beam, tagged"),
-    Condition("A+BT-beam", "beam", False, (1,), "A + BT by beam, untagged"),
-)
-BY_NAME = {condition.name: condition for condition in CONDITIONS}
-
-
-@dataclass(frozen=True)
-class Budget:
-    steps: int = STEPS
-    tokens_per_step: int = TOKENS_PER_STEP
-    warmup: int = WARMUP
-    save_steps: int = SAVE_STEPS
-    average: int = AVERAGE
-
-    @classmethod
-    def of(cls, steps: int) -> "Budget":
-        """The budget scaled to ``steps`` (a rehearsal's few): warm-up and checkpoints in the same proportions."""
-        if steps < 1:
-            raise UsageError(f"--steps {steps}: a run needs at least 1 step")
-        save_steps = max(1, round(steps * SAVE_STEPS / STEPS))
-        return cls(
-            steps, TOKENS_PER_STEP, max(1, round(steps * WARMUP / STEPS)), save_steps, min(AVERAGE, steps // save_steps)
-        )
-
-    @property
-    def folder(self) -> str:
-        return f"{self.steps}-steps"
-
-    def flags(self) -> list[str]:
-        """vanilla-train's flags of the budget, on top of the multi30k-tiny preset."""
-        return [
-            "--config",
-            "multi30k-tiny",
-            "--dataset",
-            "files",
-            "--max_steps",
-            str(self.steps),
-            "--tokens_per_step",
-            str(self.tokens_per_step),
-            "--warmup_steps",
-            str(self.warmup),
-            "--eval_strategy",
-            "no",
-            "--save_strategy",
-            "steps",
-            "--save_steps",
-            str(self.save_steps),
-            "--save_total_limit",
-            str(self.average),
-            "--average_last",
-            str(self.average),
-            "--final_splits",
-            "test",
-            *precision_flags(PRECISION),
-        ]
-
-
-@dataclass(frozen=True)
-class Run:
-    """One vanilla-train run of the experiment: the reverse model, or one seed of a condition."""
-
-    name: str
-    seed: int
-    direction: tuple[str, str]  # (source, target) languages
-    corpora: tuple[str, ...]
-
-    @classmethod
-    def reverse(cls) -> "Run":
-        return cls("reverse-de-en", 1, ("de", "en"), ("--train_files", f"{DATA}/A.de", f"{DATA}/A.en"))
-
-    @classmethod
-    def forward(cls, condition: Condition, seed: int) -> "Run":
-        return cls(condition.name, seed, ("en", "de"), tuple(condition.corpora()))
-
-    def settings(self, budget: Budget) -> list[str]:
-        """vanilla-train's arguments but the output folders, with the data folder as ``{data}``: what a record must
-        match to be skipped."""
-        source, target = self.direction
-        return [
-            *budget.flags(),
-            "--source_lang",
-            source,
-            "--target_lang",
-            target,
-            *self.corpora,
-            "--validation_files",
-            f"{DATA}/validation.{source}",
-            f"{DATA}/validation.{target}",
-            "--test_files",
-            f"{DATA}/test.{source}",
-            f"{DATA}/test.{target}",
-            "--seed",
-            str(self.seed),
-        ]
-
-    @property
-    def folder(self) -> str:
-        return f"{self.name}/seed-{self.seed}"
-
-    def __str__(self) -> str:
-        return f"{self.name} seed {self.seed}"
-
-
-def plan(budget: Budget, conditions: tuple[Condition, ...] = CONDITIONS) -> list[Run]:
-    """The reverse model where a condition needs its back-translations, then every condition's first seed, then the
-    further seeds: the comparison that decides most comes first, so a sweep cut short over sessions still says
-    something."""
-    rounds = max(len(condition.seeds) for condition in conditions)
-    forward = [Run.forward(c, c.seeds[i]) for i in range(rounds) for c in conditions if i < len(c.seeds)]
-    needs_reverse = any(condition.english in BACK_TRANSLATIONS for condition in conditions)
-    return [Run.reverse()] * needs_reverse + forward
 
 
 # The data
-
-
-def read_bundled(name: str, limit: int | None = None) -> list[str]:
-    with gzip.open(BUNDLED / f"{name}.gz", "rt", encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    return lines[:limit] if limit else lines
 
 
 def halves(pairs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -234,13 +89,13 @@ def write_if_changed(path: Path, lines: list[str]) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def prepare_data(data: Path, pairs: int | None) -> None:
-    """The halves, validation and test2016 as vanilla-train's files in ``data`` (``pairs``, a rehearsal: the first N
+def prepare_data(data: Path, budget: Budget) -> None:
+    """The halves, validation and test2016 as vanilla-train's files in ``data`` (a rehearsal's budget: the first N
     training pairs, and the first N // 10 lines of validation and test2016)."""
     data.mkdir(parents=True, exist_ok=True)
-    train = {lang: read_bundled(f"train.{lang}", pairs) for lang in ("en", "de")}
+    train = {lang: read_bundled(f"train.{lang}", budget.pairs) for lang in ("en", "de")}
     a, b = halves(len(train["en"]))
-    held_out = pairs and max(1, pairs // 10)
+    held_out = budget.held_out
     for lang, lines in train.items():
         write_if_changed(data / f"A.{lang}", [lines[i] for i in a])
         write_if_changed(data / f"B.{lang}", [lines[i] for i in b])
@@ -251,28 +106,24 @@ def prepare_data(data: Path, pairs: int | None) -> None:
 # The runs
 
 
-def vanilla(module: str, argv: list[str], what: str) -> None:
-    """One program of the round; stopped by a signal, the same command goes on where it stopped."""
-    launch(module, argv, what, after_stop="; the same command goes on where it stopped")
+def vanilla(module: str, argv: list[str], what: str) -> list[str]:
+    """One program of the round, and the command that ran; stopped by a signal, the same command goes on where it
+    stopped."""
+    return launch.launch(module, argv, what, after_stop=AFTER_STOP)
 
 
-def recorded(run: Run, budget: Budget, results: Path) -> dict | None:
-    """The run's record under ``results`` if it holds these settings."""
-    record = read_json(results / budget.folder / run.folder / SUMMARY, dict, REMEDY)
-    return record if record is not None and record.get("settings") == run.settings(budget) else None
+AFTER_STOP = "; the same command goes on where it stopped"
 
 
 def train(run: Run, budget: Budget, runs: Path, results: Path) -> None:
     """vanilla-train for ``run`` (from its newest checkpoint where one stopped), its test2016 translated again for
     the page, and the record filed; summary.json last, so a folder cut short is no record."""
     output_dir = runs / budget.folder / run.folder
-    summary_dir = output_dir.with_name(f"{output_dir.name}-record")
-    data = runs / "data"
-    argv = [arg.replace(DATA, str(data)) for arg in run.settings(budget)]
-    vanilla("training.train", [*argv, "--output_dir", str(output_dir), "--summary_dir", str(summary_dir)], str(run))
-    summary = read_json(summary_dir / SUMMARY, dict, REMEDY)
-    if summary is None:
-        raise UsageError(f"{run}: {shown(summary_dir)} has no {SUMMARY}; delete {shown(output_dir)} and run again")
+    data = runs / budget.data_folder
+    argv = [arg.replace(budget.data, str(data)) for arg in run.settings(budget)]
+    _, summary = launch.train(
+        argv, output_dir, str(run), remedy=f"delete {shown(output_dir)} and run again", after_stop=AFTER_STOP
+    )
     target = results / budget.folder / run.folder
     target.mkdir(parents=True, exist_ok=True)
     source, _ = run.direction
@@ -296,7 +147,7 @@ def train(run: Run, budget: Budget, runs: Path, results: Path) -> None:
 def back_translate(budget: Budget, runs: Path, results: Path) -> None:
     """B's German in English by the reverse model, by beam search and by sampling (CTranslate2, float32), each kept
     gzipped in the results with what made it, then written where the forward runs read it."""
-    kept = results / budget.folder / "synthetic"
+    kept, data = results / budget.folder / "synthetic", runs / budget.data_folder
     model = runs / budget.folder / Run.reverse().folder
     for mode, flags in BACK_TRANSLATIONS.items():
         name = f"B.bt-{mode}.en"
@@ -306,10 +157,10 @@ def back_translate(budget: Budget, runs: Path, results: Path) -> None:
                     f"the reverse model is recorded but {shown(model)} holds no model to back-translate with: delete "
                     f"{shown(results / budget.folder / Run.reverse().name)} and it is trained again"
                 )
-            output = runs / "data" / f"{name}.part"
+            output = data / f"{name}.part"
             options = ["--detokenize", "--engine", "ctranslate2", "--quantization", "float32", *flags]
-            argv = [str(runs / "data" / "B.de"), "--model", str(model), "--output", str(output), *options]
-            vanilla("inference.translate", argv, f"back-translation by {mode}")
+            argv = [shown(data / "B.de"), "--model", shown(model), "--output", shown(output), *options]
+            command = vanilla("inference.translate", argv, f"back-translation by {mode}")
             lines = output.read_text(encoding="utf-8").splitlines()
             kept.mkdir(parents=True, exist_ok=True)
             with gzip.open(kept / f"{name}.gz.part", "wt", encoding="utf-8") as f:
@@ -319,7 +170,7 @@ def back_translate(budget: Budget, runs: Path, results: Path) -> None:
                 kept / f"{name}.json",
                 {
                     "mode": mode,
-                    "translate": ["vanilla-translate", "B.de", "--model", shown(model), "--output", name, *options],
+                    "translate": command,
                     "lines": len(lines),
                     "reverse_model": reverse.get("run", {}).get("code"),
                     "test2016_en": reverse.get("test"),
@@ -328,202 +179,11 @@ def back_translate(budget: Budget, runs: Path, results: Path) -> None:
             (kept / f"{name}.gz.part").rename(kept / f"{name}.gz")
             output.unlink()
         with gzip.open(kept / f"{name}.gz", "rt", encoding="utf-8") as f:
-            write_if_changed(runs / "data" / name, f.read().splitlines())
+            write_if_changed(data / name, f.read().splitlines())
 
 
 def synthetic_kept(budget: Budget, results: Path) -> bool:
     return all((results / budget.folder / "synthetic" / f"B.bt-{mode}.en.gz").is_file() for mode in BACK_TRANSLATIONS)
-
-
-# The scores and their intervals
-
-
-def sentence_statistics(hypotheses: list[str], references: list[str]) -> np.ndarray:
-    """Per test sentence, BLEU's sufficient statistics on lowercased, Moses-tokenized text (as ``tokenized_bleu``
-    counts them): matches and totals of 1- to 4-grams, hypothesis and reference lengths (sentences x 10)."""
-    moses = TextForm.moses_lowercase("de", "de").target
-    # effective_order: the sentence's own score (unused) without sacreBLEU's warning per sentence; the counts are alike
-    bleu = BLEU(tokenize="none", force=True, effective_order=True)
-    rows = []
-    for hypothesis, reference in zip(hypotheses, references, strict=True):
-        score = bleu.sentence_score(moses(hypothesis), [moses(reference)])
-        rows.append([*score.counts, *score.totals, score.sys_len, score.ref_len])
-    return np.asarray(rows, dtype=np.int64)
-
-
-def corpus_bleu(statistics: np.ndarray) -> float:
-    """Corpus BLEU of summed sentence statistics (sacreBLEU's own formula and smoothing)."""
-    total = statistics.sum(axis=0)
-    return BLEU.compute_bleu(total[:4], total[4:8], int(total[8]), int(total[9]), smooth_method="exp").score
-
-
-def gap_fraction(a: list[np.ndarray], treatment: list[np.ndarray], upper: list[np.ndarray]) -> dict:
-    """How much of the gap from A alone to the upper bound ``treatment`` recovers, (T - A) / (U - A) on seed means,
-    and its 95% interval: ``BOOTSTRAP_DRAWS`` draws of the test sentences and of each condition's seeds."""
-
-    def mean(runs: list[np.ndarray], rows: np.ndarray, seeds: np.ndarray) -> float:
-        return float(np.mean([corpus_bleu(runs[s][rows]) for s in seeds]))
-
-    every = np.arange(len(a[0]))
-    values = [mean(c, every, np.arange(len(c))) for c in (a, treatment, upper)]
-    rng = np.random.default_rng(0)
-    draws = []
-    for _ in range(BOOTSTRAP_DRAWS):
-        rows = rng.integers(0, len(every), len(every))
-        base, bt, top = (mean(c, rows, rng.integers(0, len(c), len(c))) for c in (a, treatment, upper))
-        if top != base:
-            draws.append((bt - base) / (top - base))
-    point = (values[1] - values[0]) / (values[2] - values[0]) if values[2] != values[0] else None
-    low, high = np.percentile(draws, [2.5, 97.5]) if draws else (None, None)
-    return {"fraction": point, "low": low, "high": high, "draws": len(draws)}
-
-
-# The page
-
-
-def records(budget: Budget, results: Path) -> dict[Run, dict]:
-    """Every recorded run of the plan, with its settings as the plan's."""
-    return {run: found for run in plan(budget) if (found := recorded(run, budget, results)) is not None}
-
-
-def seed_statistics(budget: Budget, results: Path, condition: Condition, done: dict[Run, dict]) -> list[np.ndarray]:
-    references = read_bundled("test_2016_flickr.de")
-    statistics = []
-    for run in (r for r in done if r.name == condition.name):
-        translations = (results / budget.folder / run.folder / TRANSLATIONS).read_text(encoding="utf-8").splitlines()
-        # a rehearsal's (--pairs) translate test2016's first lines; a run's are written whole before it is recorded
-        statistics.append(sentence_statistics(translations, references[: len(translations)]))
-    return statistics
-
-
-def scores_cell(runs: list[dict], key: str, digits: int = 2) -> str:
-    values = [run["test"][key] for run in runs]
-    if not values:
-        return "not run"
-    listed = ", ".join(f"{v:.{digits}f}" for v in values)
-    return listed if len(values) == 1 else f"{listed} (mean {np.mean(values):.{digits}f})"
-
-
-def code_cell(record: dict) -> str:
-    """The commit that trained a run (its summary.json's); a run resumed after a stop names each launch's commit and
-    the steps it trained."""
-    launches = run_launches(record)
-    if len(launches) < 2:
-        return record["run"]["code"]["commit"][:7]
-    return ", ".join(f"{run['code']['commit'][:7]} (steps {run['first_step']}-{run['last_step']})" for run in launches)
-
-
-def gap_cell(gap: dict | None) -> str:
-    if gap is None or gap["fraction"] is None:
-        return ""
-    return f"{gap['fraction']:.0%} [{gap['low']:.0%}, {gap['high']:.0%}]"
-
-
-# What the table's columns beside BLEU are, and what the literature leads one to expect at this size
-LENGTH_AND_EXPECTATION = [
-    "The length ratio is sacreBLEU's: the length of the model's test translations over the references' (below 1, the "
-    'brevity penalty lowers BLEU). Edunov et al. (2018) find back-translation by sampling the most effective "in all '
-    'but resource poor settings"; here the real parallel data is 14,500 pairs.',
-]
-
-
-def page(budget: Budget, results: Path) -> str:
-    """docs/backtranslation.md from the records under ``results``."""
-    done = records(budget, results)
-    by_condition = {c.name: [done[r] for r in done if r.name == c.name] for c in CONDITIONS}
-    statistics = {c.name: seed_statistics(budget, results, c, done) for c in CONDITIONS}
-    gaps = {}
-    for condition in CONDITIONS:
-        if condition.english not in (None, "real") and all(statistics[n] for n in ("A", "A+B", condition.name)):
-            gaps[condition.name] = gap_fraction(statistics["A"], statistics[condition.name], statistics["A+B"])
-    lines = [
-        "# One back-translation round on Multi30k (issue 113)",
-        "",
-        "Generated by `python -m experiments.backtranslation --report` from results/backtranslation/: do not edit. "
-        "What is measured and why: the module's docstring (experiments/backtranslation.py).",
-        "",
-        "```bash",
-        "python -m experiments.backtranslation            # the runs not yet recorded, then this page",
-        "python -m experiments.backtranslation --report   # this page only",
-        "```",
-        "",
-        f"Multi30k's training pairs split in halves A and B (a fixed permutation, seed {SPLIT_SEED}); B's English is "
-        "set aside but for the upper bound. The reverse model (de->en) trains on A and translates B's German by beam "
-        f"search (beam {BEAMS}) and by sampling (the whole distribution, seed {SAMPLE_SEED}); the forward models "
-        f"(en->de) train on A with or without them, the synthetic sources tagged `{TAG}` or not. Every run: "
-        f"`--config multi30k-tiny` (Wu et al.'s Transformer-Tiny, lowercased and tokenized text) for "
-        f"{budget.steps:,} steps of {budget.tokens_per_step:,} tokens, warm-up {budget.warmup}, the last "
-        f"{budget.average} checkpoints of every {budget.save_steps} steps averaged, {PRECISION}; the budget was "
-        "stated before the first run. Scores on test2016 (1,000 sentences), beam 5: sacreBLEU of the model's "
-        "lowercased, tokenized text and the lowercased, tokenized BLEU of the Multi30k papers.",
-        "",
-        "| training set | test2016 sacreBLEU | lowercased tokenized BLEU | length ratio | of the gap recovered [95%] |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for condition in CONDITIONS:
-        runs = by_condition[condition.name]
-        lines.append(
-            f"| {condition.shown} | {scores_cell(runs, 'bleu')} | {scores_cell(runs, 'bleu_lc_tok')} | "
-            f"{scores_cell(runs, 'length_ratio', 3)} | {gap_cell(gaps.get(condition.name))} |"
-        )
-    lines += ["", *findings(by_condition, gaps), "", *LENGTH_AND_EXPECTATION, "", "## The runs", ""]
-    # no minutes: a run's wall clock depends on the machine and what ran beside it (its summary.json has them)
-    for run, record in done.items():
-        about, direction = record["run"], "->".join(run.direction)
-        lines.append(
-            f"- {run}: code {code_cell(record)}, {about['device']['name']}, {about['precision']}, "
-            f"{about['steps']:,} steps; test2016 "
-            f"{record['test']['bleu_lc_tok']:.2f} lowercased tokenized BLEU ({direction})."
-        )
-    missing = [str(run) for run in plan(budget) if run not in done]
-    lines += ["", "Not yet run: " + (", ".join(missing) if missing else "none") + "."]
-    lines += [
-        "",
-        f"The intervals: {BOOTSTRAP_DRAWS:,} bootstrap draws of the 1,000 test sentences and, for a condition with "
-        "several, of its seeds; the upper bound's single seed is drawn over sentences only, so its seed variance is "
-        "not in them.",
-    ]
-    return "\n".join([*lines, "", *BY_HAND]) + "\n"
-
-
-# A user's own round, the commands the experiment runs (its budget's flags left out), on the files it writes
-BY_HAND = [
-    "## The same round by hand",
-    "",
-    "The experiment writes the halves to runs/backtranslation/data/ (here `$D`; `D=runs/backtranslation/data`); "
-    "with the recipe's own budget, a round is:",
-    "",
-    "```bash",
-    "vanilla-train --config multi30k-tiny --dataset files --source_lang de --target_lang en \\",
-    "  --train_files $D/A.de $D/A.en --validation_files $D/validation.de $D/validation.en \\",
-    "  --test_files $D/test.de $D/test.en --output_dir runs/reverse",
-    "vanilla-translate $D/B.de --model runs/reverse --sample --seed 1 --detokenize --output $D/B.bt-sample.en",
-    "vanilla-train --config multi30k-tiny --dataset files --source_lang en --target_lang de \\",
-    "  --train_files $D/A.en $D/A.de --train_files $D/B.bt-sample.en $D/B.de tag='<BT>' \\",
-    "  --validation_files $D/validation.en $D/validation.de --test_files $D/test.en $D/test.de \\",
-    "  --output_dir runs/tagged",
-    "```",
-    "",
-    "The tag is a token of its own in the learned vocabulary, put before each synthetic source after the text is "
-    "lowercased and tokenized; test sources carry none (docs/training.md, several corpora).",
-]
-
-
-def findings(by_condition: dict[str, list[dict]], gaps: dict[str, dict]) -> list[str]:
-    """What the table shows, in words, from its numbers; nothing where the comparison has not run."""
-    said = []
-    for name, gap in gaps.items():
-        if gap["fraction"] is None:
-            continue
-        shown_name = BY_NAME[name].shown
-        if gap["low"] > 0:
-            verdict = "helps: its interval is above 0"
-        elif gap["high"] < 0:
-            verdict = "hurts: its interval is below 0"
-        else:
-            verdict = "is not told apart from A alone: its interval holds 0"
-        said.append(f"- {shown_name} recovers {gap['fraction']:.0%} of the gap; it {verdict}.")
-    return said or ["No back-translation run is compared yet."]
 
 
 # The command
@@ -550,7 +210,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument(
         "--pairs",
         type=int,
-        help="a rehearsal: the first N training pairs, N // 10 of validation and test2016 (records in --results)",
+        help="a rehearsal: the first N training pairs, N // 10 of validation and test2016 (its runs, data and "
+        "records apart, in STEPS-steps-N-pairs/ and data-N-pairs/; with --report, its page)",
     )
     return parser
 
@@ -558,9 +219,10 @@ def arguments() -> argparse.ArgumentParser:
 def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
-    results, runs, budget = Path(args.results).resolve(), Path(args.runs).resolve(), Budget.of(args.steps)
+    results, runs = Path(args.results).resolve(), Path(args.runs).resolve()
+    budget = Budget.of(args.steps, args.pairs)
     if not args.report:
-        prepare_data(runs / "data", args.pairs)
+        prepare_data(runs / budget.data_folder, budget)
         for planned in plan(budget, tuple(BY_NAME[name] for name in args.conditions)):
             if planned == Run.reverse():
                 if synthetic_kept(budget, results):

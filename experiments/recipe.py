@@ -56,10 +56,9 @@ from training.api import (
 from vanilla_tools.cli import UsageError, console_script, pyplot
 from vanilla_tools.run_files import read_json
 
-from . import comparable
+from . import comparable, launch
 from .comparable import experiment_precision, precision_flags, why_not
-from .launch import ROOT, launch, shown
-from .table3 import matching_record
+from .launch import ROOT, shown
 from .verdict import CONFIDENCE, t_quantile
 
 logger = logging.getLogger("recipe")
@@ -155,11 +154,12 @@ def recorded(candidate: Candidate, preset: str, precision: str, results: Path) -
     """The candidate's record if it was trained with the settings it has now; else None (trained again). Once bf16
     autocast and fp32 are measured to train alike (``comparable.PRECISION_EVIDENCE``), its record in the other
     precision stands for it: a machine goes on with a round that another began in its own precision."""
-    return matching_record(
+    return launch.recorded(
         results / candidate.name / RECORD,
         candidate.settings(preset, precision),
-        candidate.name,
+        f"delete it and {candidate.name} is trained again",
         alike=tuple(candidate.settings(preset, other) for other in comparable.standing_in(precision)),
+        name=candidate.name,
     )
 
 
@@ -167,30 +167,18 @@ def train(candidate: Candidate, preset: str, precision: str, runs: Path, results
     """One candidate: vanilla-train in its own process, then its record. Without ``start_over`` it resumes the
     candidate's run in its folder, if one is there."""
     output_dir, record_dir = runs / candidate.name, results / candidate.name
-    argv = [
-        *candidate.settings(preset, precision),
-        *(["--overwrite_output_dir"] if start_over else []),
-        "--output_dir",
-        shown(output_dir),
-        "--summary_dir",
-        shown(record_dir),
-    ]
-    launch(
-        "training.train",
-        argv,
+    command, summary = launch.train(
+        [*candidate.settings(preset, precision), *(["--overwrite_output_dir"] if start_over else [])],
+        output_dir,
         candidate.name,
+        summary_dir=record_dir,
+        remedy="--start_over trains it again",
         after_stop=f", with a complete checkpoint in {shown(output_dir)}; the same command goes on from it",
         after_failure=(
             f"its command and message above; where it refused the run in {shown(output_dir)}, --start_over trains "
             "the candidate again from scratch"
         ),
     )
-    summary = read_json(record_dir / "summary.json")
-    if summary is None:  # vanilla-train found the run finished, and its summary is gone
-        raise UsageError(
-            f"{candidate.name}: {shown(output_dir)} holds the finished run, but {shown(record_dir)} "
-            "has no summary.json to record; --start_over trains it again"
-        )
     record = {
         "candidate": candidate.name,
         "change": candidate.change,
@@ -205,7 +193,7 @@ def train(candidate: Candidate, preset: str, precision: str, runs: Path, results
         "train_minutes": run_train_minutes(summary),
         **summary["machine_speed"],
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": "python -m training.train " + " ".join(argv),
+        "command": launch.as_module(command[1:]),
         "run": summary["run"],
     }
     (record_dir / RECORD).write_text(json.dumps(record, indent=2) + "\n")

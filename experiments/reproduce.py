@@ -27,20 +27,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from training.api import (
-    lengths,
-    load_parallel_data,
-    parse_args,
-    run_launches,
-    run_train_minutes,
-    text_form,
-    tokenize_splits,
-)
-from vanilla_tools.cli import UsageError, console_script, load_tokenizer
-from vanilla_tools.run_files import read_json, write_json
+from training.api import run_launches, run_train_minutes
+from vanilla_tools.cli import UsageError, console_script
+from vanilla_tools.run_files import write_json
 
-from . import results_index
-from .launch import ROOT, launch, shown
+from . import launch, results_index
+from .launch import ROOT, SUMMARY, shown
 from .results_index import test_scores
 
 logger = logging.getLogger("reproduce")
@@ -48,7 +40,6 @@ CONFIG = "multi30k-tiny"  # Wu et al.'s recipe (training/configs/multi30k-tiny.y
 SEEDS = (1, 2, 3)
 ROLE = "reproduction"  # results_index's section for these records
 CONTROL_ROLE = "control"  # and for a seed trained with another tokenizer
-SUMMARY = "summary.json"
 REMEDY = "restore it from git, or delete its folder and run again what wrote it"
 
 
@@ -80,49 +71,41 @@ class Seed:
 
 def recorded(run: Seed, results: Path) -> Path | None:
     """The folder under ``results`` that records this run with these settings; None where none does."""
-    for path in sorted(results.glob(f"*/{SUMMARY}")):
-        record = read_json(path, dict, REMEDY)
-        if record.get("role") == run.role and record.get("settings") == run.settings():
-            return path.parent
-    return None
+    return next(
+        (
+            path.parent
+            for path in sorted(results.glob(f"*/{SUMMARY}"))
+            if launch.recorded(path, run.settings(), REMEDY, role=run.role) is not None
+        ),
+        None,
+    )
 
 
-def train(run: Seed, output_dir: Path) -> None:
+def train(run: Seed, output_dir: Path) -> dict:
     """vanilla-train in its own process: from scratch, from the newest checkpoint of a stopped run in
-    ``output_dir``, or nothing where the run there has finished."""
-    argv = [
-        *run.settings(),
-        "--output_dir",
-        shown(output_dir),
-        "--summary_dir",
-        shown(record_folder(output_dir)),
-    ]
-    after_stop = f", with a complete checkpoint in {shown(output_dir)}; the same command goes on from it"
-    launch("training.train", argv, str(run), after_stop=after_stop)
+    ``output_dir``, or nothing where the run there has finished; returns its summary."""
+    _, summary = launch.train(
+        run.settings(),
+        output_dir,
+        str(run),
+        remedy=f"delete {shown(output_dir)} and the seed is trained again",
+        after_stop=f", with a complete checkpoint in {shown(output_dir)}; the same command goes on from it",
+    )
+    return summary
 
 
-def record_folder(output_dir: Path) -> Path:
-    """Where vanilla-train writes the summary of the run in ``output_dir``, until it is filed."""
-    return output_dir.with_name(f"{output_dir.name}-record")
-
-
-def throughput(summary: dict, run: Seed, output_dir: Path) -> dict[str, int]:
-    """Tokens a second over the run's training minutes (every launch's): of its batches (their token slots, padding
-    included, as fairseq's --max-tokens counts them: ``tokens_per_step`` a step) and of the text (the training set's
-    source and target tokens, </s> included, as the run's tokenizer cuts them, times the epochs trained; fairseq's
-    words a second count the target's)."""
+def throughput(summary: dict) -> dict[str, int]:
+    """Tokens a second over the run's training minutes (every launch's), from its record: of its batches (their
+    token slots, padding included, as fairseq's --max-tokens counts them: ``tokens_per_step`` a step) and of the text
+    (the training set's source and target tokens, </s> included, as the run's tokenizer cut them: its summary's
+    ``train_tokens``, times the epochs trained; fairseq's words a second count the target's). A run trained before
+    vanilla-train counted its text has the batches' alone."""
     seconds = run_train_minutes(summary) * 60
     record = summary["run"]
-    _, data_args, _ = parse_args([*run.settings(), "--output_dir", str(output_dir)])
-    data = tokenize_splits(
-        load_parallel_data(data_args, text_form(data_args)), load_tokenizer(str(output_dir)), data_args
-    )
-    source, target = lengths(data["train"])
-    return {
-        "batch_tokens_per_second": round(record["budget"]["tokens_per_step"] * record["steps"] / seconds),
-        "source_tokens_per_second": round(int(source.sum()) * summary["epochs"] / seconds),
-        "target_tokens_per_second": round(int(target.sum()) * summary["epochs"] / seconds),
-    }
+    speed = {"batch_tokens_per_second": round(record["budget"]["tokens_per_step"] * record["steps"] / seconds)}
+    for side, tokens in summary.get("train_tokens", {}).items():
+        speed[f"{side}_tokens_per_second"] = round(tokens * summary["epochs"] / seconds)
+    return speed
 
 
 def note(seed: Seed, summary: dict, speed: dict[str, int], extra: str | None) -> str:
@@ -139,27 +122,29 @@ def note(seed: Seed, summary: dict, speed: dict[str, int], extra: str | None) ->
         f"{gflops.get('fp32_gflops_after')} after): {run['steps']:,} steps of {run['budget']['tokens_per_step']:,} "
         f"tokens ({summary['epochs']} epochs) in {run_train_minutes(summary):.1f} training minutes, "
         f"{launches} launch{'es' if launches > 1 else ''}; {speed['batch_tokens_per_second']:,} batch tokens a second "
-        f"(padding included), {speed['target_tokens_per_second']:,} target and {speed['source_tokens_per_second']:,} "
-        f"source tokens a second. test2016 {test.get('bleu_lc_tok')} lowercased and tokenized ({test.get('bleu')} "
-        f"sacreBLEU of that text), validation {validation.get('bleu_lc_tok')}."
+        f"(padding included){text_speed(speed)}. test2016 {test.get('bleu_lc_tok')} lowercased and tokenized "
+        f"({test.get('bleu')} sacreBLEU of that text), validation {validation.get('bleu_lc_tok')}."
     )
     return f"{text} {extra}" if extra else text
 
 
-def file(run: Seed, output_dir: Path, results: Path, extra: str | None) -> Path:
-    """The finished run's record filed under ``results``, with its role, settings, speed and note; summary.json is
-    written last, so a folder cut short is no record and is filed again."""
-    summary_dir = record_folder(output_dir)
-    summary = read_json(summary_dir / SUMMARY, dict, REMEDY)
-    if summary is None:
-        raise UsageError(
-            f"{run}: {shown(output_dir)} holds the finished run, but {shown(summary_dir)} has no {SUMMARY} "
-            f"to file; delete {shown(output_dir)} and the seed is trained again"
-        )
+def text_speed(speed: dict[str, int]) -> str:
+    """The text's tokens a second, as the note says them; nothing for a run that did not count its text."""
+    if "target_tokens_per_second" not in speed:
+        return ""
+    return (
+        f", {speed['target_tokens_per_second']:,} target and {speed['source_tokens_per_second']:,} source tokens a "
+        "second"
+    )
+
+
+def file(run: Seed, summary: dict, results: Path, summary_dir: Path, extra: str | None) -> Path:
+    """The finished run's record (``summary``, from ``summary_dir``) filed under ``results``, with its role,
+    settings, speed and note; summary.json is written last, so a folder cut short is no record and is filed again."""
     target = results / f"{time.strftime('%Y-%m-%d')}-{Path(run.config).stem}-{run.name.replace('-', '', 1)}"
     if (target / SUMMARY).exists():
         raise UsageError(f"{run}: {shown(target)} holds another record; move it and run again")
-    speed = throughput(summary, run, output_dir)
+    speed = throughput(summary)
     target.mkdir(parents=True, exist_ok=True)
     for path in summary_dir.iterdir():
         if path.is_file() and path.name != SUMMARY:
@@ -211,8 +196,8 @@ def run(argv: list[str] | None = None) -> None:
             logger.info("%s: recorded in %s, skipped", seed, shown(found))
             continue
         output_dir = runs / seed.name
-        train(seed, output_dir)
-        folder = file(seed, output_dir, results, args.note)
+        summary = train(seed, output_dir)
+        folder = file(seed, summary, results, launch.record_folder(output_dir), args.note)
         logger.info("%s: filed in %s", seed, shown(folder))
     write_page(results, page)
     print(f"wrote {page}")

@@ -50,11 +50,10 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import torch
 import yaml
-from torch.nn import functional as F
 from transformers import AutoModelForSeq2SeqLM
 
+from inference.engine import forced_log_probs
 from training.api import (
     check_run_record,
     checkpoint_step,
@@ -71,9 +70,9 @@ from vanilla_tools.hardware import device_type
 from vanilla_tools.provenance import git_commit
 from vanilla_tools.run_files import read_json, write_json
 
-from . import comparable, table3_page
+from . import comparable, launch, table3_page
 from .comparable import BF16, FP32, code_key, experiment_precision, precision_flags
-from .launch import ROOT, launch, shown
+from .launch import ROOT, shown
 
 logger = logging.getLogger("table3")
 RESULTS = ROOT / "results" / "table3"
@@ -239,15 +238,13 @@ def validation_perplexity(model_dir: Path, validation, tokenizer, batch_size: in
     ``</s>`` counted; and the number of tokens."""
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
     total, tokens = 0.0, 0
-    with torch.no_grad():
-        for start in range(0, len(validation), batch_size):
-            rows = validation[start : start + batch_size]
-            batch = tokenizer.pad({"input_ids": rows["input_ids"]}, return_tensors="pt")
-            labels = tokenizer.pad({"input_ids": rows["labels"]}, return_tensors="pt")
-            labels = labels["input_ids"].masked_fill(labels["attention_mask"] == 0, -100)
-            logits = model(**batch, labels=labels, skip_logits=False).logits  # (B, T, V)
-            total += F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), reduction="sum").item()
-            tokens += int((labels != -100).sum())
+    for start in range(0, len(validation), batch_size):
+        rows = validation[start : start + batch_size]
+        batch = tokenizer.pad({"input_ids": rows["input_ids"]}, return_tensors="pt")
+        labels = tokenizer.pad({"input_ids": rows["labels"]}, return_tensors="pt")
+        labels = labels["input_ids"].masked_fill(labels["attention_mask"] == 0, -100)
+        total -= forced_log_probs(model, batch, labels).sum().item()
+        tokens += int((labels != -100).sum())
     return math.exp(total / tokens), tokens
 
 
@@ -274,18 +271,6 @@ def finished_training(output_dir: Path, argv: list[str], code: str) -> float | N
     return record["minutes"] if record.get("argv") == argv and record.get("code") == code else None
 
 
-def matching_record(path: Path, settings: list[str], name: str, alike: tuple[list[str], ...] = ()) -> dict | None:
-    """The record at ``path`` if its run was trained with ``settings`` (or with one of ``alike``, settings that stand
-    for them); else None (the run ``name`` is trained again)."""
-    record = read_json(path, dict, f"delete it and {name} is trained again")
-    if record is None:
-        return None
-    if record.get("settings") not in (settings, *alike):
-        logger.warning("%s was recorded with other settings: training it again", name)
-        return None
-    return record
-
-
 def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> dict | None:
     """The run's record if it was trained with the settings ``run`` has now (and, given ``code``, at that code);
     else None, and it is trained again. Once bf16 autocast and fp32 are measured to train alike
@@ -296,7 +281,14 @@ def recorded(run: Run, preset: str, results: Path, code: str | None = None) -> d
         (
             found
             for twin in twins
-            if (found := matching_record(results / twin.folder / RECORD, twin.settings(preset), twin.folder))
+            if (
+                found := launch.recorded(
+                    results / twin.folder / RECORD,
+                    twin.settings(preset),
+                    f"delete it and {twin.folder} is trained again",
+                    name=twin.folder,
+                )
+            )
             is not None
         ),
         None,
@@ -313,14 +305,9 @@ def train(run: Run, preset: str, runs: Path, results: Path, code: str) -> dict:
     """Train one run at ``code`` (vanilla-train in its own process), then measure its learning curve and final
     perplexity."""
     output_dir, record_dir = runs / run.folder, results / run.folder
-    argv = [
-        *run.settings(preset),
-        "--overwrite_output_dir",
-        "--output_dir",
-        shown(output_dir),
-        "--summary_dir",
-        shown(record_dir),
-    ]
+    flags = [*run.settings(preset), "--overwrite_output_dir"]
+    argv = launch.trainer_argv(flags, output_dir, record_dir)
+    remedy = REMEDY.format(shown(output_dir))
     start = time.monotonic()
     command_minutes = finished_training(output_dir, argv, code)
     if command_minutes is None:
@@ -328,13 +315,21 @@ def train(run: Run, preset: str, runs: Path, results: Path, code: str) -> dict:
         # model would make the relaunch a no-op) is removed by vanilla-train, which names it; its points go here
         for stale in (TRAINED, CURVE_POINTS):
             (output_dir / stale).unlink(missing_ok=True)
-        launch("training.train", argv, run.folder, after_stop=AFTER_STOP, after_failure="command above")
+        _, summary = launch.train(
+            flags,
+            output_dir,
+            run.folder,
+            summary_dir=record_dir,
+            remedy=remedy,
+            after_stop=AFTER_STOP,
+            after_failure="command above",
+        )
         command_minutes = (time.monotonic() - start) / 60
         write_json(output_dir / TRAINED, {"argv": argv, "code": code, "minutes": command_minutes})
     else:
         logger.info("%s: trained before (%s), measuring what it left", run.folder, shown(output_dir / TRAINED))
+        summary = launch.summary_of(record_dir, output_dir, run.folder, remedy)
     start = time.monotonic()
-    summary = json.loads((record_dir / "summary.json").read_text())
     tokenizer = load_tokenizer(str(output_dir))
     validation = validation_set(argv, tokenizer)
     curve = learning_curve(output_dir, validation, tokenizer)
@@ -357,7 +352,7 @@ def train(run: Run, preset: str, runs: Path, results: Path, code: str) -> dict:
         "train_minutes": summary["train_minutes"],
         "row_minutes": round(command_minutes + (time.monotonic() - start) / 60, 2),
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": "python -m training.train " + " ".join(argv),
+        "command": launch.as_module(argv),
         "run": summary["run"],
     }
     write_json(record_dir / RECORD, record)

@@ -37,6 +37,17 @@ def blank_output(decoding: Decoding) -> "str | list[tuple[str, float]] | list[st
     return [""] * decoding.sampling.num_samples if decoding.sampling else ""
 
 
+def forced_log_probs(model: torch.nn.Module, batch, labels: torch.Tensor) -> torch.Tensor:
+    """(B, T) the model's log-probability of each token of ``labels`` given ``batch``'s sources and the tokens before
+    it (forced decoding: teacher-forced, unsmoothed, in fp32), 0 where a label is -100 (padding): what
+    ``model(labels=...).loss`` averages at label smoothing 0. What an engine's ``score`` and a validation perplexity
+    are computed from."""
+    with torch.no_grad():
+        logits = model(**batch, labels=labels, skip_logits=False).logits  # (B, T, V)
+    log_probs = logits.float().log_softmax(dim=-1).gather(-1, labels.clamp(min=0)[:, :, None])[:, :, 0]
+    return log_probs.masked_fill(labels == -100, 0.0)
+
+
 def output_lengths(sequences: torch.Tensor, eos: int | list[int]) -> tuple[torch.Tensor, torch.Tensor]:
     """(N, 1 + T) outputs, the decoder start token first -> whether each generated an end token (N,), and how many
     tokens it generated, up to and including the first end token (N,)."""
@@ -184,9 +195,7 @@ class GenerateEngine:
         targets = self.tokenizer(translations)["input_ids"]
         width = max(map(len, targets))
         labels = torch.tensor([ids + [-100] * (width - len(ids)) for ids in targets], device=self.model.device)
-        with torch.no_grad():
-            logits = self.model(**batch, labels=labels, skip_logits=False).logits
-        log_probs = logits.float().log_softmax(dim=-1).gather(-1, labels.clamp(min=0)[:, :, None])[:, :, 0]
+        log_probs = forced_log_probs(self.model, batch, labels)
         return [row[: len(ids)].tolist() for row, ids in zip(log_probs, targets, strict=True)]
 
     def _scores(self, generated, lengths: torch.Tensor) -> torch.Tensor:

@@ -33,7 +33,7 @@ from .run.checkpoints import checkpoint_step
 from .run.hub_push import HubPush
 from .run.launches import Launches
 from .run.process import check_launcher
-from .run.record import PhaseMinutes, RunReport, evaluation_minutes, machine_speed
+from .run.record import PhaseMinutes, RunReport, evaluation_minutes, machine_speed, text_tokens
 from .run.relaunch import plan_start
 from .run.run_lock import holding_output_dir
 from .step.allocator import keep_freed_memory
@@ -141,6 +141,7 @@ def train_and_evaluate(
                 final_evaluation=final_minutes,
                 rest=wall_minutes - prepare_minutes - train_minutes - final_minutes,
             ),
+            train_tokens=text_tokens(data),
         )
         write_run_files(trainer, report)
     if hub is not None:

@@ -5,10 +5,12 @@ Also the BLEU the Multi30k literature reports: on lowercased, Moses-tokenized te
 """
 
 import functools
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import evaluate
+import numpy as np
 from sacrebleu.metrics import BLEU
 
 from .cli import UsageError
@@ -60,7 +62,33 @@ def tokenized_bleu(hypotheses: list[str], references: list[str], language: str) 
     Moses' normalize-punctuation.perl and tokenizer.perl (``-l language``; their sacremoses ports), then BLEU on
     those tokens as multi-bleu.perl counts them (sacreBLEU with no tokenization of its own). Not comparable with
     sacreBLEU's cased score. Returns the score and its signature."""
-    moses = TextForm.moses_lowercase(language, language).target  # &quot; or ": one token either way: unescaped
-    bleu = BLEU(tokenize="none", force=True)
+    moses, bleu = _tokenized(language)
     score = bleu.corpus_score([moses(h) for h in hypotheses], [[moses(r) for r in references]])
     return round(score.score, 2), f"{bleu.get_signature()}|pre:lc+moses-norm+moses-tok-{language}"
+
+
+def tokenized_bleu_statistics(hypotheses: list[str], references: list[str], language: str) -> np.ndarray:
+    """Per sentence, ``tokenized_bleu``'s sufficient statistics: matches and totals of 1- to 4-grams, hypothesis and
+    reference lengths (sentences x 10). Summed over any draw of the sentences, they give its corpus score
+    (``statistics_bleu``): what a bootstrap over sentences needs."""
+    moses, _ = _tokenized(language)
+    # effective_order: the sentence's own score (unused) without sacreBLEU's warning per sentence; the counts are alike
+    bleu = BLEU(tokenize="none", force=True, effective_order=True)
+    rows = []
+    for hypothesis, reference in zip(hypotheses, references, strict=True):
+        score = bleu.sentence_score(moses(hypothesis), [moses(reference)])
+        rows.append([*score.counts, *score.totals, score.sys_len, score.ref_len])
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 10)
+
+
+def statistics_bleu(statistics: np.ndarray) -> float:
+    """Corpus BLEU of summed sentence statistics (``tokenized_bleu_statistics``; sacreBLEU's formula and smoothing)."""
+    total = statistics.sum(axis=0)
+    return BLEU.compute_bleu(total[:4], total[4:8], int(total[8]), int(total[9]), smooth_method="exp").score
+
+
+def _tokenized(language: str) -> tuple[Callable[[str], str], BLEU]:
+    """``tokenized_bleu``'s text (lowercased, Moses-normalized and -tokenized) and its BLEU (no tokenization of its
+    own)."""
+    # &quot; or ": one token either way: unescaped
+    return TextForm.moses_lowercase(language, language).target, BLEU(tokenize="none", force=True)

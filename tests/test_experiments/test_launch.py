@@ -1,4 +1,7 @@
+import json
+import logging
 import subprocess
+import sys
 
 import pytest
 
@@ -28,3 +31,33 @@ def test_a_stop_by_a_signal_says_what_the_runner_does_next(monkeypatch, status, 
 def test_a_path_is_shown_relative_to_the_checkout_where_it_is_inside(tmp_path):
     assert launch.shown(launch.ROOT / "results" / "x") == "results/x"
     assert launch.shown(tmp_path) == str(tmp_path)
+
+
+def test_the_command_that_ran_is_returned_by_its_console_scripts_name(monkeypatch):
+    ran = []
+
+    def run(command, cwd):
+        ran.append(command)
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(launch.subprocess, "run", run)
+    command = launch.launch("inference.translate", ["in.txt", "--model", "m"], "test", after_stop="")
+    assert command == ["vanilla-translate", "in.txt", "--model", "m"]
+    assert ran == [[sys.executable, "-m", "inference.translate", "in.txt", "--model", "m"]]
+
+
+def test_a_record_stands_for_a_run_only_with_its_settings_and_role(tmp_path, caplog):
+    """One lookup for every runner: the settings (or settings that stand for them), the role where one is asked;
+    a record of other settings in the run's own place is said to be trained again."""
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"settings": ["--seed", "1"], "role": "control"}))
+    assert launch.recorded(path, ["--seed", "1"], "fix it")["role"] == "control"
+    assert launch.recorded(path, ["--seed", "1"], "fix it", role="reproduction") is None
+    assert launch.recorded(path, ["--seed", "2"], "fix it", alike=[["--seed", "1"]]) is not None
+    assert launch.recorded(tmp_path / "none.json", ["--seed", "1"], "fix it") is None
+    with caplog.at_level(logging.WARNING, logger="experiments"):
+        assert launch.recorded(path, ["--seed", "2"], "fix it", name="seed 2") is None
+    assert "seed 2 was recorded with other settings: training it again" in caplog.text
+    path.write_text("{")
+    with pytest.raises(UsageError, match=r"summary.json is not valid JSON .*: fix it$"):
+        launch.recorded(path, ["--seed", "1"], "fix it")

@@ -77,9 +77,35 @@ def test_a_stopped_seed_is_said_to_go_on_and_nothing_is_filed(tmp_path, monkeypa
     assert not (tmp_path / "results").exists()
 
 
-def test_a_finished_run_without_its_summary_is_named(tmp_path):
-    with pytest.raises(UsageError, match=r"seed-1-record has no summary.json to file; delete .*seed-1 and the seed"):
-        reproduce.file(reproduce.Seed("multi30k-tiny", 1), tmp_path / "seed-1", tmp_path / "results", None)
+def test_a_finished_run_without_its_summary_is_named(tmp_path, monkeypatch):
+    """vanilla-train found the seed's run finished (it trains nothing), but its summary is gone: refused in one line,
+    nothing filed."""
+    monkeypatch.setattr(launch.subprocess, "run", lambda command, cwd: subprocess.CompletedProcess(command, 0))
+    with pytest.raises(
+        UsageError,
+        match=r"^seed 1: .*seed-1 holds the finished run, but .*seed-1-record has no summary.json; delete .*seed-1 "
+        r"and the seed is trained again$",
+    ):
+        reproduce.run(["--seeds", "1", "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results")])
+    assert not (tmp_path / "results").exists()
+
+
+def test_tokens_a_second_are_the_runs_own_counts_over_its_training_minutes():
+    """From the record alone: the batches' token slots and the text vanilla-train counted (``train_tokens``); a run
+    that did not count its text has the batches' rate alone, and its note says no other."""
+    summary = {
+        "run": {**synthetic_run(max_steps=8000, tokens=8192), "steps": 8000, "launches": [{"train_minutes": 100.0}]},
+        "epochs": 50.0,
+        "train_tokens": {"source": 300_000, "target": 360_000},
+    }
+    assert reproduce.throughput(summary) == {
+        "batch_tokens_per_second": round(8192 * 8000 / 6000),
+        "source_tokens_per_second": 2500,
+        "target_tokens_per_second": 3000,
+    }
+    del summary["train_tokens"]
+    assert reproduce.throughput(summary) == {"batch_tokens_per_second": round(8192 * 8000 / 6000)}
+    assert reproduce.text_speed(reproduce.throughput(summary)) == ""
 
 
 def test_the_note_says_what_ran_where_how_fast_and_what_it_scored():

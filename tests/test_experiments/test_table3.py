@@ -2,12 +2,16 @@
 with its records and learning curves, and the page generated from them under the verdict rule."""
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
+from torch.nn import functional as F
 from training_helpers import synthetic_run, tiny_preset
+from transformers import AutoModelForSeq2SeqLM
 
 from experiments import comparable, launch, table3, table3_page
 from experiments.comparable import BF16, FP32, experiment_precision
@@ -15,7 +19,7 @@ from experiments.verdict import difference
 from training.data.batching import batch_shapes
 from training.run.record import check_run_record
 from vanilla_tools.batch_shapes import BatchShapes
-from vanilla_tools.cli import UsageError
+from vanilla_tools.cli import UsageError, load_tokenizer
 from vanilla_tools.provenance import ROOT, generated
 
 PAPER = {
@@ -169,6 +173,7 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
         and record["run"]["steps"] == 2
     )
     assert record["command"].startswith("python -m training.train --config") and "--seed 1" in record["command"]
+    assert_unsmoothed_perplexity(tmp_path / "runs" / "2-steps" / "fp32" / "base" / "seed-1", preset)
     page = (tmp_path / "t.md").read_text()
     assert "2 runs recorded" in page and "| (B) B-dk-32 | d_k = 32 |" in page and ": too few seeds |" in page
     assert "![(B), 2 steps](table3-curves/2-steps-B.png)" in page
@@ -178,6 +183,21 @@ def test_the_command_trains_records_skips_and_reports(tmp_path):
     assert path.stat().st_mtime_ns == stamp
     table3.run(argv(2, "B-dk-32"))
     assert [point["step"] for point in json.loads(path.read_text())["curve"]] == [2]  # other settings: trained again
+
+
+def assert_unsmoothed_perplexity(run: Path, preset: Path) -> None:
+    """The validation perplexity (in batches) is exp of the model's cross-entropy without label smoothing over every
+    target token of the set at once, </s> included: torch's own, from the logits."""
+    tokenizer = load_tokenizer(str(run))
+    validation = table3.validation_set(["--config", str(preset), "--output_dir", str(run)], tokenizer)
+    source = tokenizer.pad({"input_ids": validation["input_ids"]}, return_tensors="pt")
+    target = tokenizer.pad({"input_ids": validation["labels"]}, return_tensors="pt")
+    labels = target["input_ids"].masked_fill(target["attention_mask"] == 0, -100)
+    with torch.no_grad():
+        logits = AutoModelForSeq2SeqLM.from_pretrained(run).eval()(**source, labels=labels, skip_logits=False).logits
+    entropy = F.cross_entropy(logits.flatten(0, 1), labels.flatten()).item()
+    ppl, tokens = table3.validation_perplexity(run, validation, tokenizer, batch_size=7)
+    assert tokens == int((labels != -100).sum()) and ppl == pytest.approx(math.exp(entropy), rel=1e-5)
 
 
 def test_a_measurement_cut_short_goes_on_from_its_kept_points_without_training_again(tmp_path, monkeypatch):

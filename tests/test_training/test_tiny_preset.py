@@ -13,6 +13,7 @@ from training_helpers import write_corpus
 
 from training.arguments import load_preset, parse_args
 from training.data.corpus import DataArguments, load_parallel_data
+from vanilla_tools.cli import load_tokenizer
 from vanilla_tools.corpora import BUNDLED_DIR
 from vanilla_tools.metrics import tokenized_bleu
 from vanilla_tools.text_form import TextForm
@@ -199,6 +200,11 @@ def test_the_preset_trains_and_scores_with_tiny_sizes(tmp_path):
     assert summary["arguments"]["max_grad_norm"] == 25.0 and summary["arguments"]["gradient_accumulation_steps"] == 2
     assert summary["text"].startswith("lowercased and Moses-tokenized (sacremoses) before the BPE")
     assert summary["test"]["lc_tok_signature"].endswith("|pre:lc+moses-norm+moses-tok-de")
+    moses, tokenizer = TextForm.moses_lowercase("en", "de"), load_tokenizer(str(output))
+    assert summary["train_tokens"] == {  # an epoch's text as the run's tokenizer cuts it (tokens a second count it)
+        side: sum(len(tokenizer(moses.prepare(line, lang)).input_ids) for line in open(path, encoding="utf-8"))
+        for side, lang, path in zip(("source", "target"), ("en", "de"), corpus["train"], strict=True)
+    }
     recipe = json.loads((output / "training_recipe.json").read_text())["recipe"]
     schedule = "inverse_sqrt: linear from 1e-07 to 0.005 over 2 steps, then 0.005 * sqrt(2 / step)"
     assert recipe["learning rate"] == schedule

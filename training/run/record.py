@@ -25,7 +25,7 @@ from vanilla_tools.run_files import TrainingRecipe, write_json
 from vanilla_tools.text_form import TextForm
 
 from ..arguments import ModelArguments
-from ..data.corpus import DataArguments, corpora_record
+from ..data.corpus import DataArguments, corpora_record, lengths
 from ..resolved import ResolvedRun
 from ..schedules import describe as describe_schedule
 
@@ -173,7 +173,8 @@ class RunReport:
     this process's), the ``results`` (eval_results.json's), the ``decoding`` its final evaluation chose (the saved
     model's), the trained ``model``, its ``train_minutes`` (this launch's training) and ``wall_minutes`` (the whole
     command), the machine's ``speed`` (fp32 GFLOP/s before and after this launch's training: ``machine_speed``), the
-    run's ``launches`` and where this launch's minutes went (``phases``)."""
+    run's ``launches``, where this launch's minutes went (``phases``) and its ``train_tokens`` (``text_tokens``; None
+    for a stream): what tokens a second are counted from, so a record says them from what ran."""
 
     arguments: tuple
     run: ResolvedRun
@@ -186,6 +187,7 @@ class RunReport:
     speed: dict
     launches: list[dict]
     phases: PhaseMinutes
+    train_tokens: dict[str, int] | None = None  # the training set's source and target tokens (an epoch's text)
 
 
 @contextmanager
@@ -237,6 +239,7 @@ def write_summary(folder: Path, report: RunReport, output_dir: Path) -> None:
             if key in results
         },
         "epochs": round(results["train"]["epoch"], 2),
+        **({"train_tokens": report.train_tokens} if report.train_tokens else {}),
         "train_minutes": round(report.train_minutes, 2),
         "wall_clock_minutes": round(report.wall_minutes, 2),  # the whole command: data, training, final evaluation
         "phase_minutes": report.phases.as_record(),
@@ -259,6 +262,15 @@ def write_summary(folder: Path, report: RunReport, output_dir: Path) -> None:
         if (output_dir / name).is_file():
             shutil.copy(output_dir / name, folder / name)
     write_json(folder / "summary.json", summary)  # last, and whole: the record is there once complete
+
+
+def text_tokens(splits: dict) -> dict[str, int] | None:
+    """The training split's source and target tokens as the run's tokenizer cut them (``</s>`` included): the text
+    an epoch reads; None where the run streams its training text (no split to count)."""
+    if "train" not in splits:
+        return None
+    source, target = lengths(splits["train"])
+    return {"source": int(source.sum()), "target": int(target.sum())}
 
 
 def this_launch(launches: list[dict] | None) -> dict:
