@@ -19,7 +19,8 @@ from vanilla_tools.provenance import ROOT
 GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
 ENGLISH = ["A dog runs across the meadow.", "Two men play football.", "A woman reads a book."]
 
-TINY_MODEL = [
+# The shape of the tiny model every test that trains one uses; TINY_MODEL adds its vocabulary, batches and dropout.
+TINY_SHAPE = [
     "--d_model",
     "32",
     "--encoder_layers",
@@ -30,6 +31,9 @@ TINY_MODEL = [
     "2",
     "--ffn_dim",
     "64",
+]
+TINY_MODEL = [
+    *TINY_SHAPE,
     "--vocab_size",
     "300",
     "--max_tokens_per_batch",

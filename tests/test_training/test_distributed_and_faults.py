@@ -15,7 +15,7 @@ import torch
 import yaml
 from helpers import free_port
 from safetensors.torch import load_file
-from training_helpers import assert_same_weights, train_argv, write_corpus
+from training_helpers import TINY_SHAPE, assert_same_weights, train_argv, write_corpus
 
 pytestmark = pytest.mark.slow
 
@@ -365,16 +365,7 @@ def test_the_wmt14_preset_runs_on_two_machines(corpus, tmp_path):
         "",
         "--output_dir",
         str(tmp_path / "out"),
-        "--d_model",
-        "32",
-        "--encoder_layers",
-        "1",
-        "--decoder_layers",
-        "1",
-        "--num_attention_heads",
-        "2",
-        "--ffn_dim",
-        "64",
+        *TINY_SHAPE,
         "--vocab_size",
         "300",
         "--max_tokens_per_batch",
