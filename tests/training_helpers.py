@@ -9,11 +9,16 @@ from pathlib import Path
 
 import datasets
 import torch
-from helpers import PAD
+from helpers import PAD, tiny_model
 from safetensors.torch import load_file
+from transformers import Seq2SeqTrainingArguments
 
 from training.data.batching import TokenizedPairs
+from training.resolved import RunDecoding
+from training.schedules import NoamSchedule
+from training.step.trainer import PaperSeq2SeqTrainer
 from vanilla_tools.corpora import BUNDLED_DIR
+from vanilla_tools.decoding import Decoding
 from vanilla_tools.provenance import ROOT
 
 GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
@@ -168,6 +173,28 @@ def pad(features: list[dict]) -> dict[str, torch.Tensor]:
         batch[key] = torch.tensor([f[key] + [value] * (width - len(f[key])) for f in features])
     batch["attention_mask"] = batch["input_ids"].ne(PAD).long()
     return batch
+
+
+def tiny_trainer(output_dir: Path, data_collator=pad, **overrides) -> PaperSeq2SeqTrainer:
+    """A PaperSeq2SeqTrainer of a seeded tiny model on ``pairs()``, 3 steps on the CPU unless ``overrides`` (its
+    Seq2SeqTrainingArguments) say otherwise, batches of at most 24 tokens."""
+    settings = dict(
+        max_steps=3,
+        learning_rate=1.0,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    return PaperSeq2SeqTrainer(
+        model=tiny_model().train(),
+        args=Seq2SeqTrainingArguments(output_dir, **{**settings, **overrides}),
+        training_set=pairs(),
+        data_collator=data_collator,
+        max_tokens_per_batch=24,
+        decoding=RunDecoding(Decoding(), Decoding.paper()),
+        lr_multiplier=NoamSchedule(4),
+    )
 
 
 def stop_at_step_2(flags: list[str], output_dir, summary_dir) -> None:
