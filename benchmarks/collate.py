@@ -16,8 +16,7 @@ import torch
 from transformers import DataCollatorForSeq2Seq
 
 from benchmarks import write_record
-from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
-from training.api import TokenBatchSampler, train_tokenizer
+from training.api import ModelArguments, TokenBatchSampler, build_model, train_tokenizer
 from vanilla_tools.batch_shapes import BatchShapes, PaddedBatches, PairBatches
 from vanilla_tools.corpora import BUNDLED_DIR
 from vanilla_tools.provenance import provenance
@@ -60,19 +59,8 @@ def main(argv: list[str] | None = None) -> dict:
         [len(f["input_ids"]) for f in features], [len(f["labels"]) for f in features], BUDGET, seed=1, shapes=shapes
     )
     batches = [[features[i] for i in plan] for plan in sampler]
-    model = VanillaTransformerForSeq2Seq(
-        VanillaTransformerConfig(
-            vocab_size=len(tokenizer),
-            d_model=8,
-            encoder_layers=1,
-            decoder_layers=1,
-            num_attention_heads=1,
-            ffn_dim=8,
-            pad_token_id=tokenizer.pad_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-            decoder_start_token_id=tokenizer.pad_token_id,
-        )
-    )
+    sizes = ModelArguments(d_model=8, encoder_layers=1, decoder_layers=1, num_attention_heads=1, ffn_dim=8)
+    model = build_model(sizes, tokenizer)  # the collators need only its special tokens
 
     before = PaddedBatches(
         DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100), shapes, tokenizer.pad_token_id

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import torch
 
-from modeling_vanilla import VanillaTransformerConfig, VanillaTransformerForSeq2Seq
-from training.api import train_tokenizer
+from training.api import ModelArguments, build_model, train_tokenizer
 from vanilla_tools.corpora import BUNDLED_DIR
 from vanilla_tools.provenance import provenance
 
@@ -29,18 +28,8 @@ from vanilla_tools.provenance import provenance
 def tiny_model_dir(folder: Path, sentences: list[str]) -> Path:
     tokenizer = train_tokenizer(sentences, vocab_size=500)
     torch.manual_seed(0)
-    config = VanillaTransformerConfig(
-        vocab_size=len(tokenizer),
-        d_model=32,
-        encoder_layers=1,
-        decoder_layers=1,
-        num_attention_heads=2,
-        ffn_dim=64,
-        pad_token_id=0,
-        eos_token_id=2,
-        decoder_start_token_id=0,
-    )
-    model = VanillaTransformerForSeq2Seq(config)
+    sizes = ModelArguments(d_model=32, encoder_layers=1, decoder_layers=1, num_attention_heads=2, ffn_dim=64)
+    model = build_model(sizes, tokenizer)
     model.generation_config.update(num_beams=1, length_penalty=1.0, early_stopping=False, max_new_tokens=8)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -37,28 +37,45 @@ TRAIN_BATCH, TRAIN_LENGTH = 64, 24  # 1,536 source + 1,536 target tokens a step
 GEN_BATCH, GEN_SOURCE_LENGTH, GEN_NEW_TOKENS = 32, 24, 20
 
 
-def marian_model(name: str, seed: int = 0) -> MarianMTModel:
-    d_model, layers, heads, ffn, vocab = CONFIGS[name]
+def random_marian(
+    d_model: int, layers: tuple[int, int], heads: int, ffn_dim: int, vocab: int, seed: int = 0, **settings
+) -> MarianMTModel:
+    """A seeded random MarianMTModel of ``layers`` (encoder, decoder) layers, both stacks ``heads`` heads and
+    ``ffn_dim`` wide, embeddings scaled by sqrt(d_model) (§3.4), and Marian's special tokens (pad and decoder start
+    the vocabulary's last id, eos 0); ``settings``: its other MarianConfig fields."""
     torch.manual_seed(seed)
     config = MarianConfig(
         vocab_size=vocab,
         d_model=d_model,
-        encoder_layers=layers,
-        decoder_layers=layers,
+        encoder_layers=layers[0],
+        decoder_layers=layers[1],
         encoder_attention_heads=heads,
         decoder_attention_heads=heads,
-        encoder_ffn_dim=ffn,
-        decoder_ffn_dim=ffn,
-        activation_function="relu",
+        encoder_ffn_dim=ffn_dim,
+        decoder_ffn_dim=ffn_dim,
         scale_embedding=True,
-        max_position_embeddings=512,
-        dropout=0.1,
         pad_token_id=vocab - 1,
         decoder_start_token_id=vocab - 1,
         eos_token_id=0,
-        forced_eos_token_id=None,
+        **settings,
     )
     return MarianMTModel(config)
+
+
+def marian_model(name: str, seed: int = 0) -> MarianMTModel:
+    d_model, layers, heads, ffn, vocab = CONFIGS[name]
+    return random_marian(
+        d_model,
+        (layers, layers),
+        heads,
+        ffn,
+        vocab,
+        seed,
+        activation_function="relu",
+        max_position_embeddings=512,
+        dropout=0.1,
+        forced_eos_token_id=None,
+    )
 
 
 def inputs(vocab: int, batch: int, length: int, seed: int = 1) -> dict[str, torch.Tensor]:

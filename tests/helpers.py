@@ -66,6 +66,19 @@ def padded_batch(seed: int = 0, batch: int = 3, length: int = 7, vocab: int = VO
     return ids.masked_fill(mask == 0, PAD), mask
 
 
+def nbest(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, num_beams: int, **search):
+    """generate()'s ``num_beams`` best hypotheses an input, with their scores (return_dict_in_generate)."""
+    return model.generate(
+        input_ids,
+        attention_mask=attention_mask,
+        num_beams=num_beams,
+        num_return_sequences=num_beams,
+        return_dict_in_generate=True,
+        output_scores=True,
+        **search,
+    )
+
+
 def batch_of(shape: tuple[int, int, int], seed: int = 0) -> dict[str, torch.Tensor]:
     """A padded (batch, source, target) training batch, as the collator makes it."""
     batch, source, target = shape

@@ -9,19 +9,25 @@ from pathlib import Path
 
 import datasets
 import torch
-from helpers import PAD
+from helpers import PAD, tiny_model
 from safetensors.torch import load_file
+from transformers import Seq2SeqTrainingArguments
 
 from training.arguments import parse_args
 from training.build import build_trainer, resolve_run
 from training.data.batching import TokenizedPairs
+from training.resolved import RunDecoding
+from training.schedules import NoamSchedule
+from training.step.trainer import PaperSeq2SeqTrainer
 from vanilla_tools.corpora import BUNDLED_DIR
+from vanilla_tools.decoding import Decoding
 from vanilla_tools.provenance import ROOT
 
 GERMAN = ["Ein Hund läuft über die Wiese.", "Zwei Männer spielen Fußball.", "Eine Frau liest ein Buch."]
 ENGLISH = ["A dog runs across the meadow.", "Two men play football.", "A woman reads a book."]
 
-TINY_MODEL = [
+# The shape of the tiny model every test that trains one uses; TINY_MODEL adds its vocabulary, batches and dropout.
+TINY_SHAPE = [
     "--d_model",
     "32",
     "--encoder_layers",
@@ -32,6 +38,9 @@ TINY_MODEL = [
     "2",
     "--ffn_dim",
     "64",
+]
+TINY_MODEL = [
+    *TINY_SHAPE,
     "--vocab_size",
     "300",
     "--max_tokens_per_batch",
@@ -173,6 +182,28 @@ def pad(features: list[dict]) -> dict[str, torch.Tensor]:
         batch[key] = torch.tensor([f[key] + [value] * (width - len(f[key])) for f in features])
     batch["attention_mask"] = batch["input_ids"].ne(PAD).long()
     return batch
+
+
+def tiny_trainer(output_dir: Path, data_collator=pad, **overrides) -> PaperSeq2SeqTrainer:
+    """A PaperSeq2SeqTrainer of a seeded tiny model on ``pairs()``, 3 steps on the CPU unless ``overrides`` (its
+    Seq2SeqTrainingArguments) say otherwise, batches of at most 24 tokens."""
+    settings = dict(
+        max_steps=3,
+        learning_rate=1.0,
+        report_to=[],
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    return PaperSeq2SeqTrainer(
+        model=tiny_model().train(),
+        args=Seq2SeqTrainingArguments(output_dir, **{**settings, **overrides}),
+        training_set=pairs(),
+        data_collator=data_collator,
+        max_tokens_per_batch=24,
+        decoding=RunDecoding(Decoding(), Decoding.paper()),
+        lr_multiplier=NoamSchedule(4),
+    )
 
 
 def stop_at_step_2(flags: list[str], output_dir, summary_dir) -> None:

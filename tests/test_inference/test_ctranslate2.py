@@ -26,6 +26,19 @@ pytestmark = pytest.mark.slow
 SOURCES = [*ENGLISH, "A dog.", "Two women read a book in the meadow.", "A man plays football. A woman reads."]
 
 
+def translate(model: Path, source: Path, *flags: str) -> subprocess.CompletedProcess:
+    """vanilla-translate --model ``model`` on the file ``source`` with ``flags``, offline; asserts it exited 0."""
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "vanilla-translate"), "--model", str(model), str(source), *flags],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
 def saved_model(folder: Path, tokenizer, seed: int = 0, **overrides) -> Path:
     """A tiny random model whose logits are sharpened (embeddings x4), so that greedy and beam paths differ and
     end, saved with the tokenizer."""
@@ -168,26 +181,9 @@ def test_translate_with_the_engine_equals_generate_on_a_trained_model(trained_ru
     references.write_text("\n".join(["Zwei Männer."] * len(lines)) + "\n", encoding="utf-8")
     outputs = {}
     for engine, extra in (("generate", []), ("ctranslate2", ["--quantization", "float32"])):
-        result = subprocess.run(
-            [
-                str(Path(sys.executable).parent / "vanilla-translate"),
-                "--model",
-                str(model_dir),
-                str(source),
-                "--engine",
-                engine,
-                "--references",
-                str(references),
-                "--batch_size",
-                "2",
-                *extra,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        result = translate(
+            model_dir, source, "--engine", engine, "--references", str(references), "--batch_size", "2", *extra
         )
-        assert result.returncode == 0, result.stderr[-2000:]
         assert "BLEU = " in result.stderr
         outputs[engine] = result.stdout.split("\n")
     assert outputs["ctranslate2"] == outputs["generate"]
@@ -223,21 +219,7 @@ def test_translate_picks_ctranslate2_where_it_can_run_the_model(overrides, chose
     source.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
     outputs, logs = {}, {}
     for engine in ("auto", "generate"):
-        result = subprocess.run(
-            [
-                str(Path(sys.executable).parent / "vanilla-translate"),
-                "--model",
-                str(folder),
-                str(source),
-                "--engine",
-                engine,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        )
-        assert result.returncode == 0, result.stderr[-2000:]
+        result = translate(folder, source, "--engine", engine)
         outputs[engine], logs[engine] = result.stdout, result.stderr
     assert chosen in logs["auto"]
     assert outputs["auto"] == outputs["generate"] and len(outputs["auto"].splitlines()) == len(SOURCES)

@@ -5,7 +5,7 @@ agree with the model's forward, the export follows the weights, and what cannot 
 import numpy as np
 import pytest
 import torch
-from helpers import copy_task_batch, saved_model_with_tokenizer, tiny_model
+from helpers import copy_task_batch, nbest, saved_model_with_tokenizer, tiny_model
 from training_helpers import ENGLISH
 
 from modeling_vanilla import VanillaTransformerForSeq2Seq
@@ -100,16 +100,8 @@ def test_the_search_ends_as_generate_does(copy_model, copy_onnx, num_beams, earl
     src, mask, _ = copy_task_batch(torch.Generator().manual_seed(11), batch=6)
     decoding = Decoding(num_beams, 0.6, early_stopping, nbest=num_beams)
     found = OnnxEngine(copy_onnx, None, decoding, copy_model.config).search(src.numpy(), mask.numpy())
-    out = copy_model.generate(
-        src,
-        attention_mask=mask,
-        num_beams=num_beams,
-        num_return_sequences=num_beams,
-        length_penalty=0.6,
-        early_stopping=early_stopping,
-        max_new_tokens=8 + 50,
-        return_dict_in_generate=True,
-        output_scores=True,
+    out = nbest(
+        copy_model, src, mask, num_beams, length_penalty=0.6, early_stopping=early_stopping, max_new_tokens=8 + 50
     )
     assert until_end(found.sequences.tolist()) == until_end(out.sequences.tolist())
     assert len({len(row) for row in until_end(found.sequences.tolist())}) > 1  # ended at different lengths

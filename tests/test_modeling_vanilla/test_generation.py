@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from helpers import EOS, VOCAB, copy_task_batch, padded_batch, tiny_model
+from helpers import EOS, VOCAB, copy_task_batch, nbest, padded_batch, tiny_model
 from transformers import DynamicCache, EncoderDecoderCache, StaticCache
 
 from modeling_vanilla.compat import CACHE_NAME
@@ -261,16 +261,7 @@ def test_compute_transition_scores_rebuilds_the_sequence_scores(copy_model, num_
     """transformers' documented recipe: the per-token scores summed (and, for beams, divided by length^alpha) are
     the search's own scores; greedy's are the log-probabilities of the tokens it chose."""
     src, mask, _ = copy_task_batch(torch.Generator().manual_seed(7), batch=4)
-    out = copy_model.generate(
-        src,
-        attention_mask=mask,
-        num_beams=num_beams,
-        num_return_sequences=num_beams,
-        length_penalty=0.6,
-        max_new_tokens=12,
-        return_dict_in_generate=True,
-        output_scores=True,
-    )
+    out = nbest(copy_model, src, mask, num_beams, length_penalty=0.6, max_new_tokens=12)
     steps = copy_model.compute_transition_scores(
         out.sequences, out.scores, out.get("beam_indices"), normalize_logits=num_beams == 1
     )

@@ -4,6 +4,7 @@ import pytest
 import torch
 from transformers import MarianConfig, MarianMTModel
 
+from inference import bench
 from modeling_vanilla import VanillaTransformerForSeq2Seq, from_marian
 
 SIZES = {  # d_model, layers (enc, dec), heads, ffn, vocab
@@ -14,26 +15,9 @@ SIZES = {  # d_model, layers (enc, dec), heads, ffn, vocab
 
 
 def random_marian(size: str, activation: str, seed: int = 0) -> MarianMTModel:
-    d_model, (enc, dec), heads, ffn, vocab = SIZES[size]
-    torch.manual_seed(seed)
-    config = MarianConfig(
-        vocab_size=vocab,
-        d_model=d_model,
-        encoder_layers=enc,
-        decoder_layers=dec,
-        encoder_attention_heads=heads,
-        decoder_attention_heads=heads,
-        encoder_ffn_dim=ffn,
-        decoder_ffn_dim=ffn,
-        activation_function=activation,
-        max_position_embeddings=64,
-        pad_token_id=vocab - 1,
-        decoder_start_token_id=vocab - 1,
-        eos_token_id=0,
-        forced_eos_token_id=0,
-        scale_embedding=True,
-    )
-    model = MarianMTModel(config).eval()
+    model = bench.random_marian(
+        *SIZES[size], seed, activation_function=activation, max_position_embeddings=64, forced_eos_token_id=0
+    ).eval()
     with torch.no_grad():
         model.final_logits_bias.normal_(std=0.1)  # non-zero so the conversion of the bias is tested
         model.model.shared.weight.mul_(8.0)  # peaked logits: greedy and beam paths differ, some hit EOS

@@ -15,7 +15,7 @@ import torch
 import yaml
 from helpers import free_port
 from safetensors.torch import load_file
-from training_helpers import assert_same_weights, train_argv, write_corpus
+from training_helpers import TINY_SHAPE, assert_same_weights, train_argv, write_corpus
 
 pytestmark = pytest.mark.slow
 
@@ -54,16 +54,16 @@ def without_evaluation(corpus) -> dict:
     return {"train": corpus["train"]}
 
 
-def ddp_argv(corpus, output: Path, tokens_per_device: int) -> list[str]:
-    # SGD: Adam's first steps divide by |gradient|, which magnifies rounding differences of near-zero gradients
-    # between a 1- and a 2-process sum; SGD keeps the comparison about data parallelism itself.
+def sgd_argv(corpus, output: Path, tokens_per_device: int, steps: int, saving: tuple[str, ...]) -> list[str]:
+    """A run of ``steps`` SGD steps saving as ``saving`` says. SGD: Adam's first steps divide by |gradient|, which
+    magnifies rounding differences of near-zero gradients between a 1- and a 2-process sum; SGD keeps the comparison
+    about data parallelism itself."""
     return train_argv(
         without_evaluation(corpus),
         output,
         "--max_steps",
-        "5",
-        "--save_strategy",
-        "no",
+        str(steps),
+        *saving,
         "--optim",
         "sgd",
         "--bf16",
@@ -71,6 +71,10 @@ def ddp_argv(corpus, output: Path, tokens_per_device: int) -> list[str]:
         "--max_tokens_per_batch",
         str(tokens_per_device),
     )
+
+
+def ddp_argv(corpus, output: Path, tokens_per_device: int) -> list[str]:
+    return sgd_argv(corpus, output, tokens_per_device, 5, ("--save_strategy", "no"))
 
 
 @pytest.fixture(scope="module")
@@ -365,16 +369,7 @@ def test_the_wmt14_preset_runs_on_two_machines(corpus, tmp_path):
         "",
         "--output_dir",
         str(tmp_path / "out"),
-        "--d_model",
-        "32",
-        "--encoder_layers",
-        "1",
-        "--decoder_layers",
-        "1",
-        "--num_attention_heads",
-        "2",
-        "--ffn_dim",
-        "64",
+        *TINY_SHAPE,
         "--vocab_size",
         "300",
         "--max_tokens_per_batch",
@@ -501,21 +496,8 @@ def test_two_runs_filling_one_data_cache_at_once(corpus, tmp_path):
 
 
 # ---- resuming on another number of processes ----------------------------------------------------------------------
-def sgd_argv(corpus, output: Path, tokens_per_device: int, steps: int) -> list[str]:
-    return train_argv(
-        without_evaluation(corpus),
-        output,
-        "--max_steps",
-        str(steps),
-        "--save_steps",
-        "3",
-        "--optim",
-        "sgd",
-        "--bf16",
-        "false",
-        "--max_tokens_per_batch",
-        str(tokens_per_device),
-    )
+def saving_sgd_argv(corpus, output: Path, tokens_per_device: int, steps: int) -> list[str]:
+    return sgd_argv(corpus, output, tokens_per_device, steps, ("--save_steps", "3"))
 
 
 def train_on(processes: int, argv: list[str]) -> subprocess.CompletedProcess:
@@ -526,7 +508,7 @@ def train_on(processes: int, argv: list[str]) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def six_steps_on_one_process(corpus, tmp_path_factory):
     output = tmp_path_factory.mktemp("six")
-    assert train_on(1, sgd_argv(corpus, output, 512, 6)).returncode == 0
+    assert train_on(1, saving_sgd_argv(corpus, output, 512, 6)).returncode == 0
     return load_file(output / "model.safetensors")
 
 
@@ -536,17 +518,17 @@ def test_resuming_on_another_number_of_processes_keeps_the_batches(
 ):
     """3 steps on ``first`` processes, then 3 more resumed on ``then`` with the same batches (512 tokens a step):
     the weights of 6 uninterrupted steps. Resuming with other batches is refused, naming the flag that keeps them."""
-    started = train_on(first, sgd_argv(corpus, tmp_path, 512 // first, 3))
+    started = train_on(first, saving_sgd_argv(corpus, tmp_path, 512 // first, 3))
     assert started.returncode == 0, started.stderr[-3000:]
     halved = 256 // then  # batches of 256 tokens instead of 512
-    refused = train_on(then, [*sgd_argv(corpus, tmp_path, halved, 6), "--resume_from_checkpoint", "auto"])
+    refused = train_on(then, [*saving_sgd_argv(corpus, tmp_path, halved, 6), "--resume_from_checkpoint", "auto"])
     assert refused.returncode != 0
     assert (
         f"{tmp_path / 'checkpoint-3'} was trained in batches of {first} processes x {512 // first} tokens x 1 "
         f"accumulated; this run would take {then} x {halved} x 1"
     ) in refused.stderr
     assert f"pass --max_tokens_per_batch {512 // then} and --gradient_accumulation_steps 1" in refused.stderr
-    resumed = train_on(then, [*sgd_argv(corpus, tmp_path, 512 // then, 6), "--resume_from_checkpoint", "auto"])
+    resumed = train_on(then, [*saving_sgd_argv(corpus, tmp_path, 512 // then, 6), "--resume_from_checkpoint", "auto"])
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"resuming a run of {first} processes on {then}: the same batches of 512 tokens" in resumed.stderr
     got = load_file(tmp_path / "model.safetensors")

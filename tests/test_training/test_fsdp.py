@@ -5,6 +5,7 @@ Encoder/DecoderLayer a unit, as accelerate wraps them); a GPU run of the config 
 import json
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -151,6 +152,21 @@ if __name__ == "__main__":
 """
 
 
+def two_processes(tmp_path: Path, name: str, source: str) -> subprocess.CompletedProcess:
+    """Runs ``source`` as the script ``name`` in tmp_path (a file: spawn's children import __main__ from it), which
+    spawns its two gloo processes; asserts it exited 0 and returns what it printed."""
+    script = tmp_path / name
+    script.write_text(source)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
 def test_a_model_sharded_by_fsdp_2_saves_its_own_code_and_its_checkpoints_resume(tmp_path):
     """On a lent H200 the FSDP config's run saved torch's FSDP modules as the model's code, with auto_map naming
     ``_fsdp_init.FSDPVanillaTransformerForSeq2Seq`` (``fully_shard`` swaps the class), so no checkpoint of the run
@@ -160,15 +176,7 @@ def test_a_model_sharded_by_fsdp_2_saves_its_own_code_and_its_checkpoints_resume
     loads into the shards, as one process and as several, and a checkpoint of all four names as one process."""
     from transformers import AutoModelForSeq2SeqLM
 
-    script = tmp_path / "save_and_resume.py"
-    script.write_text(SAVE_AND_RESUME)
-    done = subprocess.run(
-        [sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port())],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = two_processes(tmp_path, "save_and_resume.py", SAVE_AND_RESUME)
     names = [
         "lm_head.weight",
         "model.decoder.embed_tokens.weight",
@@ -200,15 +208,7 @@ def test_checkpoints_are_averaged_into_a_model_sharded_by_fsdp(tmp_path):
     set_model_state_dict, on a DTensor parameter ("got mixed torch.Tensor and DTensor"), then on the tied weight's
     other names ("unexpected weights in the checkpoints: ['lm_head.weight', ...]"); with FSDP 1 the inner module's
     flat parameters took none of the checkpoints' names, and compiled the wrapper's ``_orig_mod.`` names none."""
-    script = tmp_path / "average_into_shards.py"  # a file: spawn's children import __main__ from it
-    script.write_text(AVERAGE_INTO_SHARDS)
-    done = subprocess.run(
-        [sys.executable, str(script), str(tmp_path), str(ROOT / "tests"), str(free_port())],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = two_processes(tmp_path, "average_into_shards.py", AVERAGE_INTO_SHARDS)
     assert "averaged into the shards of 2 ranks: FSDP 1 and 2, each eager and compiled" in done.stdout
 
 

@@ -5,16 +5,12 @@ import time
 
 import pytest
 import torch
-from helpers import tiny_model
-from training_helpers import built, pad, pairs, train_argv, write_corpus
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+from training_helpers import built, pad, tiny_trainer, train_argv, write_corpus
+from transformers import Seq2SeqTrainer
 
 from training import arguments
 from training.arguments import parse_args
-from training.schedules import NoamSchedule
-from training.step.trainer import PaperSeq2SeqTrainer, RunDecoding
 from vanilla_tools.cli import UsageError
-from vanilla_tools.decoding import Decoding
 
 
 def loader_settings(argv: list[str]) -> tuple:
@@ -115,25 +111,7 @@ def slow(collate, seconds: float):
 
 
 def train_logs(tmp_path, collate) -> list[dict]:
-    arguments = Seq2SeqTrainingArguments(
-        tmp_path,
-        max_steps=4,
-        learning_rate=1.0,
-        report_to=[],
-        save_strategy="no",
-        use_cpu=True,
-        disable_tqdm=True,
-        logging_steps=1,
-    )
-    trainer = PaperSeq2SeqTrainer(
-        model=tiny_model().train(),
-        args=arguments,
-        training_set=pairs(),
-        data_collator=collate,
-        max_tokens_per_batch=24,
-        decoding=RunDecoding(Decoding(), Decoding.paper()),
-        lr_multiplier=NoamSchedule(4),
-    )
+    trainer = tiny_trainer(tmp_path, data_collator=collate, max_steps=4, logging_steps=1)
     trainer.train()
     return trainer.state.log_history
 

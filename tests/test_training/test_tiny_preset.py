@@ -9,7 +9,7 @@ import math
 from collections import Counter
 
 import pytest
-from training_helpers import write_corpus
+from training_helpers import TINY_SHAPE, write_corpus
 
 from training.arguments import load_preset, parse_args
 from training.data.corpus import DataArguments, load_parallel_data
@@ -154,16 +154,7 @@ def test_the_preset_trains_and_scores_with_tiny_sizes(tmp_path):
         str(tmp_path / "summary"),
         "--cache_dir",
         str(tmp_path / "cache"),
-        "--d_model",
-        "32",
-        "--encoder_layers",
-        "1",
-        "--decoder_layers",
-        "1",
-        "--num_attention_heads",
-        "2",
-        "--ffn_dim",
-        "64",
+        *TINY_SHAPE,
         "--vocab_size",
         "200",
         "--max_tokens_per_batch",

@@ -12,14 +12,12 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
-from helpers import tiny_model
 from private_registry import PRIVATE_USES
 from private_uses import private_uses
-from training_helpers import pad, pairs
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
+from training_helpers import pairs, tiny_trainer
+from transformers import Seq2SeqTrainer, TrainerCallback
 
 from training.data.batching import TokenBatchSampler
-from training.resolved import RunDecoding
 from training.schedules import NoamSchedule
 from training.step.trainer import PaperSeq2SeqTrainer
 from vanilla_tools.decoding import Decoding
@@ -162,30 +160,8 @@ def test_each_private_hook_we_override_is_still_trainers(hook):
     assert list(inspect.signature(theirs).parameters) == list(ours), f"Trainer.{hook} changed its parameters"
 
 
-def trainer(tmp_path, **overrides) -> PaperSeq2SeqTrainer:
-    arguments = Seq2SeqTrainingArguments(
-        tmp_path,
-        max_steps=3,
-        learning_rate=1.0,
-        report_to=[],
-        save_strategy="no",
-        use_cpu=True,
-        disable_tqdm=True,
-        **overrides,
-    )
-    return PaperSeq2SeqTrainer(
-        model=tiny_model().train(),
-        args=arguments,
-        training_set=pairs(),
-        data_collator=pad,
-        max_tokens_per_batch=24,
-        decoding=RunDecoding(Decoding(), Decoding.paper()),
-        lr_multiplier=NoamSchedule(4),
-    )
-
-
 def test_training_draws_its_batches_from_the_token_sampler(tmp_path):
-    loader = trainer(tmp_path).get_train_dataloader()
+    loader = tiny_trainer(tmp_path).get_train_dataloader()
     assert isinstance(loader.batch_sampler, TokenBatchSampler) or isinstance(
         getattr(loader.batch_sampler, "batch_sampler", None), TokenBatchSampler
     )
@@ -196,7 +172,7 @@ def test_training_draws_its_batches_from_the_token_sampler(tmp_path):
 def test_each_train_call_runs_the_papers_schedule_from_its_first_step(tmp_path):
     """§5.3's schedule is made by the public create_scheduler for each train(), over that call's optimizer: a second
     call starts again at step 1 of the warmup (Trainer remakes its own schedulers the same way)."""
-    run = trainer(tmp_path)
+    run = tiny_trainer(tmp_path)
     rates = []
     for _ in range(2):
         run.train()
@@ -220,11 +196,11 @@ def test_max_grad_norm_clips_the_gradient_the_optimizer_steps_with(tmp_path):
     """--max_grad_norm (fairseq's --clip-norm: 25 in the multi30k-tiny preset, off in the others) reaches the optimizer
     step: with it, every step's gradient has exactly that norm where it had more."""
     free, clipped = GradientNorms(), GradientNorms()
-    run = trainer(tmp_path / "free", max_grad_norm=0.0)
+    run = tiny_trainer(tmp_path / "free", max_grad_norm=0.0)
     run.add_callback(free)
     run.train()
     limit = min(free.norms) / 10
-    run = trainer(tmp_path / "clipped", max_grad_norm=limit)
+    run = tiny_trainer(tmp_path / "clipped", max_grad_norm=limit)
     run.add_callback(clipped)
     run.train()
     assert len(clipped.norms) == 3 and min(free.norms) > 0
@@ -235,7 +211,7 @@ def test_an_evaluations_search_lives_as_long_as_its_call(tmp_path, monkeypatch):
     """evaluate and predict hand their search to each batch's generate() (``generate_kwargs``) for the length of the
     call only: between calls, and after one that failed, the trainer holds none. (predict: an evaluation without
     metrics computes its loss alone.)"""
-    run = trainer(tmp_path, predict_with_generate=True, per_device_eval_batch_size=4)
+    run = tiny_trainer(tmp_path, predict_with_generate=True, per_device_eval_batch_size=4)
     seen, asked = [], Decoding.paper(2, 0.6)
     generate_kwargs = run.generate_kwargs
     monkeypatch.setattr(
