@@ -104,8 +104,14 @@ def row(folder: Path, record: dict) -> str:
     return (
         f"| {link} | {folder.name[:10]} | `{commit[:7]}` | {minutes} | {gflops} | {run['precision'] or '-'} | "
         f"{steps_cell(run)} | {epochs(folder) or '?'} | "
-        f"{validation.get('bleu', '?')} ({alpha}) | {scores} |"
+        f"{validation_cell(validation, alpha)} | {scores} |"
     )
+
+
+def validation_cell(validation: dict, alpha) -> str:
+    """The final validation BLEU with its alpha; "-" for a run whose end decoded no validation (--final_splits
+    test, as `make demo` runs)."""
+    return f"{validation['bleu']} ({alpha})" if "bleu" in validation else "-"
 
 
 def mean_row(records: list[dict]) -> str:
