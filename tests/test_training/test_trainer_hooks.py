@@ -35,10 +35,20 @@ def unlisted(uses) -> list[str]:
     return sorted(str(use) for use in uses if use.name not in PRIVATE_USES)
 
 
+def on_this_release(name: str) -> bool:
+    try:
+        PRIVATE_USES[name].find()
+    except (AttributeError, ImportError):
+        return False
+    return True
+
+
 def test_every_internal_touched_is_listed_with_its_reason():
     uses = [use for package in PACKAGES for use in private_uses(package)]
     assert not unlisted(uses), f"private names used, not in tests/private_registry.py: {unlisted(uses)}"
-    unused = sorted(set(PRIVATE_USES) - {use.name for use in uses})
+    # a name the installed release lacks is not found in the code (``self._name`` is the library's only where its class
+    # has it): its entry is checked through ``instead`` by the next test
+    unused = sorted(name for name in set(PRIVATE_USES) - {use.name for use in uses} if on_this_release(name))
     assert not unused, f"tests/private_registry.py lists what the code no longer touches: {unused}"
     assert all(name.startswith("_") and len(use.why) > 20 for name, use in PRIVATE_USES.items())
 
@@ -63,7 +73,7 @@ def test_a_release_without_a_private_name_fails_by_name_unless_the_code_has_anot
     monkeypatch.delattr(transformers.Trainer, "_save_checkpoint")
     with pytest.raises(AssertionError, match="transformers has no _save_checkpoint any more"):
         test_each_private_name_exists_and_behaves_on_the_installed_release("_save_checkpoint")
-    monkeypatch.delattr(transformers.Pipeline, "_prepare_generate_kwargs")
+    monkeypatch.delattr(transformers.Pipeline, "_prepare_generate_kwargs", raising=False)  # absent before 5.20
     test_each_private_name_exists_and_behaves_on_the_installed_release("_prepare_generate_kwargs")
     monkeypatch.setattr(transformers.CompileConfig, "_compile_all_devices", True)
     with pytest.raises(AssertionError, match="_compile_all_devices no longer serves"):
