@@ -32,6 +32,9 @@ def budget_section(budget: Budget) -> str:
     plan = budget.plan
     small = plan["small_student"]
     speed = plan["speed"]
+    students = plan["students"]
+    teacher_steps = len(plan["teachers"]["seeds"]) * budget.steps
+    student_steps = (len(students["mixes"]) + len(students["seeds"]) - 1 + len(small["seeds"])) * budget.steps
     return "\n".join(
         [
             "## The budget, stated before the first run",
@@ -48,6 +51,8 @@ def budget_section(budget: Budget) -> str:
             f"{plan['students']['save_steps']} steps, the last {plan['students']['average']} averaged;",
             f"- the small student: {small['encoder_layers']} encoder layers, {small['decoder_layers']} decoder "
             f"layer(s), the tiny width, on {small['mix']}, seeds {small['seeds']};",
+            f"- compute: {teacher_steps:,} teacher steps and {student_steps:,} student steps, "
+            "besides the decodes (distill_budget.yaml counts them);",
             f"- speed: vanilla-bench at beam {speed['num_beams']}, batches {speed['batch_sizes']}, "
             f"{', '.join(speed['engines'])}, as ratios to teacher seed 1's ct2-int8, measured in one run.",
             "",

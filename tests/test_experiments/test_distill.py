@@ -224,3 +224,9 @@ def test_the_rehearsal_runs_every_stage_and_writes_its_page(tmp_path):
     assert len(gzip.open(records / "distilled" / f"{plan.DISTILLED}.gz", "rt").read().splitlines()) == 30
     assert len(list((records / "scores").glob("*.json"))) == 3 + 1 + 4
     assert "| teacher: mean [95% band] | 3 |" in (tmp_path / "p.md").read_text()
+
+
+def test_the_page_is_generated_from_its_records():
+    assert (launch.ROOT / "docs" / "distillation.md").read_text() == distill.page(
+        plan.Budget.of(), distill.RESULTS / plan.Budget.of().layout.folder
+    )
