@@ -31,7 +31,17 @@ from benchmarks import (
     translate_memory,
     wmt14_step,
 )
-from experiments import backtranslation, comparable, recipe, reproduce, results_index, subword_nmt, table3, verdict
+from experiments import (
+    backtranslation,
+    comparable,
+    distill,
+    recipe,
+    reproduce,
+    results_index,
+    subword_nmt,
+    table3,
+    verdict,
+)
 from hub_card import card, push
 from inference import attention, bench, ct2, demo, onnx_runtime, translate
 from training.api import run_launches, run_train_minutes
@@ -63,6 +73,7 @@ TOOLS = {  # console script or module -> its argument parser
     "experiments.recipe": recipe.arguments,
     "experiments.reproduce": reproduce.arguments,
     "experiments.backtranslation": backtranslation.arguments,
+    "experiments.distill": distill.arguments,
     "experiments.subword_nmt": subword_nmt.arguments,
     "benchmarks.load_check": load_check.arguments,
     "benchmarks.wmt14_step": wmt14_step.arguments,
