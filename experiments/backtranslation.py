@@ -195,10 +195,7 @@ def arguments() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--report", action="store_true", help="write the page from the records; train nothing")
-    parser.add_argument("--runs", default=str(ROOT / "runs" / "backtranslation"), help="the models and the data")
-    parser.add_argument("--results", default=str(RESULTS), help="where the records go")
-    parser.add_argument("--page", default=str(PAGE), help="the page written from them")
+    launch.add_record_arguments(parser, runs=ROOT / "runs" / "backtranslation", results=RESULTS, page=PAGE)
     parser.add_argument("--steps", type=int, default=STEPS, help=f"each run's steps (default {STEPS}, the budget)")
     parser.add_argument(
         "--conditions",
@@ -206,12 +203,6 @@ def arguments() -> argparse.ArgumentParser:
         choices=list(BY_NAME),
         default=list(BY_NAME),
         help="the training sets to run (default: all; the reverse model runs where one needs it)",
-    )
-    parser.add_argument(
-        "--pairs",
-        type=int,
-        help="a rehearsal: the first N training pairs, N // 10 of validation and test2016 (its runs, data and "
-        "records apart, in STEPS-steps-N-pairs/ and data-N-pairs/; with --report, its page)",
     )
     return parser
 

@@ -4,6 +4,7 @@ en->de, and docs/distillation.md written from its records (issue 119, item 2).
     python -m experiments.distill                     # every stage, each skipping what its records show done
     python -m experiments.distill --stages teachers   # one stage (or several, in order)
     python -m experiments.distill --report            # the page from the records, nothing run
+    python -m experiments.distill --park              # every run started here, parked in results/ (below)
 
 The budget and every choice are experiments/distill_budget.yaml, committed before the first run. The stages, in order:
 
@@ -24,6 +25,12 @@ Resumable: a run recorded with the same settings is skipped (vanilla-train goes 
 stopped while it trained), as is every decode whose record exists. A rehearsal (``--pairs N``: the first N training
 pairs, N // 10 of validation and test2016, with ``--steps``) names its data in its runs' settings and keeps its data,
 models and records apart (STEPS-steps-N-pairs/, data-N-pairs/).
+
+A run outlives a session (a teacher is 2-3.5 hours on the 2-core CPUs seen) and runs/ does not survive a change of
+machine: ``--park`` writes each run started under runs/ (stopped first: SIGTERM to vanilla-train saves a checkpoint)
+into results/distill/STEPS-steps/parked/ (``training.api.park``: a finished run's model, or an unfinished run's
+newest checkpoint), to be committed; a later session's runner unparks a run whose folder is missing before it trains
+or loads it.
 """
 
 import argparse
@@ -32,6 +39,7 @@ import logging
 import time
 from pathlib import Path
 
+from training.api import park, park_summary, unpark
 from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.metrics import score_in_form
 from vanilla_tools.run_files import read_json, write_json
@@ -79,6 +87,9 @@ class Paths:
     def record(self, run: Run) -> Path:
         return self.records / run.folder
 
+    def parked(self, run: Run) -> Path:
+        return self.records / "parked" / f"{run.folder}.tar.gz"
+
 
 def keep(path: Path, record: dict) -> None:
     """A record filed at ``path``, its folder made where it is the first."""
@@ -120,7 +131,7 @@ def train(run: Run, paths: Paths) -> dict:
     if (found := recorded(run, paths.budget, paths.records.parent)) is not None:
         logger.info("%s: recorded, skipped", run)
         return found
-    output_dir = paths.model(run)
+    output_dir = unparked(run, paths)
     argv = [arg.replace(paths.budget.layout.data, str(paths.data)) for arg in run.settings(paths.budget)]
     _, summary = launch.train(
         argv, output_dir, str(run), remedy=f"delete {shown(output_dir)} and run again", after_stop=AFTER_STOP
@@ -163,8 +174,36 @@ def decode_once(record: Path, models: list[Path], source: Path, references: Path
     return found
 
 
+def unparked(run: Run, paths: Paths) -> Path:
+    """The run's folder, unpacked from its archive in the results where a session before this one parked it and this
+    machine has neither its checkpoints nor its model."""
+    folder, archive = paths.model(run), paths.parked(run)
+    started = any(folder.glob("checkpoint-*")) or (folder / "config.json").is_file()
+    if archive.is_file() and not started:
+        logger.info("%s: unparking %s into %s", run, shown(archive), shown(folder))
+        unpark(archive, folder)
+    return folder
+
+
+def park_runs(paths: Paths) -> None:
+    """Each run of the budget that has a folder here parked in the results with its record of the park (its step,
+    whether finished, the code, the size): a finished run's model, an unfinished run's newest checkpoint."""
+    mix = read_json(paths.records / "students" / "mix.json", dict, REMEDY)
+    runs = [*teachers(paths.budget), *mix_candidates(paths.budget)]
+    runs += chosen_students(paths.budget, mix["mix"]) if mix else []
+    for run in dict.fromkeys(runs):
+        folder = paths.model(run)
+        if not folder.is_dir():
+            continue
+        finished = recorded(run, paths.budget, paths.records.parent) is not None
+        archive = paths.parked(run)
+        record = park(folder, archive, finished=finished)
+        keep(archive.with_name(archive.name.removesuffix(".tar.gz") + ".json"), record)
+        logger.info("%s: parked in %s (%s)", run, shown(archive), park_summary(record))
+
+
 def teacher_models(paths: Paths) -> list[Path]:
-    models = [paths.model(run) for run in teachers(paths.budget)]
+    models = [unparked(run, paths) for run in teachers(paths.budget)]
     if missing := [shown(m) for m in models if not (m / "config.json").is_file()]:
         raise UsageError(f"the teachers are recorded but {', '.join(missing)} hold no model: delete their records")
     return models
@@ -245,7 +284,7 @@ def scored_models(paths: Paths) -> dict[str, list[Path]]:
     if mix is None:
         raise UsageError("the scores need the students' chosen mix: run the students stage first")
     runs = [*teachers(paths.budget), *chosen_students(paths.budget, mix["mix"])]
-    return {"ensemble": teacher_models(paths)} | {run.folder: [paths.model(run)] for run in runs}
+    return {"ensemble": teacher_models(paths)} | {run.folder: [unparked(run, paths)] for run in runs}
 
 
 def stage_scores(paths: Paths, mode: str) -> None:
@@ -316,18 +355,12 @@ def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m experiments.distill", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--report", action="store_true", help="write the page from the records; run nothing")
-    parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="default: all, in order")
-    parser.add_argument("--runs", default=str(ROOT_RUNS), help="the models and the data")
-    parser.add_argument("--results", default=str(RESULTS), help="where the records go")
-    parser.add_argument("--page", default=str(PAGE), help="the page written from them")
-    parser.add_argument("--steps", type=int, help="each run's steps (default: the budget's)")
+    launch.add_record_arguments(parser, runs=ROOT_RUNS, results=RESULTS, page=PAGE)
     parser.add_argument(
-        "--pairs",
-        type=int,
-        help="a rehearsal: the first N training pairs, N // 10 of validation and test2016 (its runs, data and "
-        "records apart, in STEPS-steps-N-pairs/ and data-N-pairs/; with --report, its page)",
+        "--park", action="store_true", help="park every run started here in the results (stop it first); run nothing"
     )
+    parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="default: all, in order")
+    parser.add_argument("--steps", type=int, help="each run's steps (default: the budget's)")
     return parser
 
 
@@ -336,7 +369,9 @@ def run(argv: list[str] | None = None) -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     budget = Budget.of(args.steps, args.pairs)
     paths = Paths(budget, Path(args.runs).resolve(), Path(args.results).resolve())
-    if not args.report:
+    if args.park:
+        park_runs(paths)
+    elif not args.report:
         run_stages(args.stages, paths)
     Path(args.page).write_text(page(budget, paths.records), encoding="utf-8")
     print(f"wrote {args.page}")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from vanilla_tools.run_files import read_json
 
-from .distill_plan import REMEDY, Budget, chosen_students, teachers
+from .distill_plan import REMEDY, Budget, Run, chosen_students, mix_candidates, teachers
 from .verdict import mean_interval
 
 INTRO = """# Sequence-level knowledge distillation on Multi30k
@@ -20,8 +20,15 @@ model.
 python -m experiments.distill --stages teachers   # the 3 teachers (24,000 steps): hours
 python -m experiments.distill                     # every stage, each skipping what its records show done
 python -m experiments.distill --report            # this page from the records, nothing run
-python -m experiments.distill --pairs 40 --steps 4   # a rehearsal, its data, models and records apart
+python -m experiments.distill --park              # at a session's end: the runs started here, into results/
+python -m experiments.distill --pairs 30 --steps 1   # a rehearsal, its data, models and records apart
 ```
+
+A run outlives a session and runs/ does not survive a change of machine: before a session ends, stop the runner
+(`pkill -TERM -f training.train`: vanilla-train saves a checkpoint of the step in progress), park the runs and commit
+results/distill/8000-steps/parked/. The next session's runner unparks them and goes on where they stopped. A
+rehearsal's teachers train 1 step: at the warm-up's first rate (1e-7) they are their initialisation, whose
+translations are long and random, where 2-step teachers translate every line empty and leave the students no pair.
 
 The distilled set is kept gzipped in results/distill/8000-steps/distilled/ with what made it (the vanilla-translate
 command, the ensemble mode, the teachers' commits), so a fresh clone trains the students without the teachers.
@@ -58,6 +65,32 @@ def budget_section(budget: Budget) -> str:
             "",
         ]
     )
+
+
+def runs_section(budget: Budget, records: Path) -> str:
+    """Where each run stands in the results: recorded (its validation score), parked part-way (the step it goes on
+    from), or neither (a run in progress on some machine is neither until it is parked)."""
+    mix = read_json(records / "students" / "mix.json", dict, REMEDY)
+    runs: list[Run] = [*teachers(budget), *mix_candidates(budget)]
+    runs += chosen_students(budget, mix["mix"]) if mix else []
+    lines = ["## The runs", ""]
+    for run in dict.fromkeys(runs):
+        summary = read_json(records / run.folder / "summary.json", dict, REMEDY)
+        parked = read_json(records / "parked" / f"{run.folder}.json", dict, REMEDY)
+        if summary is not None:
+            state = f"trained, validation {summary['validation']['bleu_lc_tok']:.2f}"
+        elif parked is not None:
+            trained = ", ".join(
+                f"steps {a:,}-{b:,} at {launch['commit'][:7]} on {launch['processor']}"
+                for launch in parked["launches"]
+                for a, b in [launch["steps"]]
+            )
+            state = f"parked {parked['parked']} at step {parked['resumes_from_step']:,} of {budget.steps:,}"
+            state += f" ({trained})" if trained else ""
+        else:
+            state = "neither trained nor parked yet"
+        lines.append(f"- {run}: {state}")
+    return "\n".join([*lines, ""])
 
 
 def choices_section(records: Path) -> str:
@@ -131,4 +164,5 @@ def table(budget: Budget, records: Path) -> str:
 
 
 def page(budget: Budget, records: Path) -> str:
-    return "\n".join([INTRO, budget_section(budget), choices_section(records), table(budget, records)])
+    sections = [INTRO, budget_section(budget), runs_section(budget, records), choices_section(records)]
+    return "\n".join([*sections, table(budget, records)])

@@ -3,6 +3,7 @@
 one line that says what the runner does about it. Also what every runner does around a vanilla-train run: whether a
 record already stands for it (``recorded``), and the run launched and its summary read back (``train``)."""
 
+import argparse
 import logging
 import subprocess
 import sys
@@ -115,3 +116,18 @@ def train(
     argv = trainer_argv(flags, output_dir, summary_dir)
     command = launch("training.train", argv, what, after_stop=after_stop, after_failure=after_failure)
     return command, summary_of(summary_dir, output_dir, what, remedy)
+
+
+def add_record_arguments(parser: argparse.ArgumentParser, *, runs: Path, results: Path, page: Path) -> None:
+    """The flags every experiment runner shares: ``--report`` (the page alone), where its runs, records and page go,
+    and ``--pairs`` (a rehearsal, kept apart: the runners' budgets lay it out alike)."""
+    parser.add_argument("--report", action="store_true", help="write the page from the records; run nothing")
+    parser.add_argument("--runs", default=str(runs), help="the models and the data")
+    parser.add_argument("--results", default=str(results), help="where the records go")
+    parser.add_argument("--page", default=str(page), help="the page written from them")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        help="a rehearsal: the first N training pairs, N // 10 of validation and test2016 (its runs, data and "
+        "records apart, in STEPS-steps-N-pairs/ and data-N-pairs/; with --report, its page)",
+    )

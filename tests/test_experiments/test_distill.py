@@ -6,19 +6,22 @@ source (re-translated one by one); a slow test rehearses the whole pipeline."""
 import copy
 import gzip
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
+import torch
 from helpers import saved_model_with_tokenizer
 from training_helpers import ENGLISH, synthetic_run
-from transformers import GenerationConfig
+from transformers import GenerationConfig, TrainingArguments
 
-from experiments import distill, launch
+from experiments import distill, distill_page, launch
 from experiments import distill_plan as plan
 from inference.engine import GenerateEngine
 from inference.ensemble import VanillaTransformerEnsemble
 from inference.translate import translate_stream
+from training.run.checkpoints import mark_complete
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
 
@@ -183,6 +186,41 @@ def test_the_students_mix_is_chosen_on_validation_once_then_its_seeds_and_the_sm
     assert distill.stage_students(paths) == "distilled+original"
 
 
+def test_the_runs_here_are_parked_in_the_results_and_unparked_where_a_machine_lacks_them(tmp_path, tokenizer):
+    """--park: a finished teacher parks its model, one stopped part-way its newest checkpoint; the page says where
+    each stands; on a machine without runs/, training or loading a run unpacks its park first."""
+    paths = paths_of(tmp_path)
+    first, second, third = plan.teachers(paths.budget)
+    saved_model_with_tokenizer(paths.model(first), tokenizer, seed=1)
+    distill.keep(
+        paths.record(first) / "summary.json",
+        {"settings": first.settings(paths.budget), "validation": {"bleu_lc_tok": 12.34}},
+    )
+    stopped = paths.model(second) / "checkpoint-3"
+    saved_model_with_tokenizer(stopped, tokenizer, seed=2)
+    (stopped / "optimizer.pt").write_bytes(b"Adam")
+    torch.save(TrainingArguments(output_dir=str(stopped.parent), save_total_limit=10), stopped / "training_args.bin")
+    launched = {"first_step": 0, "last_step": 3, "code": {"commit": "0123456789"}, "machine": {"processor": "a CPU"}}
+    (stopped / "launches.json").write_text(json.dumps([launched]))
+    mark_complete(stopped, 3, settings={"max_steps": 4})
+
+    distill.park_runs(paths)
+    parks = paths.records / "parked" / "teacher"
+    assert sorted(p.name for p in parks.iterdir()) == ["seed-1.json", "seed-1.tar.gz", "seed-2.json", "seed-2.tar.gz"]
+    assert json.loads((parks / "seed-1.json").read_text())["finished"] is True
+    assert json.loads((parks / "seed-2.json").read_text())["resumes_from_step"] == 3
+    runs = distill_page.runs_section(paths.budget, paths.records)
+    assert "- teacher seed 1: trained, validation 12.34" in runs and "- teacher seed 3: neither" in runs
+    assert "- teacher seed 2: parked " in runs and " at step 3 of 4 (steps 0-3 at 0123456 on a CPU)" in runs
+
+    shutil.rmtree(paths.models)  # another machine
+    assert distill.unparked(first, paths) == paths.model(first)
+    assert (paths.model(first) / "model.safetensors").is_file() and not any(paths.model(first).glob("checkpoint-*"))
+    distill.unparked(second, paths)
+    assert (paths.model(second) / "checkpoint-3" / "optimizer.pt").read_bytes() == b"Adam"
+    assert not distill.unparked(third, paths).exists()  # nothing parked: vanilla-train starts it
+
+
 def test_the_page_says_plainly_that_nothing_is_recorded_yet(tmp_path):
     text = distill.page(plan.Budget.of(), tmp_path)
     assert "No run is recorded yet" in text and "not chosen yet" in text
@@ -215,18 +253,59 @@ def test_each_distilled_line_is_its_own_sources_translation_by_the_ensemble(tmp_
 
 
 @pytest.mark.slow
-def test_the_rehearsal_runs_the_teachers_stages_and_writes_its_page(tmp_path):
-    """The teachers, the ensemble's mode chosen on validation and the distilled set, rehearsed on 30 pairs. The
-    students are not rehearsed here: 2-step teachers translate every line empty, and vanilla-train refuses a training
-    set with no usable pair (as it should); a rehearsal of them needs teachers that emit text."""
-    argv = ["--pairs", "30", "--steps", "2", "--stages", "teachers", "ensemble", "distilled"]
-    argv += ["--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--page", str(tmp_path / "p.md")]
-    done = subprocess.run([sys.executable, "-m", "experiments.distill", *argv], cwd=launch.ROOT)
-    assert done.returncode == 0
-    records = tmp_path / "results" / "2-steps-30-pairs"
-    assert len(gzip.open(records / "distilled" / f"{plan.DISTILLED}.gz", "rt").read().splitlines()) == 30
-    assert (records / "ensemble" / "mode.json").is_file()
-    assert (tmp_path / "p.md").read_text().startswith("#")
+def test_the_rehearsal_runs_every_stage_parks_its_runs_and_goes_on_from_the_parks_on_a_fresh_machine(tmp_path):
+    """The whole experiment on 30 pairs, 1 step a run (teachers at their initialisation translate every line, long
+    and random: 2-step ones translate none, and vanilla-train rightly refuses a distilled set without a pair), then
+    its runs parked, runs/ lost (a change of machine), and the scores decoded again from the parks alone."""
+    folders = [
+        "--runs",
+        str(tmp_path / "runs"),
+        "--results",
+        str(tmp_path / "results"),
+        "--page",
+        str(tmp_path / "p.md"),
+    ]
+
+    def distill_command(*argv: str) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "experiments.distill", "--pairs", "30", "--steps", "1", *argv, *folders],
+            cwd=launch.ROOT,
+        )
+        assert done.returncode == 0
+
+    distill_command()
+    records = tmp_path / "results" / "1-steps-30-pairs"
+    distilled = gzip.open(records / "distilled" / f"{plan.DISTILLED}.gz", "rt").read().splitlines()
+    assert len(distilled) == 30 and all(distilled)
+    assert (records / "ensemble" / "mode.json").is_file() and (records / "students" / "mix.json").is_file()
+    scores = {path.name: json.loads(path.read_text()) for path in (records / "scores").glob("*.json")}
+    chosen = json.loads((records / "students" / "mix.json").read_text())["mix"]
+    assert set(scores) == {"ensemble.json"} | {f"teacher-seed-{seed}.json" for seed in (1, 2, 3)} | {
+        f"student-{chosen}-seed-{seed}.json" for seed in (1, 2, 3)
+    } | {"small-distilled-seed-1.json"}
+    assert {path.name for path in (records / "speed").glob("*.bench.json")} == {
+        "teacher-seed-1.bench.json",
+        f"student-{chosen}-seed-1.bench.json",
+        "small-distilled-seed-1.bench.json",
+    }
+    assert "| teacher: mean [95% band] | 3 |" in (tmp_path / "p.md").read_text()
+
+    distill_command("--park")
+    parks = {
+        path.relative_to(records / "parked").as_posix(): json.loads(path.read_text())
+        for path in (records / "parked").rglob("*.json")
+    }
+    assert len(parks) == 8 and all(park["finished"] for park in parks.values())
+    assert "- teacher seed 1: trained, validation " in (tmp_path / "p.md").read_text()
+
+    shutil.rmtree(tmp_path / "runs")  # another machine: the results alone
+    for path in (records / "scores").glob("*"):
+        path.unlink()
+    distill_command("--stages", "scores")
+    again = {path.name: json.loads(path.read_text()) for path in (records / "scores").glob("*.json")}
+    assert {name: found["bleu_lc_tok"] for name, found in again.items()} == {
+        name: found["bleu_lc_tok"] for name, found in scores.items()
+    }
 
 
 def test_the_page_is_generated_from_its_records():
