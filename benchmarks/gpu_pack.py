@@ -173,16 +173,17 @@ def sizes(folder: Path) -> dict[str, int]:
     return {path.relative_to(folder).as_posix(): bytes_in(path) for path in sorted(parts)}
 
 
-def parked(root: Path = ROOT) -> list[str]:
-    """The working tree's parked runs (results/**/parked/: ``experiments.distill --park``, 28 MiB for a teacher part
-    way): set aside before a call (moved out of the checkout, back after; docs/performance.md), they do not travel."""
-    return [name for name in travelling_files(root) if name.startswith("results/") and "/parked/" in name]
+def kept_models(root: Path = ROOT) -> list[str]:
+    """The models the results keep (results/**/models/: experiments.distill's finished runs, 5.2 MiB each, nine in
+    the end): set aside before a call (moved out of the checkout, back after; docs/performance.md), they do not
+    travel."""
+    return [name for name in travelling_files(root) if name.startswith("results/") and "/models/" in name]
 
 
 def tree_bytes(root: Path = ROOT) -> int:
     """Bytes of the working tree a call sends besides the carried paths (shared/ included where there is one), the
-    parked runs set aside (``parked``)."""
-    names = set(travelling_files(root)) - set(parked(root))
+    models the results keep set aside (``kept_models``)."""
+    names = set(travelling_files(root)) - set(kept_models(root))
     if (root / "shared").is_dir():
         names |= {path.relative_to(root).as_posix() for path in (root / "shared").rglob("*") if path.is_file()}
     return sum((root / name).stat().st_size for name in names)
@@ -225,7 +226,7 @@ def build(parts: list[str], pack: Path, python: str, model: Path, corpus: Path, 
             "code": code,
             "bytes": sizes(partial),
             "working_tree_bytes": tree_bytes(),
-            "set_aside": parked(),  # moved out of the checkout before the call, back after
+            "set_aside": kept_models(),  # moved out of the checkout before the call, back after
         }
         check_fits(manifest["bytes"], manifest["working_tree_bytes"], limit_mib, pack)
         (partial / "pack.json").write_text(json.dumps(manifest, indent=1) + "\n")
@@ -258,7 +259,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name, size in manifest["bytes"].items():
         print(f"{size / MIB:7.2f} MiB  {name}")
     print(f"{total / MIB:7.2f} MiB  {pack}: {(total + tree) / MIB:.2f} MiB with the working tree's {tree / MIB:.2f}")
-    if folders := sorted({name.split("/parked/")[0] + "/parked" for name in manifest["set_aside"]}):
+    if folders := sorted({name.split("/models/")[0] + "/models" for name in manifest["set_aside"]}):
         print(f"before the call, set aside (move out of the checkout, back after): {', '.join(folders)}")
     if pack.resolve().is_relative_to(ROOT):
         where = pack.resolve().relative_to(ROOT)

@@ -4,7 +4,6 @@ en->de, and docs/distillation.md written from its records (issue 119, item 2).
     python -m experiments.distill                     # every stage, each skipping what its records show done
     python -m experiments.distill --stages teachers   # one stage (or several, in order)
     python -m experiments.distill --report            # the page from the records, nothing run
-    python -m experiments.distill --park              # every run started here, parked in results/ (below)
 
 The budget and every choice are experiments/distill_budget.yaml, committed before the first run. The stages, in order:
 
@@ -26,11 +25,11 @@ stopped while it trained), as is every decode whose record exists. A rehearsal (
 pairs, N // 10 of validation and test2016, with ``--steps``) names its data in its runs' settings and keeps its data,
 models and records apart (STEPS-steps-N-pairs/, data-N-pairs/).
 
-A run outlives a session (a teacher is 2-3.5 hours on the 2-core CPUs seen) and runs/ does not survive a change of
-machine: ``--park`` writes each run started under runs/ (stopped first: SIGTERM to vanilla-train saves a checkpoint)
-into results/distill/STEPS-steps/parked/ (``training.api.park``: a finished run's model, or an unfinished run's
-newest checkpoint), to be committed; a later session's runner unparks a run whose folder is missing before it trains
-or loads it.
+Each run's model is kept when it finishes, its weights stored in float16 (``hub_card.stored``: 5.2 MB for a
+multi30k-tiny model, loaded back in float32), under results/distill/STEPS-steps/models/, committed: runs/ does not
+survive a change of machine, and every later stage loads the kept models (the ensemble's and the distilled set's
+teachers, test2016's and the speed's models), the same weights on every machine. A run stopped part-way is not
+carried (its checkpoint with Adam's state is 28 MiB): it starts again in a later session (docs/distillation.md).
 """
 
 import argparse
@@ -39,7 +38,7 @@ import logging
 import time
 from pathlib import Path
 
-from training.api import park, park_summary, unpark
+from hub_card.stored import store_float16
 from vanilla_tools.cli import UsageError, console_script
 from vanilla_tools.metrics import score_in_form
 from vanilla_tools.run_files import read_json, write_json
@@ -87,8 +86,9 @@ class Paths:
     def record(self, run: Run) -> Path:
         return self.records / run.folder
 
-    def parked(self, run: Run) -> Path:
-        return self.records / "parked" / f"{run.folder}.tar.gz"
+    def kept(self, run: Run) -> Path:
+        """The run's model as the results keep it (float16 weights), what every later stage loads."""
+        return self.records / "models" / run.folder
 
 
 def keep(path: Path, record: dict) -> None:
@@ -126,17 +126,19 @@ def read_distilled(kept: Path, sources: Path) -> list[str]:
 
 
 def train(run: Run, paths: Paths) -> dict:
-    """The run's record: found with its settings, else vanilla-train runs (resuming a stopped run) and the record is
-    filed, summary.json last."""
+    """The run's record: found with its settings, else vanilla-train runs (resuming a stopped run), its model is
+    kept in the results and the record is filed, summary.json last."""
     if (found := recorded(run, paths.budget, paths.records.parent)) is not None:
         logger.info("%s: recorded, skipped", run)
         return found
-    output_dir = unparked(run, paths)
+    output_dir = paths.model(run)
     argv = [arg.replace(paths.budget.layout.data, str(paths.data)) for arg in run.settings(paths.budget)]
     _, summary = launch.train(
         argv, output_dir, str(run), remedy=f"delete {shown(output_dir)} and run again", after_stop=AFTER_STOP
     )
-    record = {**summary, "experiment": "distill", "settings": run.settings(paths.budget)}
+    stored = store_float16(output_dir, paths.kept(run))
+    logger.info("%s: its model kept in %s (%.1f MiB)", run, shown(paths.kept(run)), stored["bytes"] / 2**20)
+    record = {**summary, "experiment": "distill", "settings": run.settings(paths.budget), "kept": stored}
     keep(paths.record(run) / SUMMARY, record)
     return record
 
@@ -174,39 +176,15 @@ def decode_once(record: Path, models: list[Path], source: Path, references: Path
     return found
 
 
-def unparked(run: Run, paths: Paths) -> Path:
-    """The run's folder, unpacked from its archive in the results where a session before this one parked it and this
-    machine has neither its checkpoints nor its model."""
-    folder, archive = paths.model(run), paths.parked(run)
-    started = any(folder.glob("checkpoint-*")) or (folder / "config.json").is_file()
-    if archive.is_file() and not started:
-        logger.info("%s: unparking %s into %s", run, shown(archive), shown(folder))
-        unpark(archive, folder)
-    return folder
-
-
-def park_runs(paths: Paths) -> None:
-    """Each run of the budget that has a folder here parked in the results with its record of the park (its step,
-    whether finished, the code, the size): a finished run's model, an unfinished run's newest checkpoint."""
-    mix = read_json(paths.records / "students" / "mix.json", dict, REMEDY)
-    runs = [*teachers(paths.budget), *mix_candidates(paths.budget)]
-    runs += chosen_students(paths.budget, mix["mix"]) if mix else []
-    for run in dict.fromkeys(runs):
-        folder = paths.model(run)
-        if not folder.is_dir():
-            continue
-        finished = recorded(run, paths.budget, paths.records.parent) is not None
-        archive = paths.parked(run)
-        record = park(folder, archive, finished=finished)
-        keep(archive.with_name(archive.name.removesuffix(".tar.gz") + ".json"), record)
-        logger.info("%s: parked in %s (%s)", run, shown(archive), park_summary(record))
-
-
 def teacher_models(paths: Paths) -> list[Path]:
-    models = [unparked(run, paths) for run in teachers(paths.budget)]
-    if missing := [shown(m) for m in models if not (m / "config.json").is_file()]:
-        raise UsageError(f"the teachers are recorded but {', '.join(missing)} hold no model: delete their records")
-    return models
+    return [kept(run, paths) for run in teachers(paths.budget)]
+
+
+def kept(run: Run, paths: Paths) -> Path:
+    """The run's kept model, refused in one line where its record stands without it."""
+    if not (paths.kept(run) / "config.json").is_file():
+        raise UsageError(f"{run} is recorded but {shown(paths.kept(run))} holds no model: delete its record")
+    return paths.kept(run)
 
 
 # The stages
@@ -284,7 +262,7 @@ def scored_models(paths: Paths) -> dict[str, list[Path]]:
     if mix is None:
         raise UsageError("the scores need the students' chosen mix: run the students stage first")
     runs = [*teachers(paths.budget), *chosen_students(paths.budget, mix["mix"])]
-    return {"ensemble": teacher_models(paths)} | {run.folder: [unparked(run, paths)] for run in runs}
+    return {"ensemble": teacher_models(paths)} | {run.folder: [kept(run, paths)] for run in runs}
 
 
 def stage_scores(paths: Paths, mode: str) -> None:
@@ -356,9 +334,6 @@ def arguments() -> argparse.ArgumentParser:
         prog="python -m experiments.distill", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     launch.add_record_arguments(parser, runs=ROOT_RUNS, results=RESULTS, page=PAGE)
-    parser.add_argument(
-        "--park", action="store_true", help="park every run started here in the results (stop it first); run nothing"
-    )
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="default: all, in order")
     parser.add_argument("--steps", type=int, help="each run's steps (default: the budget's)")
     return parser
@@ -369,9 +344,7 @@ def run(argv: list[str] | None = None) -> None:
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     budget = Budget.of(args.steps, args.pairs)
     paths = Paths(budget, Path(args.runs).resolve(), Path(args.results).resolve())
-    if args.park:
-        park_runs(paths)
-    elif not args.report:
+    if not args.report:
         run_stages(args.stages, paths)
     Path(args.page).write_text(page(budget, paths.records), encoding="utf-8")
     print(f"wrote {args.page}")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from vanilla_tools.run_files import read_json
 
-from .distill_plan import REMEDY, Budget, Run, chosen_students, mix_candidates, teachers
+from .distill_plan import PRECISION_WORDS, REMEDY, Budget, Run, chosen_students, mix_candidates, teachers
 from .verdict import mean_interval
 
 INTRO = """# Sequence-level knowledge distillation on Multi30k
@@ -20,18 +20,28 @@ model.
 python -m experiments.distill --stages teachers   # the 3 teachers (24,000 steps): hours
 python -m experiments.distill                     # every stage, each skipping what its records show done
 python -m experiments.distill --report            # this page from the records, nothing run
-python -m experiments.distill --park              # at a session's end: the runs started here, into results/
 python -m experiments.distill --pairs 30 --steps 1   # a rehearsal, its data, models and records apart
 ```
 
-A run outlives a session and runs/ does not survive a change of machine: before a session ends, stop the runner
-(`pkill -TERM -f training.train`: vanilla-train saves a checkpoint of the step in progress), park the runs and commit
-results/distill/8000-steps/parked/. The next session's runner unparks them and goes on where they stopped. A
-rehearsal's teachers train 1 step: at the warm-up's first rate (1e-7) they are their initialisation, whose
+A rehearsal's teachers train 1 step: at the warm-up's first rate (1e-7) they are their initialisation, whose
 translations are long and random, where 2-step teachers translate every line empty and leave the students no pair.
 
 The distilled set is kept gzipped in results/distill/8000-steps/distilled/ with what made it (the vanilla-translate
 command, the ensemble mode, the teachers' commits), so a fresh clone trains the students without the teachers.
+"""
+
+
+SESSIONS = """## A run a session
+
+A run must finish within the session that starts it: runs/ does not survive a change of machine, and a run stopped
+part-way is not carried (its checkpoint with Adam's state is 28 MiB; the next session starts it again). A run is about
+135 minutes on the 2-core AMX Xeon in bf16 autocast (1.0 s a step, against 1.3 in fp32: the teacher's command, steps
+75-135, on 2026-12-07), so a session starts the runner first (`python -m experiments.distill`, nothing else heavy beside
+it), stops it (`pkill -TERM -f training.train`) once a run has finished and before the next could, and commits
+results/distill/8000-steps/. Each finished run's model is kept there with its weights in float16 (`hub_card.stored`:
+about 5 MiB, loaded back in float32): the ensemble, the distilled set, the test2016 scores and the speeds load those,
+the same weights on every machine (the validation scores that choose the students' mix are vanilla-train's own, of the
+float32 model).
 """
 
 
@@ -49,7 +59,7 @@ def budget_section(budget: Budget) -> str:
             f"experiments/distill_budget.yaml, read by the runner (each run {budget.steps:,} steps):",
             "",
             f"- teachers: `--config {plan['teachers']['config']}`, seeds {plan['teachers']['seeds']}, "
-            f"{plan['teachers']['precision']};",
+            f"{PRECISION_WORDS[plan['teachers']['precision']]};",
             f"- the ensemble's mode chosen on validation among {', '.join(plan['ensemble_modes'])};",
             f"- the distilled set: beam {plan['distilled']['num_beams']}, length penalty "
             f"{plan['distilled']['length_penalty']};",
@@ -68,28 +78,23 @@ def budget_section(budget: Budget) -> str:
 
 
 def runs_section(budget: Budget, records: Path) -> str:
-    """Where each run stands in the results: recorded (its validation score), parked part-way (the step it goes on
-    from), or neither (a run in progress on some machine is neither until it is parked)."""
+    """Where each run stands in the results: trained (its validation score, its kept model's size) or not yet."""
     mix = read_json(records / "students" / "mix.json", dict, REMEDY)
     runs: list[Run] = [*teachers(budget), *mix_candidates(budget)]
     runs += chosen_students(budget, mix["mix"]) if mix else []
     lines = ["## The runs", ""]
     for run in dict.fromkeys(runs):
         summary = read_json(records / run.folder / "summary.json", dict, REMEDY)
-        parked = read_json(records / "parked" / f"{run.folder}.json", dict, REMEDY)
-        if summary is not None:
-            state = f"trained, validation {summary['validation']['bleu_lc_tok']:.2f}"
-        elif parked is not None:
-            trained = ", ".join(
-                f"steps {a:,}-{b:,} at {launch['commit'][:7]} on {launch['processor']}"
-                for launch in parked["launches"]
-                for a, b in [launch["steps"]]
-            )
-            state = f"parked {parked['parked']} at step {parked['resumes_from_step']:,} of {budget.steps:,}"
-            state += f" ({trained})" if trained else ""
-        else:
-            state = "neither trained nor parked yet"
-        lines.append(f"- {run}: {state}")
+        if summary is None:
+            lines.append(f"- {run}: not trained yet")
+            continue
+        launches = ", ".join(
+            f"steps {launch['first_step']:,}-{launch['last_step']:,} at {launch['code']['commit'][:7]} on "
+            f"{launch['machine']['processor']}, {launch['precision']}"
+            for launch in summary["run"]["launches"]
+        )
+        kept = f"its model kept in float16, {summary['kept']['bytes'] / 2**20:.1f} MiB"
+        lines.append(f"- {run}: trained ({launches}), validation {summary['validation']['bleu_lc_tok']:.2f}; {kept}")
     return "\n".join([*lines, ""])
 
 
@@ -164,5 +169,6 @@ def table(budget: Budget, records: Path) -> str:
 
 
 def page(budget: Budget, records: Path) -> str:
-    sections = [INTRO, budget_section(budget), runs_section(budget, records), choices_section(records)]
+    sections = [INTRO, SESSIONS, budget_section(budget), runs_section(budget, records)]
+    sections.append(choices_section(records))
     return "\n".join([*sections, table(budget, records)])

@@ -12,12 +12,17 @@ from vanilla_tools.cli import UsageError
 
 from . import backtranslation_round, launch
 from .backtranslation_round import DATA
-from .comparable import BF16, FP32, precision_flags
+from .comparable import BF16, FP32, experiment_precision, precision_flags, standing_in
 from .launch import ROOT, SUMMARY
 
 BUDGET_FILE = Path(__file__).with_name("distill_budget.yaml")
 REMEDY = "delete its folder and run again what wrote it"
 DISTILLED = "train.distilled.de"  # the distilled targets, in the data folder and (gzipped) in the results
+PRECISION_WORDS = {  # a part's precision in distill_budget.yaml, as the page says it
+    "fp32": "fp32",
+    "bf16": "bf16 autocast",
+    "experiment": "bf16 autocast where the CPU multiplies bf16 in hardware, else fp32 (measured to train alike)",
+}
 CORPORA = {  # a mix's parts (distill_budget.yaml) as vanilla-train's --train_files groups
     "distilled": ("--train_files", f"{DATA}/train.en", f"{DATA}/{DISTILLED}"),
     "original": ("--train_files", f"{DATA}/train.en", f"{DATA}/train.de"),
@@ -79,11 +84,21 @@ class Run:
     def __str__(self) -> str:
         return f"{self.name} seed {self.seed}"
 
-    def settings(self, budget: Budget) -> list[str]:
-        """vanilla-train's arguments but the output folders, the data folder as ``{data}``: what a record must match
-        to be skipped."""
+    def part(self, budget: Budget) -> dict:
+        """The run's part of the budget: the teachers' or the students'."""
+        return budget.plan["teachers"] if self.role == "teacher" else budget.plan["students"]
+
+    def precision(self, budget: Budget) -> str:
+        """FP32 or BF16: the part's precision, where it is ``experiment`` the one this machine trains experiments in
+        (``comparable.experiment_precision``)."""
+        named = self.part(budget)["precision"]
+        return experiment_precision() if named == "experiment" else {"fp32": FP32, "bf16": BF16}[named]
+
+    def settings(self, budget: Budget, precision: str | None = None) -> list[str]:
+        """vanilla-train's arguments but the output folders, the data folder as ``{data}`` (in ``precision``, by
+        default the run's): what a record must match to be skipped."""
         plan = budget.plan
-        part = plan["teachers"] if self.role == "teacher" else plan["students"]
+        part = self.part(budget)
         settings = [
             "--config",
             part["config"],
@@ -97,7 +112,7 @@ class Run:
             str(budget.steps),
             "--warmup_steps",
             str(budget.scaled(2000)),  # multi30k-tiny's, scaled in a rehearsal
-            *precision_flags({"fp32": FP32, "bf16": BF16}[part["precision"]]),
+            *precision_flags(precision or self.precision(budget)),
         ]
         if self.role == "teacher":
             settings += [*CORPORA["original"]]
@@ -150,8 +165,12 @@ def chosen_students(budget: Budget, mix: str) -> list[Run]:
 
 
 def recorded(run: Run, budget: Budget, results: Path) -> dict | None:
-    """The run's record under ``results`` if it holds these settings."""
-    return launch.recorded(results / budget.layout.folder / run.folder / SUMMARY, run.settings(budget), REMEDY)
+    """The run's record under ``results`` if it holds these settings, in the run's precision or one that stands for
+    it (``comparable.standing_in``: a teacher trained in bf16 on one machine is not trained again in fp32 on
+    another)."""
+    alike = [run.settings(budget, other) for other in standing_in(run.precision(budget))]
+    path = results / budget.layout.folder / run.folder / SUMMARY
+    return launch.recorded(path, run.settings(budget), REMEDY, alike=alike)
 
 
 def check_aligned(path: Path, lines: int, sources: int) -> None:

@@ -7,7 +7,6 @@ from .data.batching import TokenBatchSampler
 from .data.corpus import lengths, load_parallel_data, text_form, tokenize_splits
 from .data.tokenizer import SPECIAL_TOKENS, train_tokenizer
 from .run.checkpoints import checkpoint_step, complete_checkpoints
-from .run.park import park, park_summary, unpark
 from .run.plot_curve import curve_columns
 from .run.record import check_run_record, resolved_arguments, run_launches, run_record, run_train_minutes
 from .run.stopping import stopping_signal
@@ -33,8 +32,6 @@ __all__ = [
     "load_preset",
     "mark_dynamic",
     "on_cpu",
-    "park",
-    "park_summary",
     "parse_args",
     "resolve_run",
     "resolved_arguments",
@@ -44,6 +41,5 @@ __all__ = [
     "stopping_signal",
     "text_form",
     "tokenize_splits",
-    "unpark",
     "train_tokenizer",
 ]

@@ -13,15 +13,15 @@ import sys
 import pytest
 import torch
 from helpers import saved_model_with_tokenizer
+from safetensors.torch import load_file
 from training_helpers import ENGLISH, synthetic_run
-from transformers import GenerationConfig, TrainingArguments
+from transformers import GenerationConfig
 
-from experiments import distill, distill_page, launch
+from experiments import comparable, distill, distill_page, launch
 from experiments import distill_plan as plan
 from inference.engine import GenerateEngine
 from inference.ensemble import VanillaTransformerEnsemble
 from inference.translate import translate_stream
-from training.run.checkpoints import mark_complete
 from vanilla_tools.cli import UsageError
 from vanilla_tools.decoding import Decoding
 
@@ -34,7 +34,7 @@ def test_the_runs_train_the_budget_stated_in_the_yaml():
     budget = plan.Budget.of()
     assert [str(run) for run in plan.teachers(budget)] == ["teacher seed 1", "teacher seed 2", "teacher seed 3"]
     teacher = plan.Run("teacher", None, 2).settings(budget)
-    for flag, expected in (("--config", "multi30k-tiny"), ("--max_steps", "8000"), ("--bf16", "false")):
+    for flag, expected in (("--config", "multi30k-tiny"), ("--max_steps", "8000")):
         assert value(teacher, flag) == expected
     assert value(teacher, "--warmup_steps") == "2000" and value(teacher, "--seed") == "2"
     assert "--train_files {data}/train.en {data}/train.de --validation_files" in " ".join(teacher)
@@ -61,6 +61,19 @@ def test_the_runs_train_the_budget_stated_in_the_yaml():
         plan.Budget.of(0)
     with pytest.raises(UsageError, match="^--pairs 5: a rehearsal needs at least 10 pairs"):
         plan.Budget.of(4, 5)
+
+
+def test_the_runs_train_in_the_experiments_precision_and_a_record_in_the_other_stands_for_them(tmp_path, monkeypatch):
+    """bf16 autocast where the CPU multiplies bf16 in hardware, else fp32 (comparable.experiment_precision): a teacher
+    recorded in bf16 on one machine is not trained again in fp32 on another, nor the other way round."""
+    budget, run = plan.Budget.of(4, 40), plan.Run("teacher", None, 1)
+    for precision, flag in ((comparable.BF16, "true"), (comparable.FP32, "false")):
+        monkeypatch.setattr(plan, "experiment_precision", lambda precision=precision: precision)
+        assert value(run.settings(budget), "--bf16") == flag
+    file_record(tmp_path, run, budget, bleu_lc_tok=1.0)  # trained in fp32, the last precision set
+    monkeypatch.setattr(plan, "experiment_precision", lambda: comparable.BF16)
+    assert plan.recorded(run, budget, tmp_path) is not None
+    assert plan.recorded(plan.Run("teacher", None, 2), budget, tmp_path) is None
 
 
 def file_record(results, run, budget, **validation) -> None:
@@ -122,8 +135,8 @@ def fake_translate(outputs: dict[str, list[str]], ran: list[list[str]]):
 
 def with_teachers(paths: distill.Paths) -> None:
     for run in plan.teachers(paths.budget):
-        paths.model(run).mkdir(parents=True)
-        (paths.model(run) / "config.json").write_text("{}")
+        paths.kept(run).mkdir(parents=True)
+        (paths.kept(run) / "config.json").write_text("{}")
 
 
 def test_the_ensemble_mode_is_chosen_on_validation_once_and_recorded_with_when(tmp_path, monkeypatch):
@@ -186,39 +199,40 @@ def test_the_students_mix_is_chosen_on_validation_once_then_its_seeds_and_the_sm
     assert distill.stage_students(paths) == "distilled+original"
 
 
-def test_the_runs_here_are_parked_in_the_results_and_unparked_where_a_machine_lacks_them(tmp_path, tokenizer):
-    """--park: a finished teacher parks its model, one stopped part-way its newest checkpoint; the page says where
-    each stands; on a machine without runs/, training or loading a run unpacks its park first."""
+def test_a_finished_run_keeps_its_model_in_float16_in_the_results_and_the_stages_load_it_there(
+    tmp_path, tokenizer, monkeypatch
+):
+    """A run vanilla-train finishes: its model kept under the results in float16 before its record is filed; on a
+    machine without runs/, the stages load the kept models; a record without its kept model is refused in one line."""
     paths = paths_of(tmp_path)
-    first, second, third = plan.teachers(paths.budget)
-    saved_model_with_tokenizer(paths.model(first), tokenizer, seed=1)
-    distill.keep(
-        paths.record(first) / "summary.json",
-        {"settings": first.settings(paths.budget), "validation": {"bleu_lc_tok": 12.34}},
-    )
-    stopped = paths.model(second) / "checkpoint-3"
-    saved_model_with_tokenizer(stopped, tokenizer, seed=2)
-    (stopped / "optimizer.pt").write_bytes(b"Adam")
-    torch.save(TrainingArguments(output_dir=str(stopped.parent), save_total_limit=10), stopped / "training_args.bin")
-    launched = {"first_step": 0, "last_step": 3, "code": {"commit": "0123456789"}, "machine": {"processor": "a CPU"}}
-    (stopped / "launches.json").write_text(json.dumps([launched]))
-    mark_complete(stopped, 3, settings={"max_steps": 4})
+    first, second, _ = plan.teachers(paths.budget)
+    launched = {
+        "first_step": 0,
+        "last_step": 4,
+        "code": {"commit": "0123456789"},
+        "machine": {"processor": "a CPU"},
+        "precision": "fp32",
+    }
 
-    distill.park_runs(paths)
-    parks = paths.records / "parked" / "teacher"
-    assert sorted(p.name for p in parks.iterdir()) == ["seed-1.json", "seed-1.tar.gz", "seed-2.json", "seed-2.tar.gz"]
-    assert json.loads((parks / "seed-1.json").read_text())["finished"] is True
-    assert json.loads((parks / "seed-2.json").read_text())["resumes_from_step"] == 3
+    def train(flags, output_dir, what, **_):
+        saved_model_with_tokenizer(output_dir, tokenizer, seed=1)
+        return ["vanilla-train", *flags], {"run": {"launches": [launched]}, "validation": {"bleu_lc_tok": 12.34}}
+
+    monkeypatch.setattr(launch, "train", train)
+    record = distill.train(first, paths)
+    kept = paths.kept(first)
+    assert kept == paths.records / "models" / "teacher" / "seed-1"
+    assert {t.dtype for t in load_file(kept / "model.safetensors").values()} == {torch.float16}
+    assert record["kept"]["bytes"] == sum(p.stat().st_size for p in kept.iterdir())
+    assert plan.recorded(first, paths.budget, paths.records.parent) == record
     runs = distill_page.runs_section(paths.budget, paths.records)
-    assert "- teacher seed 1: trained, validation 12.34" in runs and "- teacher seed 3: neither" in runs
-    assert "- teacher seed 2: parked " in runs and " at step 3 of 4 (steps 0-3 at 0123456 on a CPU)" in runs
+    assert "- teacher seed 1: trained (steps 0-4 at 0123456 on a CPU, fp32), validation 12.34; its model kept" in runs
+    assert "- teacher seed 2: not trained yet" in runs
 
-    shutil.rmtree(paths.models)  # another machine
-    assert distill.unparked(first, paths) == paths.model(first)
-    assert (paths.model(first) / "model.safetensors").is_file() and not any(paths.model(first).glob("checkpoint-*"))
-    distill.unparked(second, paths)
-    assert (paths.model(second) / "checkpoint-3" / "optimizer.pt").read_bytes() == b"Adam"
-    assert not distill.unparked(third, paths).exists()  # nothing parked: vanilla-train starts it
+    shutil.rmtree(paths.models)  # another machine: the results alone
+    assert distill.kept(first, paths) == kept
+    with pytest.raises(UsageError, match=r"^teacher seed 2 is recorded but .*seed-2 holds no model: delete its record"):
+        distill.kept(second, paths)
 
 
 def test_the_page_says_plainly_that_nothing_is_recorded_yet(tmp_path):
@@ -236,7 +250,7 @@ def test_each_distilled_line_is_its_own_sources_translation_by_the_ensemble(tmp_
     paths.data.mkdir(parents=True)
     sources = [f"{a} {b}" for a in ENGLISH for b in ENGLISH] + ENGLISH  # lines that differ, of several lengths
     (paths.data / "train.en").write_text("".join(f"{line}\n" for line in sources))
-    models = [saved_model_with_tokenizer(paths.model(run), tokenizer, seed=run.seed) for run in plan.teachers(budget)]
+    models = [saved_model_with_tokenizer(paths.kept(run), tokenizer, seed=run.seed) for run in plan.teachers(budget)]
     for model in models:  # outputs of a fixed length: the batch's longest source sets no limit
         GenerationConfig.from_pretrained(model, max_new_tokens=10).save_pretrained(model)
     distill.stage_distilled(paths, "log_linear")
@@ -253,10 +267,10 @@ def test_each_distilled_line_is_its_own_sources_translation_by_the_ensemble(tmp_
 
 
 @pytest.mark.slow
-def test_the_rehearsal_runs_every_stage_parks_its_runs_and_goes_on_from_the_parks_on_a_fresh_machine(tmp_path):
+def test_the_rehearsal_runs_every_stage_and_scores_again_from_the_kept_models_on_a_fresh_machine(tmp_path):
     """The whole experiment on 30 pairs, 1 step a run (teachers at their initialisation translate every line, long
     and random: 2-step ones translate none, and vanilla-train rightly refuses a distilled set without a pair), then
-    its runs parked, runs/ lost (a change of machine), and the scores decoded again from the parks alone."""
+    runs/ lost (a change of machine) and the scores decoded again from the models the results keep, alone."""
     folders = [
         "--runs",
         str(tmp_path / "runs"),
@@ -290,13 +304,10 @@ def test_the_rehearsal_runs_every_stage_parks_its_runs_and_goes_on_from_the_park
     }
     assert "| teacher: mean [95% band] | 3 |" in (tmp_path / "p.md").read_text()
 
-    distill_command("--park")
-    parks = {
-        path.relative_to(records / "parked").as_posix(): json.loads(path.read_text())
-        for path in (records / "parked").rglob("*.json")
-    }
-    assert len(parks) == 8 and all(park["finished"] for park in parks.values())
-    assert "- teacher seed 1: trained, validation " in (tmp_path / "p.md").read_text()
+    models = records / "models"
+    kept = {path.parent.relative_to(models).as_posix() for path in models.rglob("model.safetensors")}
+    assert len(kept) == 8 and "teacher/seed-1" in kept
+    assert "- teacher seed 1: trained (steps 0-1 at " in (tmp_path / "p.md").read_text()
 
     shutil.rmtree(tmp_path / "runs")  # another machine: the results alone
     for path in (records / "scores").glob("*"):

@@ -2,12 +2,10 @@
 tests/fixtures/freeze_training_checkpoint.py, never remade) holds the output directory of a tiny run that code stopped
 by SIGTERM part-way, and the command that ran it. The same command, run by today's vanilla-train in the unpacked
 folder, accepts the run's recorded settings, resumes from the stopped run's checkpoint, finishes with the final
-evaluation, and records both launches; parked by training.run.park and unparked elsewhere, it finishes as the run
-left in place does."""
+evaluation, and records both launches."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -17,7 +15,6 @@ import pytest
 from safetensors.torch import load_file
 from training_helpers import assert_same_weights
 
-from training.run import park
 from training.run.relaunch import FinishedRun
 
 pytestmark = pytest.mark.slow
@@ -89,24 +86,3 @@ def test_a_run_stopped_by_earlier_code_resumes_with_the_same_command_and_finishe
         )
         assert uninterrupted.returncode == 0, uninterrupted.stderr[-3000:]
         assert_same_weights(load_file(fresh / "model.safetensors"), run)
-
-
-def test_a_stopped_run_parked_and_unparked_elsewhere_finishes_as_the_one_left_in_place(stopped, tmp_path):
-    """training.run.park's path between sessions: the stopped run parked in one archive, unparked into a fresh folder
-    beside its data on "another machine", goes on with the same command to the weights and record of the run left
-    where it was."""
-    argv = json.loads((stopped / "made.json").read_text())["command"][1:]
-    elsewhere = tmp_path / "elsewhere"
-    shutil.copytree(stopped / "data", elsewhere / "data")
-    record = park.park(stopped / "run", tmp_path / "run.tar.gz", finished=False)
-    assert list(record["checkpoints"].values()) == ["whole"]
-    park.unpark(tmp_path / "run.tar.gz", elsewhere / "run")
-
-    for folder in (stopped, elsewhere):
-        done = vanilla_train([*argv, "--summary_dir", "record"], folder)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert f"resuming from run/checkpoint-{record['resumes_from_step']}" in done.stderr, done.stderr[-3000:]
-    assert_same_weights(load_file(stopped / "run" / "model.safetensors"), elsewhere / "run")
-    here, there = (json.loads((f / "record" / "summary.json").read_text()) for f in (stopped, elsewhere))
-    assert [launch["first_step"] for launch in there["run"]["launches"]] == [0, record["resumes_from_step"]]
-    assert there["test"]["bleu"] == here["test"]["bleu"] and there["validation"] == here["validation"]
