@@ -174,8 +174,8 @@ def sizes(folder: Path) -> dict[str, int]:
 
 
 def kept_models(root: Path = ROOT) -> list[str]:
-    """The models the results keep (results/**/models/: experiments.distill's finished runs, 5.2 MiB each, nine in
-    the end): set aside before a call (moved out of the checkout, back after; docs/performance.md), they do not
+    """The models the results keep (results/**/models/: experiments.distill's finished runs, about 5 MiB each, eight
+    in the end): set aside before a call (moved out of the checkout, back after; docs/performance.md), they do not
     travel."""
     return [name for name in travelling_files(root) if name.startswith("results/") and "/models/" in name]
 
