@@ -262,13 +262,16 @@ class TrainParser(HfArgumentParser):
 
 
 def config_name(argv: list[str]) -> str | None:
-    """--config's value, read from the command line before the parser is built: the preset gives its defaults."""
-    for at, flag in enumerate(argv):
-        if flag == "--config" and at + 1 < len(argv):
-            return argv[at + 1]
-        if flag.startswith("--config="):
-            return flag.split("=", 1)[1]
-    return None
+    """--config's value, read from the command line before the parser is built: the preset gives its defaults. Given
+    twice, it is refused in one line: one preset's defaults would train under the other's name."""
+    names = [
+        argv[at + 1] if flag == "--config" else flag.split("=", 1)[1]
+        for at, flag in enumerate(argv)
+        if (flag == "--config" and at + 1 < len(argv)) or flag.startswith("--config=")
+    ]
+    if len(names) > 1:
+        raise UsageError(f"--config given {len(names)} times ({', '.join(names)}): give one preset")
+    return names[0] if names else None
 
 
 def parse_args(argv: list[str] | None = None):

@@ -60,6 +60,13 @@ def test_a_preset_file_may_build_on_another(tmp_path):
     assert parse_args(["--config", str(tmp_path / "more.yaml")])[0].dropout == 0.2
 
 
+@pytest.mark.parametrize("twice", [["--config", "multi30k-tiny"], ["--config=multi30k-tiny"]])
+def test_a_second_config_is_refused_rather_than_one_presets_defaults_trained_under_the_others_name(twice):
+    with pytest.raises(UsageError, match=r"^--config given 2 times \(multi30k, multi30k-tiny\): give one preset$"):
+        parse_args(["--config", "multi30k", "--output_dir", "out", *twice])
+    assert arguments.config_name(["--output_dir", "out", "--config=demo"]) == "demo"
+
+
 def test_presets_based_on_each_other_in_a_circle_are_refused(tmp_path):
     (tmp_path / "a.yaml").write_text("base: b.yaml\n")
     (tmp_path / "b.yaml").write_text("base: a.yaml\n")
