@@ -25,10 +25,9 @@ def model_files(model_dir: Path) -> list[str]:
     return list(filter_repo_objects(names, ignore_patterns=IGNORE))
 
 
-def float16_weights(weights: Path) -> dict[str, torch.Tensor]:
-    """The floating-point tensors of ``weights`` rounded to float16 (others as they are), refused in one line where a
-    value is beyond float16's range (it would be stored as infinity)."""
-    tensors = load_file(weights)
+def float16_weights(tensors: dict[str, torch.Tensor], weights: Path) -> dict[str, torch.Tensor]:
+    """The floating-point ``tensors`` of ``weights`` rounded to float16 (others as they are), refused in one line
+    where a value is beyond float16's range (it would be stored as infinity)."""
     stored = {name: t.to(torch.float16) if t.is_floating_point() else t for name, t in tensors.items()}
     if overflow := [name for name, t in stored.items() if t.is_floating_point() and not torch.isfinite(t).all()]:
         raise UsageError(f"{weights}: {', '.join(overflow)} hold values beyond float16's range: not stored in float16")
@@ -41,6 +40,7 @@ def store_float16(model_dir: Path, dest: Path) -> dict:
     made to a weight."""
     if missing := [name for name in REQUIRED if not (model_dir / name).is_file()]:
         raise UsageError(f"{model_dir} holds no model to store: {', '.join(missing)} missing")
+    original = load_file(model_dir / WEIGHTS)
     staged = dest.with_name(f"{dest.name}.partial")
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)
@@ -49,13 +49,12 @@ def store_float16(model_dir: Path, dest: Path) -> dict:
             (staged / name).parent.mkdir(parents=True, exist_ok=True)
             if name != WEIGHTS:
                 shutil.copy2(model_dir / name, staged / name)
-        weights = float16_weights(model_dir / WEIGHTS)
+        weights = float16_weights(original, model_dir / WEIGHTS)
         save_file(weights, staged / WEIGHTS, metadata={"format": "pt"})
         shutil.rmtree(dest, ignore_errors=True)
         staged.replace(dest)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
-    original = load_file(model_dir / WEIGHTS)
     floats = [name for name, t in weights.items() if t.is_floating_point()]
     rounding = max((original[name] - weights[name].float()).abs().max().item() for name in floats)
     return {
