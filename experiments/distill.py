@@ -4,6 +4,7 @@ en->de, and docs/distillation.md written from its records (issue 119, item 2).
     python -m experiments.distill                     # every stage, each skipping what its records show done
     python -m experiments.distill --stages teachers   # one stage (or several, in order)
     python -m experiments.distill --report            # the page from the records, nothing run
+    python -m experiments.distill --trainings 1       # a session's share: at most one vanilla-train run, then stop
 
 The budget and every choice are experiments/distill_budget.yaml, committed before the first run. The stages, in order:
 
@@ -39,7 +40,7 @@ import time
 from pathlib import Path
 
 from hub_card.stored import store_float16
-from vanilla_tools.cli import UsageError, console_script
+from vanilla_tools.cli import UsageError, console_script, positive_int
 from vanilla_tools.metrics import score_in_form
 from vanilla_tools.run_files import read_json, write_json
 from vanilla_tools.text_form import TextForm
@@ -71,11 +72,16 @@ AFTER_STOP = "; the same command goes on where it stopped"
 FORM = TextForm.moses_lowercase("en", "de")  # multi30k-tiny's text: the models write it, the scores read it
 
 
-class Paths:
-    """Where a budget's data, models and records go."""
+class TrainingsDone(Exception):
+    """The command has launched the vanilla-train runs it was allowed (``--trainings``) and another is due."""
 
-    def __init__(self, budget: Budget, runs: Path, results: Path):
+
+class Paths:
+    """Where a budget's data, models and records go, and how many runs this command may still train (None: any)."""
+
+    def __init__(self, budget: Budget, runs: Path, results: Path, trainings: int | None = None):
         self.budget = budget
+        self.trainings = trainings
         self.data = runs / budget.layout.data_folder
         self.models = runs / budget.layout.folder
         self.records = results / budget.layout.folder
@@ -131,6 +137,10 @@ def train(run: Run, paths: Paths) -> dict:
     if (found := recorded(run, paths.budget, paths.records.parent)) is not None:
         logger.info("%s: recorded, skipped", run)
         return found
+    if paths.trainings == 0:
+        raise TrainingsDone(str(run))
+    if paths.trainings is not None:
+        paths.trainings -= 1
     output_dir = paths.model(run)
     argv = [arg.replace(paths.budget.layout.data, str(paths.data)) for arg in run.settings(paths.budget)]
     _, summary = launch.train(
@@ -336,6 +346,12 @@ def arguments() -> argparse.ArgumentParser:
     launch.add_record_arguments(parser, runs=ROOT_RUNS, results=RESULTS, page=PAGE)
     parser.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="default: all, in order")
     parser.add_argument("--steps", type=int, help="each run's steps (default: the budget's)")
+    parser.add_argument(
+        "--trainings",
+        type=positive_int,
+        help="launch at most N vanilla-train runs (a run found recorded is not one), then stop with the page written: "
+        "a session that must finish what it starts trains one (--trainings 1)",
+    )
     return parser
 
 
@@ -343,9 +359,12 @@ def run(argv: list[str] | None = None) -> None:
     args = arguments().parse_args(argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     budget = Budget.of(args.steps, args.pairs)
-    paths = Paths(budget, Path(args.runs).resolve(), Path(args.results).resolve())
+    paths = Paths(budget, Path(args.runs).resolve(), Path(args.results).resolve(), args.trainings)
     if not args.report:
-        run_stages(args.stages, paths)
+        try:
+            run_stages(args.stages, paths)
+        except TrainingsDone as done:
+            logger.info("--trainings %d done: %s is the next run, the same command trains it", args.trainings, done)
     Path(args.page).write_text(page(budget, paths.records), encoding="utf-8")
     print(f"wrote {args.page}")
 

@@ -19,6 +19,7 @@ model.
 ```bash
 python -m experiments.distill --stages teachers   # the 3 teachers (24,000 steps): hours
 python -m experiments.distill                     # every stage, each skipping what its records show done
+python -m experiments.distill --trainings 1       # the same, stopping before a second vanilla-train run
 python -m experiments.distill --report            # this page from the records, nothing run
 python -m experiments.distill --pairs 30 --steps 1   # a rehearsal, its data, models and records apart
 ```
@@ -36,8 +37,8 @@ SESSIONS = """## A run a session
 A run must finish within the session that starts it: runs/ does not survive a change of machine, and a run stopped
 part-way is not carried (its checkpoint with Adam's state is 28 MiB; the next session starts it again). A run is about
 135 minutes on the 2-core AMX Xeon in bf16 autocast (1.0 s a step, against 1.3 in fp32: the teacher's command, steps
-75-135, on 2026-12-07), so a session starts the runner first (`python -m experiments.distill`, nothing else heavy beside
-it), stops it (`pkill -TERM -f training.train`) once a run has finished and before the next could, and commits
+75-135, on 2026-12-07), so a session starts the runner first, for one run (`python -m experiments.distill --trainings
+1`: it stops once that run is filed, before the next; nothing else heavy beside it), and commits
 results/distill/8000-steps/. Each finished run's model is kept there with its weights in float16 (`hub_card.stored`:
 about 5 MiB, loaded back in float32): the ensemble, the distilled set, the test2016 scores and the speeds load those,
 the same weights on every machine (the validation scores that choose the students' mix are vanilla-train's own, of the

@@ -199,13 +199,9 @@ def test_the_students_mix_is_chosen_on_validation_once_then_its_seeds_and_the_sm
     assert distill.stage_students(paths) == "distilled+original"
 
 
-def test_a_finished_run_keeps_its_model_in_float16_in_the_results_and_the_stages_load_it_there(
-    tmp_path, tokenizer, monkeypatch
-):
-    """A run vanilla-train finishes: its model kept under the results in float16 before its record is filed; on a
-    machine without runs/, the stages load the kept models; a record without its kept model is refused in one line."""
-    paths = paths_of(tmp_path)
-    first, second, _ = plan.teachers(paths.budget)
+def fake_train(tokenizer, trained: list[str]):
+    """launch.train as vanilla-train finishes a run (the names of the runs it trained in ``trained``): a model saved in
+    its folder, a summary of one launch of 4 steps with validation 12.34 returned."""
     launched = {
         "first_step": 0,
         "last_step": 4,
@@ -215,10 +211,21 @@ def test_a_finished_run_keeps_its_model_in_float16_in_the_results_and_the_stages
     }
 
     def train(flags, output_dir, what, **_):
+        trained.append(what)
         saved_model_with_tokenizer(output_dir, tokenizer, seed=1)
         return ["vanilla-train", *flags], {"run": {"launches": [launched]}, "validation": {"bleu_lc_tok": 12.34}}
 
-    monkeypatch.setattr(launch, "train", train)
+    return train
+
+
+def test_a_finished_run_keeps_its_model_in_float16_in_the_results_and_the_stages_load_it_there(
+    tmp_path, tokenizer, monkeypatch
+):
+    """A run vanilla-train finishes: its model kept under the results in float16 before its record is filed; on a
+    machine without runs/, the stages load the kept models; a record without its kept model is refused in one line."""
+    paths = paths_of(tmp_path)
+    first, second, _ = plan.teachers(paths.budget)
+    monkeypatch.setattr(launch, "train", fake_train(tokenizer, []))
     record = distill.train(first, paths)
     kept = paths.kept(first)
     assert kept == paths.records / "models" / "teacher" / "seed-1"
@@ -233,6 +240,28 @@ def test_a_finished_run_keeps_its_model_in_float16_in_the_results_and_the_stages
     assert distill.kept(first, paths) == kept
     with pytest.raises(UsageError, match=r"^teacher seed 2 is recorded but .*seed-2 holds no model: delete its record"):
         distill.kept(second, paths)
+
+
+def test_trainings_1_launches_one_run_then_stops_and_the_same_command_goes_on_with_the_next(
+    tmp_path, tokenizer, monkeypatch, caplog
+):
+    """A session that must finish what it starts: `--trainings 1` trains the first run not recorded, files it, writes
+    the page and stops (status 0) before the next; run again, it skips the recorded run and trains the next."""
+    trained = []
+    monkeypatch.setattr(launch, "train", fake_train(tokenizer, trained))
+    page = tmp_path / "distillation.md"
+    argv = ["--steps", "4", "--pairs", "40", "--runs", str(tmp_path / "runs"), "--results", str(tmp_path / "results")]
+    argv += ["--page", str(page), "--trainings", "1"]
+    with caplog.at_level("INFO", logger="distill"):
+        distill.run(argv)
+    assert trained == ["teacher seed 1"]
+    assert "--trainings 1 done: teacher seed 2 is the next run, the same command trains it" in caplog.text
+    assert "- teacher seed 1: trained" in page.read_text() and "- teacher seed 2: not trained yet" in page.read_text()
+    distill.run(argv)
+    assert trained == ["teacher seed 1", "teacher seed 2"]
+    with pytest.raises(SystemExit) as refused:
+        distill.arguments().parse_args(["--trainings", "0"])
+    assert refused.value.code == 2
 
 
 def test_the_page_says_plainly_that_nothing_is_recorded_yet(tmp_path):
