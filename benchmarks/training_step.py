@@ -1,7 +1,7 @@
 """`python -m benchmarks.training_step`: where the Multi30k preset's training step goes, and how fast it runs.
 
-``--profile`` trains the preset (``vanilla-train --config multi30k``: its data path, BPE-dropout, token batches,
-bf16 autocast where the CPU has it, Trainer's loop) for a few steps, times ``--steps`` steps, then runs
+``--profile`` trains the preset (``vanilla-train --config multi30k``, or ``--preset``'s: its data path, BPE-dropout,
+token batches, bf16 autocast where the CPU has it, Trainer's loop) for a few steps, times ``--steps`` steps, then runs
 ``torch.profiler`` over ``--profile_steps`` more and sorts every operator's own time into what the step spends it on:
 matrix products, attention, LayerNorm, dropout, autocast's casts, other ops, the loss, the optimizer, the data
 loader, and the Python between operators. The limit beside it: the step's matrix-product FLOPs at the bf16 (or fp32)
@@ -58,6 +58,7 @@ from transformers import TrainerCallback
 from benchmarks import write_record
 from modeling_vanilla import modeling_vanilla as modeling
 from training.api import (
+    PRESETS,
     build_trainer,
     compile_counts,
     configure_inductor,
@@ -147,7 +148,7 @@ def preset_trainer(steps: int, output_dir: str, extra: list[str], preset: str = 
 class TokenCount:
     """Wraps the collator: the shape (pairs, source length, target length) and the real (unpadded) source + target
     tokens of each batch, in the order training takes them (the loader runs in the training process: the presets
-    set no workers). The multi30k preset accumulates no gradients, so here a batch is a step."""
+    set no workers); a step is ``gradient_accumulation_steps`` batches (``step_tokens``)."""
 
     def __init__(self, collate):
         self.collate, self.shapes, self.tokens = collate, [], []
@@ -290,10 +291,15 @@ def categorize(events, window_s: float, steps: int) -> dict:
     }
 
 
-def profile_preset(steps: int, profile_steps: int, warmup: int, extra: list[str]) -> dict:
-    """Train the preset for warmup + steps + profile_steps steps: time the middle ones, profile the last ones."""
+def step_tokens(batch_tokens: list[int], accumulation: int) -> list[int]:
+    """The tokens of each step: its ``accumulation`` batches' together."""
+    return [sum(batch_tokens[i : i + accumulation]) for i in range(0, len(batch_tokens), accumulation)]
+
+
+def profile_preset(steps: int, profile_steps: int, warmup: int, extra: list[str], preset: str = PRESET) -> dict:
+    """Train ``preset`` for warmup + steps + profile_steps steps: time the middle ones, profile the last ones."""
     with tempfile.TemporaryDirectory() as tmp:
-        trainer, training_args = preset_trainer(warmup + steps + profile_steps, tmp, extra)
+        trainer, training_args = preset_trainer(warmup + steps + profile_steps, tmp, extra, preset)
         trainer.data_collator = counter = TokenCount(trainer.data_collator)
         clock = StepClock(profile_from=warmup + steps, profile_steps=profile_steps)
         trainer.add_callback(clock)
@@ -301,18 +307,21 @@ def profile_preset(steps: int, profile_steps: int, warmup: int, extra: list[str]
         with contextlib.nullcontext() if training_args.torch_compile else labelled_regions():
             trainer.train()
     step_times = clock.step_seconds(warmup, warmup + steps)
-    tokens = counter.tokens[warmup : warmup + steps]
+    tokens = step_tokens(counter.tokens, training_args.gradient_accumulation_steps)[warmup : warmup + steps]
     dtype = torch.bfloat16 if training_args.bf16 else torch.float32
     peak = matmul_peak(dtype)
     split = categorize(clock.profiler.events(), clock.window, profile_steps)
     total = sum(split["ms_per_step"].values())
     return {
+        "preset": preset,
         "vanilla_train_flags": extra,
+        "gradient_accumulation_steps": training_args.gradient_accumulation_steps,
         "precision": precision(training_args.mixed_precision),
         "threads": torch.get_num_threads(),
         "steps_timed": steps,
         "step_s_median": statistics.median(step_times),
         "tokens_per_s": sum(tokens) / sum(step_times),
+        "tokens_per_step_median": statistics.median(tokens),
         "steps_profiled": profile_steps,
         "profiled_step_ms": total,
         **split,
@@ -649,6 +658,11 @@ def arguments() -> argparse.ArgumentParser:
     mode.add_argument("--launches", action="store_true", help="operators a step launches; an epoch's compiles")
     mode.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     mode.add_argument("--compiles_worker", metavar="EPOCH", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--preset",
+        choices=PRESETS,
+        help=f"--profile: the preset profiled (default {PRESET}, what the other modes time)",
+    )
     parser.add_argument("--steps", type=int, default=100, help="steps timed (--compare: steps a process trains)")
     parser.add_argument("--profile_steps", type=int, default=20, help="steps profiled after the timed ones")
     parser.add_argument("--warmup", type=int, default=20, help="first steps left out of the timing")
@@ -676,7 +690,10 @@ def cold_inductor_cache():
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = arguments().parse_args(argv)
+    parser = arguments()
+    args = parser.parse_args(argv)
+    if args.preset is not None and not args.profile:
+        parser.error(f"--preset {args.preset}: only --profile profiles another preset than {PRESET}")
     # a --compiles_worker process compiles from the cache its parent chose for it (compiles_in_new_processes)
     with contextlib.nullcontext() if args.compiles_worker else cold_inductor_cache():
         return measure(args)
@@ -692,7 +709,9 @@ def measure(args: argparse.Namespace) -> dict:
     if args.profile:
         record = {
             **provenance(),
-            "profile": profile_preset(args.steps, args.profile_steps, args.warmup, args.train_args),
+            "profile": profile_preset(
+                args.steps, args.profile_steps, args.warmup, args.train_args, args.preset or PRESET
+            ),
         }
         print(profile_table(record["profile"]))
     elif args.interleaved:

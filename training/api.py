@@ -1,7 +1,7 @@
 """training's front: what the repository's tools (experiments/, benchmarks/) use of vanilla-train, and all they may
 import of it (tests/test_architecture.py holds them to it). The modules behind it may move; these names stay."""
 
-from .arguments import LOADER_ON_CUDA, ModelArguments, load_preset, on_cpu, parse_args
+from .arguments import LOADER_ON_CUDA, PRESETS, ModelArguments, load_preset, on_cpu, parse_args
 from .build import build_model, build_trainer, resolve_run
 from .data.batching import TokenBatchSampler
 from .data.corpus import lengths, load_parallel_data, text_form, tokenize_splits
@@ -16,6 +16,7 @@ from .step.compiled import compile_counts, configure_inductor, mark_dynamic
 __all__ = [
     "LOADER_ON_CUDA",
     "ModelArguments",
+    "PRESETS",
     "SPECIAL_TOKENS",
     "TokenBatchSampler",
     "build_model",

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import batch_of, tiny_config, tiny_model
+from training_helpers import train_argv, write_corpus
 from transformers import TrainerCallback
 
 from benchmarks import load_check
@@ -183,6 +184,23 @@ def test_the_training_step_measures_from_an_empty_inductor_cache(monkeypatch, tm
         inside = Path(cache_dir())
         assert inside != tmp_path and inside.is_dir() and not any(inside.iterdir())
     assert not inside.exists() and cache_dir() == str(tmp_path)
+
+
+def test_the_training_step_profiles_the_preset_named_and_counts_an_accumulated_steps_batches_together(tmp_path):
+    """``--profile --preset multi30k-tiny`` profiles that preset (not multi30k under its name), here on a small corpus
+    with two batches a step: the record names the preset and the accumulation, and a step's tokens are its batches'."""
+    from benchmarks.training_step import main, profile_preset, step_tokens
+
+    assert step_tokens([5, 7, 1, 2, 4, 4], 2) == [12, 3, 8] and step_tokens([5, 7], 1) == [5, 7]
+    corpus = write_corpus(tmp_path / "data", pairs=120)
+    extra = train_argv(corpus, tmp_path / "run", "--tokens_per_step", "512", "--bf16", "false")
+    record = profile_preset(2, 1, 1, extra, "multi30k-tiny")
+    assert (record["preset"], record["gradient_accumulation_steps"]) == ("multi30k-tiny", 2)
+    assert record["tokens_per_step_median"] > 512  # one batch has at most 256 tokens a side: two batches counted
+    assert record["steps_profiled"] == 1 and record["profiled_step_ms"] > 0 and record["precision"] == "fp32"
+    with pytest.raises(SystemExit) as refused:
+        main(["--compare", "HEAD", "--preset", "multi30k-tiny"])
+    assert refused.value.code == 2
 
 
 def test_the_gpu_step_benchmark_trains_on_the_files_it_prepares_and_counts_its_batches(tmp_path, monkeypatch):
