@@ -91,7 +91,7 @@ def runs_section(budget: Budget, records: Path) -> str:
             continue
         launches = ", ".join(
             f"steps {launch['first_step']:,}-{launch['last_step']:,} at {launch['code']['commit'][:7]} on "
-            f"{launch['machine']['processor']}, {launch['precision']}"
+            f"{launch['machine']['processor']}, {launch['precision']}, {launch['train_minutes']:.0f} minutes"
             for launch in summary["run"]["launches"]
         )
         kept = f"its model kept in float16, {summary['kept']['bytes'] / 2**20:.1f} MiB"

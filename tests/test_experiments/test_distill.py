@@ -201,13 +201,14 @@ def test_the_students_mix_is_chosen_on_validation_once_then_its_seeds_and_the_sm
 
 def fake_train(tokenizer, trained: list[str]):
     """launch.train as vanilla-train finishes a run (the names of the runs it trained in ``trained``): a model saved in
-    its folder, a summary of one launch of 4 steps with validation 12.34 returned."""
+    its folder, a summary of one launch of 4 steps in 2.4 minutes with validation 12.34 returned."""
     launched = {
         "first_step": 0,
         "last_step": 4,
         "code": {"commit": "0123456789"},
         "machine": {"processor": "a CPU"},
         "precision": "fp32",
+        "train_minutes": 2.4,
     }
 
     def train(flags, output_dir, what, **_):
@@ -233,7 +234,7 @@ def test_a_finished_run_keeps_its_model_in_float16_in_the_results_and_the_stages
     assert record["kept"]["bytes"] == sum(p.stat().st_size for p in kept.iterdir())
     assert plan.recorded(first, paths.budget, paths.records.parent) == record
     runs = distill_page.runs_section(paths.budget, paths.records)
-    assert "- teacher seed 1: trained (steps 0-4 at 0123456 on a CPU, fp32), validation 12.34; its model kept" in runs
+    assert "- teacher seed 1: trained (steps 0-4 at 0123456 on a CPU, fp32, 2 minutes), validation 12.34" in runs
     assert "- teacher seed 2: not trained yet" in runs
 
     shutil.rmtree(paths.models)  # another machine: the results alone
