@@ -36,13 +36,13 @@ SESSIONS = """## A run a session
 
 A run must finish within the session that starts it: runs/ does not survive a change of machine, and a run stopped
 part-way is not carried (its checkpoint with Adam's state is 28 MiB; the next session starts it again). A run is about
-135 minutes on the 2-core AMX Xeon in bf16 autocast (1.0 s a step, against 1.3 in fp32: the teacher's command, steps
-75-135, on 2026-12-07), so a session starts the runner first, for one run (`python -m experiments.distill --trainings
-1`: it stops once that run is filed, before the next; nothing else heavy beside it), and commits
-results/distill/8000-steps/. Each finished run's model is kept there with its weights in float16 (`hub_card.stored`:
-about 5 MiB, loaded back in float32): the ensemble, the distilled set, the test2016 scores and the speeds load those,
-the same weights on every machine (the validation scores that choose the students' mix are vanilla-train's own, of the
-float32 model).
+140 minutes on the 2-core AMX Xeon in bf16 autocast (teacher seed 1: 139 training minutes, its evaluations included;
+fp32 takes 1.3 times as long: the teacher's command, steps 75-135, on 2026-12-07), so a session starts the runner
+first, for one run (`python -m experiments.distill --trainings 1`: it stops once that run is filed, before the next;
+nothing else heavy beside it), and commits results/distill/8000-steps/. Each finished run's model is kept there with
+its weights in float16 (`hub_card.stored`: about 6 MiB, loaded back in float32): the ensemble, the distilled set, the
+test2016 scores and the speeds load those, the same weights on every machine (the validation scores that choose the
+students' mix are vanilla-train's own, of the float32 model).
 """
 
 
